@@ -96,7 +96,7 @@ def pretraining_dataset(
         features has `token_ids`, `segment_ids`, `padding_mask` (int32
         [batch, max_seq_length]) and `mask_positions` (int32
         [batch, max_predictions_per_seq]); labels has `mlm` (and `nsp`);
-        sample_weights has `mlm` (the `masked_lm_weights`).
+        sample_weights has `mlm` (the `masked_lm_weights`) and `nsp` (ones).
 
     Example:
 
@@ -137,9 +137,11 @@ def pretraining_dataset(
             "mask_positions": tf.cast(example["masked_lm_positions"], tf.int32),
         }
         labels = {"mlm": tf.cast(example["masked_lm_ids"], tf.int32)}
+        sample_weights = {"mlm": example["masked_lm_weights"]}
         if next_sentence:
             labels["nsp"] = tf.cast(example["next_sentence_labels"], tf.int32)
-        sample_weights = {"mlm": example["masked_lm_weights"]}
+            # Keras wants a weight for every output once any is weighted.
+            sample_weights["nsp"] = tf.ones_like(labels["nsp"][:, 0], tf.float32)
         return features, labels, sample_weights
 
     dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)

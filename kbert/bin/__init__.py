@@ -1,0 +1,1 @@
+"""Command-line binaries (absl). The only place besides configurables that uses gin or flags."""

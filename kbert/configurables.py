@@ -1,0 +1,88 @@
+"""The one place kbert registers its classes and functions with gin.
+
+The library stays plain typed Python (Keras classes are never decorated, so
+loading a `.keras` file or a SavedModel never depends on gin state); binaries
+import this module, parse gin files and call the registered versions. Bindings
+read like `BertEncoder.num_layers = 4` and `BertPretrainer.next_sentence = False`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+import os
+
+import gin
+
+from kbert import models
+
+MODULE = "kbert"
+
+
+
+def _configurable(cls):
+    # Keras classes take **kwargs, which would let gin accept any misspelled
+    # binding; allow only the named constructor arguments.
+    named = [
+        name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    return gin.external_configurable(cls, module=MODULE, allowlist=named)
+
+
+BertEncoder = _configurable(models.BertEncoder)
+BertPretrainer = _configurable(models.BertPretrainer)
+
+# The repo's gin/ directory (present in a source checkout or editable install).
+GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))
+
+
+def parse_gin(gin_files: list[str], gin_params: list[str] | None = None) -> None:
+    """Parses gin files and bindings, with clear errors for bad names and paths.
+
+    The repo's `gin/` directory and each gin file's own directory are put on the
+    search path, so `include 'base.gin'` works from any working directory.
+
+    Args:
+        gin_files: list of str. Gin files, by path or by name inside `gin/`
+            (e.g. `base.gin` or `gin/base.gin`).
+        gin_params: list of str or None. Extra bindings such as
+            `BertEncoder.num_layers = 4`, applied after the files.
+
+    Raises:
+        FileNotFoundError: a gin file was not found; the message lists the
+            paths searched.
+        ValueError: a binding names an unknown configurable or parameter.
+    """
+    gin.clear_config()
+    search_dirs = [os.getcwd(), GIN_DIR]
+    resolved = []
+    for gin_file in gin_files:
+        candidates = [gin_file] + [os.path.join(d, gin_file) for d in search_dirs]
+        candidates += [os.path.join(GIN_DIR, os.path.basename(gin_file))]
+        found = next((c for c in candidates if os.path.isfile(c)), None)
+        if found is None:
+            searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
+            raise FileNotFoundError(f"gin file {gin_file!r} not found; searched: {searched}")
+        resolved.append(os.path.abspath(found))
+    for directory in dict.fromkeys([GIN_DIR] + [os.path.dirname(f) for f in resolved]):
+        gin.add_config_file_search_path(directory)
+    try:
+        with _quiet_resource_reader():
+            gin.parse_config_files_and_bindings(resolved, gin_params or [], finalize_config=False)
+    except (ValueError, KeyError, IOError) as e:
+        raise ValueError(f"gin configuration error: {e}") from None
+
+
+@contextlib.contextmanager
+def _quiet_resource_reader():
+    # gin first tries each `include` as a package resource and logs an ERROR
+    # when that fails, before finding the file on the search path.
+    logger = logging.getLogger()
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)

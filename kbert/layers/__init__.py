@@ -1,0 +1,5 @@
+"""Layers keras-hub lacks. Everything else comes from `keras_hub.layers`."""
+
+from kbert.layers.activations import ACTIVATION_NAMES
+from kbert.layers.activations import get_activation
+from kbert.layers.next_sentence_head import NextSentenceHead

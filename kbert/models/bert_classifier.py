@@ -1,0 +1,78 @@
+"""Sentence and sentence-pair classification or regression on the pooled output."""
+
+from __future__ import annotations
+
+import keras
+
+from kbert.models.bert_encoder import bert_initializer
+from kbert.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertClassifier(BertTask):
+    """Encoder + dropout + dense layer on the pooled `[CLS]` output.
+
+    With `num_classes >= 2` it outputs class logits and `compile()` defaults to
+    sparse categorical cross-entropy and accuracy; with `num_classes=1` it is a
+    regressor (STS-B) outputting a score of shape `[batch, 1]` with mean squared
+    error. Outputs are float32 under mixed precision.
+
+    Args:
+        encoder: `kbert.models.BertEncoder`.
+        num_classes: int. Number of classes, or 1 for regression.
+        dropout: float. Dropout before the output layer. Defaults to 0.1.
+        **kwargs: other keyword arguments passed to `keras.Model`.
+
+    Example:
+
+    >>> classifier = kbert.models.BertClassifier.from_pretrained("minilm/", num_classes=2)
+    >>> classifier.compile(optimizer=keras.optimizers.AdamW(2e-5))
+    >>> classifier.fit(dataset, epochs=3)
+    """
+
+    _config_keys = ("num_classes", "dropout")
+
+    def __init__(self, encoder, num_classes: int, dropout: float = 0.1, **kwargs):
+        if num_classes < 1:
+            raise ValueError(f"`num_classes` must be >= 1 (1 means regression), got {num_classes}.")
+        self.encoder = encoder
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=encoder.dtype_policy, name="output_dropout"
+        )
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
+            dtype=encoder.dtype_policy,
+            name="logits",
+        )
+        self.output_float32 = keras.layers.Activation("linear", dtype="float32", name="outputs")
+
+        inputs = self._encoder_inputs()
+        pooled = encoder(inputs)["pooled_output"]
+        outputs = self.output_float32(self.output_dense(self.output_dropout(pooled)))
+        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+        self.num_classes = num_classes
+        self.dropout = dropout
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
+        """Configures training; "auto" picks AdamW(2e-5) and the task's loss and metric.
+
+        Args:
+            optimizer: optimizer or "auto".
+            loss: loss or "auto" (cross-entropy from logits; MSE when regressing).
+            metrics: metrics or "auto" (accuracy; none when regressing).
+            **kwargs: passed to `keras.Model.compile`.
+        """
+        regression = self.num_classes == 1
+        if optimizer == "auto":
+            optimizer = keras.optimizers.AdamW(2e-5, weight_decay=0.01, epsilon=1e-6)
+        if loss == "auto":
+            loss = (
+                keras.losses.MeanSquaredError()
+                if regression
+                else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+            )
+        if metrics == "auto":
+            metrics = None if regression else [keras.metrics.SparseCategoricalAccuracy("accuracy")]
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)

@@ -1,0 +1,242 @@
+"""The BERT encoder: embeddings, bidirectional Transformer blocks, pooler."""
+
+from __future__ import annotations
+
+import keras
+import keras_hub
+from keras_hub.layers import PositionEmbedding
+from keras_hub.layers import ReversibleEmbedding
+from keras_hub.layers import TransformerEncoder
+
+from kbert.layers import get_activation
+
+
+def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
+    """Returns BERT's weight initializer, `TruncatedNormal(stddev)`."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertEncoder(keras_hub.models.Backbone):
+    """A BERT encoder with the original paper's numerics, built from keras-hub layers.
+
+    Token, segment and position embeddings are summed and layer-normalised, then
+    run through `num_layers` post-LayerNorm Transformer blocks with bidirectional
+    self-attention and a GELU feed-forward; a tanh dense layer on the `[CLS]`
+    position gives the pooled output. LayerNorm epsilon is 1e-12 and weights start
+    from `TruncatedNormal(0.02)`, as in google-research/bert.
+
+    The argument names, input and output names and layer names are those of
+    `keras_hub.models.BertBackbone`, so a `BertEncoder` stands in for one:
+    copying weights layer by layer gives the same outputs.
+
+    Args:
+        vocabulary_size: int. Number of WordPiece tokens.
+        num_layers: int. Number of Transformer blocks (L).
+        num_heads: int. Attention heads per block (A). Must divide `hidden_dim`.
+        hidden_dim: int. Width of the model (H).
+        intermediate_dim: int. Width of the feed-forward layer (usually 4H).
+        dropout: float. Dropout rate for embeddings, attention and feed-forward
+            outputs. Defaults to 0.1.
+        max_sequence_length: int. Number of learned positions. Defaults to 512.
+        num_segments: int. Number of segment (token type) ids. Defaults to 2.
+        activation: str. Feed-forward activation; `gelu_approximate` is original
+            BERT's tanh GELU, `gelu_exact` the erf form Hugging Face's `gelu`
+            means. See `kbert.layers.get_activation`. Defaults to
+            `"gelu_approximate"`.
+        layer_norm_epsilon: float. Defaults to 1e-12.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+            Defaults to 0.02.
+        dtype: str or `keras.DTypePolicy`. Compute and variable dtype, such as
+            `"mixed_bfloat16"`. Defaults to the global policy.
+        **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
+
+    Example:
+
+    >>> encoder = kbert.models.BertEncoder(
+    ...     vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=128,
+    ...     intermediate_dim=512, max_sequence_length=128)
+    >>> outputs = encoder({
+    ...     "token_ids": np.ones((1, 12), "int32"),
+    ...     "segment_ids": np.zeros((1, 12), "int32"),
+    ...     "padding_mask": np.ones((1, 12), "int32")})
+    >>> outputs["sequence_output"].shape, outputs["pooled_output"].shape
+    ((1, 12, 128), (1, 128))
+
+    Reference:
+        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size: int,
+        num_layers: int,
+        num_heads: int,
+        hidden_dim: int,
+        intermediate_dim: int,
+        dropout: float = 0.1,
+        max_sequence_length: int = 512,
+        num_segments: int = 2,
+        activation: str = "gelu_approximate",
+        layer_norm_epsilon: float = 1e-12,
+        initializer_range: float = 0.02,
+        dtype=None,
+        **kwargs,
+    ):
+        if hidden_dim % num_heads:
+            raise ValueError(
+                f"`hidden_dim={hidden_dim}` is not divisible by `num_heads={num_heads}`; "
+                "each attention head gets hidden_dim / num_heads dimensions, so choose "
+                "sizes such as hidden_dim=768, num_heads=12."
+            )
+        activation_fn = get_activation(activation)
+
+        # === Layers ===
+        self.token_embedding = ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=hidden_dim,
+            embeddings_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            sequence_length=max_sequence_length,
+            initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="position_embedding",
+        )
+        self.segment_embedding = keras.layers.Embedding(
+            input_dim=num_segments,
+            output_dim=hidden_dim,
+            embeddings_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="segment_embedding",
+        )
+        self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
+        self.embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
+        self.embeddings_dropout = keras.layers.Dropout(
+            dropout, dtype=dtype, name="embeddings_dropout"
+        )
+        self.transformer_layers = [
+            TransformerEncoder(
+                intermediate_dim=intermediate_dim,
+                num_heads=num_heads,
+                dropout=dropout,
+                activation=activation_fn,
+                layer_norm_epsilon=layer_norm_epsilon,
+                kernel_initializer=bert_initializer(initializer_range),
+                normalize_first=False,
+                dtype=dtype,
+                name=f"transformer_layer_{i}",
+            )
+            for i in range(num_layers)
+        ]
+        self.pooled_dense = keras.layers.Dense(
+            hidden_dim,
+            activation="tanh",
+            kernel_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="pooled_dense",
+        )
+
+        # === Functional model ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        tokens = self.token_embedding(token_ids)
+        positions = self.position_embedding(tokens)
+        segments = self.segment_embedding(segment_ids)
+        x = self.embeddings_add((tokens, positions, segments))
+        x = self.embeddings_layer_norm(x)
+        x = self.embeddings_dropout(x)
+        for transformer_layer in self.transformer_layers:
+            x = transformer_layer(x, padding_mask=padding_mask)
+        pooled_output = self.pooled_dense(x[:, 0, :])
+        super().__init__(
+            inputs={
+                "token_ids": token_ids,
+                "segment_ids": segment_ids,
+                "padding_mask": padding_mask,
+            },
+            outputs={"sequence_output": x, "pooled_output": pooled_output},
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.num_segments = num_segments
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.cls_token_index = 0
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "max_sequence_length": self.max_sequence_length,
+                "num_segments": self.num_segments,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_bert_config(cls, path: str, **kwargs) -> "BertEncoder":
+        """Builds an encoder from a google-research/bert `bert_config.json`.
+
+        Args:
+            path: str. Path of the JSON file (`gs://` works).
+            **kwargs: overrides of constructor arguments, such as `dtype`.
+
+        Returns:
+            A freshly initialised `BertEncoder` with the config's sizes.
+
+        Example:
+
+        >>> encoder = kbert.models.BertEncoder.from_bert_config(
+        ...     "uncased_L-12_H-768_A-12/bert_config.json")
+        """
+        from kbert.models.bert_config import read_bert_config
+
+        return cls(**{**read_bert_config(path), **kwargs})
+
+    @classmethod
+    def from_pretrained(cls, directory: str, **kwargs) -> "BertEncoder":
+        """Loads an encoder and its weights from a kbert pre-trained directory.
+
+        The directory is what `kbert-pretrain` writes to its `model_dir` or what
+        `kbert-convert` writes (see `kbert.models.pretrained`).
+
+        Args:
+            directory: str. The pre-trained model directory (`gs://` works).
+            **kwargs: overrides of constructor arguments, such as `dtype` or
+                `dropout`.
+
+        Returns:
+            A `BertEncoder` holding the saved weights.
+
+        Example:
+
+        >>> encoder = kbert.models.BertEncoder.from_pretrained("minilm/")
+        """
+        from kbert.models.pretrained import load_encoder
+
+        return load_encoder(directory, **kwargs)

@@ -1,0 +1,59 @@
+"""Base class of models made of a `BertEncoder` plus a head."""
+
+from __future__ import annotations
+
+import keras
+
+
+class BertTask(keras.Model):
+    """A functional model wrapping an encoder; shared config and loading logic.
+
+    Subclasses build their head in `__init__`, call `super().__init__(inputs=...,
+    outputs=...)`, set `self.encoder` and list their own constructor arguments
+    in `_config_keys`. The encoder is serialized whole, so `.keras` files and
+    `from_config` never rebuild it from gin or from a directory.
+    """
+
+    _config_keys: tuple[str, ...] = ()
+
+    @staticmethod
+    def _encoder_inputs() -> dict:
+        return {
+            "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+            "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
+        }
+
+    def get_config(self):
+        config = {
+            "name": self.name,
+            "trainable": self.trainable,
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+        }
+        config.update({key: getattr(self, key) for key in self._config_keys})
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("encoder"), dict):
+            config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+    @classmethod
+    def from_pretrained(cls, directory: str, encoder_overrides: dict | None = None, **kwargs):
+        """Builds the task model on an encoder loaded from a pre-trained directory.
+
+        Args:
+            directory: str. A kbert pre-trained directory (a `kbert-pretrain`
+                model_dir or a `kbert-convert` output_dir).
+            encoder_overrides: dict or None. `BertEncoder` arguments to change,
+                such as `{"dtype": "mixed_bfloat16"}`.
+            **kwargs: the task model's own arguments, such as `num_classes`.
+
+        Returns:
+            The task model, encoder weights loaded, head freshly initialised.
+        """
+        from kbert.models.pretrained import load_encoder
+
+        return cls(load_encoder(directory, **(encoder_overrides or {})), **kwargs)

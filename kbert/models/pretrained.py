@@ -1,0 +1,168 @@
+"""kbert's pre-trained model directory: what fine-tuning, export and conversion share.
+
+A pre-trained directory holds:
+
+    bert_config.json        encoder sizes, google-research/bert key names
+    vocab.txt               the WordPiece vocabulary (when known)
+    tokenizer_config.json   {"do_lower_case": bool}
+    encoder.weights.h5      the encoder's weights (Keras weights file)
+    pretrainer.weights.h5   optional: the whole pre-trainer, MLM/NSP heads included
+
+`kbert-pretrain` writes it into its `model_dir`, `kbert-convert` writes it from
+TF1 checkpoints and Hugging Face weights, and `--init_checkpoint` of pre-training
+and fine-tuning reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import keras
+import tensorflow as tf
+
+from kbert.models.bert_config import read_bert_config
+from kbert.models.bert_config import write_bert_config
+from kbert.models.bert_encoder import BertEncoder
+from kbert.models.bert_pretrainer import BertPretrainer
+
+BERT_CONFIG = "bert_config.json"
+VOCAB = "vocab.txt"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+ENCODER_WEIGHTS = "encoder.weights.h5"
+PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
+
+
+def _save_weights(model: keras.Model, path: str) -> None:
+    # Keras writes h5 to local files only; write locally, then copy and rename
+    # so `gs://` works and a reader never sees a half-written file.
+    with tempfile.TemporaryDirectory() as local:
+        local_path = os.path.join(local, os.path.basename(path))
+        model.save_weights(local_path)
+        tf.io.gfile.copy(local_path, path + ".tmp", overwrite=True)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def _load_weights(model: keras.Model, path: str) -> None:
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"Weights file not found: {path}")
+    with tempfile.TemporaryDirectory() as local:
+        local_path = os.path.join(local, os.path.basename(path))
+        tf.io.gfile.copy(path, local_path)
+        model.load_weights(local_path)
+
+
+def _write_text(path: str, text: str) -> None:
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def save_pretrained(
+    directory: str,
+    encoder: BertEncoder,
+    vocab_file: str | None = None,
+    do_lower_case: bool | None = None,
+    pretrainer: BertPretrainer | None = None,
+) -> None:
+    """Writes a pre-trained model directory (each file atomically).
+
+    Args:
+        directory: str. Created if missing (`gs://` works).
+        encoder: `BertEncoder`. Its config and weights are saved.
+        vocab_file: str or None. Copied to `vocab.txt` when given.
+        do_lower_case: bool or None. Written to `tokenizer_config.json` when given.
+        pretrainer: `BertPretrainer` or None. When given, its weights (MLM and
+            NSP heads included) go to `pretrainer.weights.h5` so pre-training can
+            continue from them.
+
+    Example:
+
+    >>> kbert.models.save_pretrained("out/", encoder, vocab_file="vocab.txt",
+    ...                              do_lower_case=True)
+    """
+    tf.io.gfile.makedirs(directory)
+    write_bert_config(encoder.get_config(), os.path.join(directory, BERT_CONFIG))
+    if vocab_file is not None:
+        destination = os.path.join(directory, VOCAB)
+        if os.path.normpath(vocab_file) != os.path.normpath(destination):
+            tf.io.gfile.copy(vocab_file, destination + ".tmp", overwrite=True)
+            tf.io.gfile.rename(destination + ".tmp", destination, overwrite=True)
+    if do_lower_case is not None:
+        _write_text(
+            os.path.join(directory, TOKENIZER_CONFIG),
+            json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n",
+        )
+    _save_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
+    if pretrainer is not None:
+        _save_weights(pretrainer, os.path.join(directory, PRETRAINER_WEIGHTS))
+
+
+def _check_directory(directory: str) -> None:
+    for name in (BERT_CONFIG, ENCODER_WEIGHTS):
+        if not tf.io.gfile.exists(os.path.join(directory, name)):
+            raise FileNotFoundError(
+                f"{directory} is not a kbert pre-trained directory: {name} is missing. "
+                "Point to a kbert-pretrain model_dir or a kbert-convert output_dir."
+            )
+
+
+def load_encoder(directory: str, **overrides) -> BertEncoder:
+    """Builds a `BertEncoder` from a pre-trained directory and loads its weights.
+
+    Args:
+        directory: str. A pre-trained model directory.
+        **overrides: `BertEncoder` arguments to change, such as `dtype` or
+            `dropout` (sizes must stay as saved).
+
+    Returns:
+        The `BertEncoder`.
+    """
+    _check_directory(directory)
+    encoder = BertEncoder(**{**read_bert_config(os.path.join(directory, BERT_CONFIG)), **overrides})
+    _load_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
+    return encoder
+
+
+def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> BertPretrainer:
+    """Builds a `BertPretrainer` from a pre-trained directory.
+
+    The heads' weights are loaded when the directory has `pretrainer.weights.h5`
+    (and `next_sentence` matches how they were saved); otherwise only the
+    encoder's weights are loaded and the heads start fresh.
+
+    Args:
+        directory: str. A pre-trained model directory.
+        next_sentence: bool. Whether the pre-trainer has the NSP head.
+        **overrides: `BertEncoder` arguments to change, such as `dtype`.
+
+    Returns:
+        The `BertPretrainer`.
+    """
+    encoder = load_encoder(directory, **overrides)
+    pretrainer = BertPretrainer(encoder, next_sentence=next_sentence)
+    heads = os.path.join(directory, PRETRAINER_WEIGHTS)
+    if tf.io.gfile.exists(heads):
+        _load_weights(pretrainer, heads)
+    return pretrainer
+
+
+def read_tokenizer_config(directory: str) -> dict:
+    """Returns the tokenizer settings of a pre-trained directory.
+
+    Args:
+        directory: str. A pre-trained model directory.
+
+    Returns:
+        A dict with `vocab_file` (path or None) and `do_lower_case` (bool or
+        None when not recorded).
+    """
+    vocab_file = os.path.join(directory, VOCAB)
+    settings = {"vocab_file": vocab_file if tf.io.gfile.exists(vocab_file) else None,
+                "do_lower_case": None}
+    path = os.path.join(directory, TOKENIZER_CONFIG)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            settings["do_lower_case"] = json.load(f).get("do_lower_case")
+    return settings

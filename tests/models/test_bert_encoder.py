@@ -1,0 +1,118 @@
+import json
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from conftest import A, H, I, L, P, V, BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
+from kbert.models import BertEncoder
+
+
+def _numpy(outputs):
+    return {k: keras.ops.convert_to_numpy(v) for k, v in outputs.items()}
+
+
+def test_encoder_outputs_and_names(tiny_encoder):
+    outputs = _numpy(tiny_encoder(tiny_inputs()))
+    assert outputs["sequence_output"].shape == (BATCH, SEQ, H)
+    assert outputs["pooled_output"].shape == (BATCH, H)
+    assert sorted(tiny_encoder.input) == ["padding_mask", "segment_ids", "token_ids"]
+    # The pooled output is tanh(dense(first token)).
+    kernel, bias = (keras.ops.convert_to_numpy(w) for w in tiny_encoder.pooled_dense.weights)
+    expected = np.tanh(outputs["sequence_output"][:, 0] @ kernel + bias)
+    np.testing.assert_allclose(outputs["pooled_output"], expected, atol=1e-5)
+
+
+def test_encoder_numerics_are_original_bert(tiny_encoder):
+    assert tiny_encoder.embeddings_layer_norm.epsilon == 1e-12
+    for layer in tiny_encoder.transformer_layers:
+        assert layer.layer_norm_epsilon == 1e-12
+        assert layer.normalize_first is False
+        assert layer.activation.__name__ == "gelu_approximate"
+    std = np.std(keras.ops.convert_to_numpy(tiny_encoder.token_embedding.embeddings))
+    assert 0.012 < std < 0.02  # TruncatedNormal(0.02) has std ~0.0176
+    assert np.abs(keras.ops.convert_to_numpy(tiny_encoder.token_embedding.embeddings)).max() <= 0.04
+
+
+def test_padding_does_not_change_unpadded_positions(tiny_encoder):
+    inputs = tiny_inputs()
+    longer = {k: np.concatenate([v, np.zeros((BATCH, 3), "int32")], axis=1) for k, v in inputs.items()}
+    short = _numpy(tiny_encoder(inputs))
+    long = _numpy(tiny_encoder(longer))
+    np.testing.assert_allclose(long["sequence_output"][:, :SEQ], short["sequence_output"], atol=1e-5)
+
+
+def test_config_round_trip(tiny_encoder):
+    config = tiny_encoder.get_config()
+    assert BertEncoder.from_config(config).get_config() == config
+    assert config["activation"] == "gelu_approximate"
+
+
+def test_keras_save_and_load_give_identical_outputs(tiny_encoder, tmp_path):
+    path = str(tmp_path / "encoder.keras")
+    tiny_encoder.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, BertEncoder)
+    inputs = tiny_inputs(seed=1)
+    for name, value in _numpy(tiny_encoder(inputs)).items():
+        np.testing.assert_array_equal(_numpy(restored(inputs))[name], value)
+
+
+def test_parity_with_keras_hub_bert_backbone(tiny_encoder):
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=V, num_layers=L, num_heads=A, hidden_dim=H,
+        intermediate_dim=I, max_sequence_length=P,
+    )
+    assert backbone.count_params() == tiny_encoder.count_params()
+    for layer in tiny_encoder.layers:
+        if layer.weights:
+            backbone.get_layer(layer.name).set_weights(layer.get_weights())
+    inputs = tiny_inputs(seed=2)
+    ours, theirs = _numpy(tiny_encoder(inputs)), _numpy(backbone(inputs))
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(ours[name], theirs[name], atol=1e-5)
+
+
+def test_hidden_dim_not_divisible_by_heads_is_named():
+    with pytest.raises(ValueError, match=r"hidden_dim=30.*num_heads=4"):
+        BertEncoder(**tiny_encoder_kwargs(hidden_dim=30))
+
+
+def _original_config(**changes):
+    config = {
+        "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "hidden_size": H, "initializer_range": 0.02, "intermediate_size": I,
+        "max_position_embeddings": P, "num_attention_heads": A, "num_hidden_layers": L,
+        "type_vocab_size": 2, "vocab_size": V,
+    }
+    config.update(changes)
+    return {k: v for k, v in config.items() if v is not None}
+
+
+def test_from_bert_config(tmp_path):
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(_original_config()))
+    encoder = BertEncoder.from_bert_config(str(path))
+    assert (encoder.num_layers, encoder.hidden_dim, encoder.num_heads) == (L, H, A)
+    assert encoder.activation == "gelu_approximate"  # the original's "gelu" is the tanh form
+    assert encoder.count_params() == BertEncoder(**tiny_encoder_kwargs()).count_params()
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"num_hidden_layers": None}, r"missing key\(s\) \['num_hidden_layers'\]"),
+        ({"hidden_sizes": 3}, r"unknown key\(s\) \['hidden_sizes'\]"),
+    ],
+)
+def test_bad_bert_config_is_named(tmp_path, changes, message):
+    path = tmp_path / "bert_config.json"
+    path.write_text(json.dumps(_original_config(**changes)))
+    with pytest.raises(ValueError, match=message):
+        BertEncoder.from_bert_config(str(path))
+
+
+def test_missing_bert_config_names_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.json"):
+        BertEncoder.from_bert_config(str(tmp_path / "nope.json"))
