@@ -12,3 +12,7 @@ from kbert.models.pretrained import load_encoder
 from kbert.models.pretrained import load_pretrainer
 from kbert.models.pretrained import read_tokenizer_config
 from kbert.models.pretrained import save_pretrained
+from kbert.models.finetuned import TaskConfig
+from kbert.models.finetuned import load_finetuned
+from kbert.models.finetuned import read_task_config
+from kbert.models.finetuned import save_finetuned

@@ -81,3 +81,29 @@ def test_pretrained_directory_round_trip(tiny_encoder, tmp_path):
 def test_not_a_pretrained_directory_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="bert_config.json is missing"):
         load_encoder(str(tmp_path))
+
+
+def test_finetuned_directory_round_trip(tiny_encoder, tmp_path):
+    from kbert.models import TaskConfig, load_finetuned, read_task_config, save_finetuned
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    model = BertClassifier(tiny_encoder, num_classes=2)
+    config = TaskConfig("classifier", "glue", "sst-2", ["negative", "positive"], do_lower_case=True)
+    directory = str(tmp_path / "run")
+    save_finetuned(directory, model, config, str(vocab))
+    restored, restored_config, vocab_file = load_finetuned(directory)
+    assert restored_config == config and read_task_config(directory) == config
+    assert open(vocab_file).read() == vocab.read_text()
+    inputs = tiny_inputs(seed=5)
+    np.testing.assert_array_equal(_np(restored(inputs)), _np(model(inputs)))
+    assert load_encoder(directory).count_params() == tiny_encoder.count_params()
+
+
+def test_task_config_rejects_unknown_model_type_and_keys():
+    from kbert.models import TaskConfig
+
+    with pytest.raises(ValueError, match="'ranker'"):
+        TaskConfig("ranker", "glue", "x")
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['labels'\]"):
+        TaskConfig.from_dict({"model_type": "classifier", "task": "glue", "task_name": "x", "labels": []})
