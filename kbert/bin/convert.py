@@ -92,6 +92,7 @@ def main(argv: list[str]) -> None:
         raise ValueError("--output_dir is required.")
     from kbert import export
 
+    export.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before the slow part
     converted = _read()
     print(converted.summary())
     notes = []

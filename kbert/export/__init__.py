@@ -11,6 +11,7 @@ Readers return a `ConvertedModel`; writers take one:
 """
 
 from kbert.export.atomic_directory import atomic_directory
+from kbert.export.atomic_directory import check_output_dir
 from kbert.export.bert_tf1 import load_bert_tf1
 from kbert.export.bert_tf1 import save_bert_tf1
 from kbert.export.converted_model import ConvertedModel

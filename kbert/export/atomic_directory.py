@@ -9,6 +9,17 @@ from typing import Iterator
 import tensorflow as tf
 
 
+def check_output_dir(output_dir: str, overwrite: bool = False) -> None:
+    """Raises early if `output_dir` is empty, or exists and `overwrite` is False."""
+    if not output_dir.rstrip("/"):
+        raise ValueError("output_dir is empty; pass a directory path such as out/minilm.")
+    if tf.io.gfile.exists(output_dir) and not overwrite:
+        raise ValueError(
+            f"output_dir {output_dir.rstrip('/')} already exists; choose a new directory or pass "
+            "--overwrite (overwrite=True) to replace it."
+        )
+
+
 @contextlib.contextmanager
 def atomic_directory(output_dir: str, overwrite: bool = False) -> Iterator[str]:
     """Yields a temporary sibling directory that becomes `output_dir` on success.
@@ -30,14 +41,8 @@ def atomic_directory(output_dir: str, overwrite: bool = False) -> Iterator[str]:
     >>> with atomic_directory("out/minilm") as tmp:
     ...     kbert.models.save_pretrained(tmp, encoder)
     """
+    check_output_dir(output_dir, overwrite)
     output_dir = output_dir.rstrip("/")
-    if not output_dir:
-        raise ValueError("output_dir is empty; pass a directory path such as out/minilm.")
-    if tf.io.gfile.exists(output_dir) and not overwrite:
-        raise ValueError(
-            f"output_dir {output_dir} already exists; choose a new directory or pass "
-            "--overwrite (overwrite=True) to replace it."
-        )
     parent = os.path.dirname(output_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
