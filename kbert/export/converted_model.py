@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from kbert.export import weight_map
@@ -107,14 +109,14 @@ class ConvertedModel:
 def from_tf1_arrays(
     arguments: dict,
     shapes: dict[str, tuple],
-    read,
+    read: Callable[[str], np.ndarray],
     source: str,
     config_source: str,
     vocabulary: list[str] | None = None,
     do_lower_case: bool | None = None,
     ignore_unknown: bool = False,
     skipped: list[str] | None = None,
-    display=str,
+    display: Callable[[str], str] = str,
 ) -> ConvertedModel:
     """Builds a `ConvertedModel` from TF1-named tensors (the path every reader shares).
 
