@@ -98,7 +98,8 @@ class _SafetensorsFiles:
             files = [single]
         elif os.path.exists(index):
             with open(index) as f:
-                files = sorted({os.path.join(hf_dir, v) for v in json.load(f)["weight_map"].values()})
+                shards = json.load(f)["weight_map"].values()
+            files = sorted({os.path.join(hf_dir, shard) for shard in shards})
         else:
             found = sorted(os.listdir(hf_dir))
             hint = (" It has pytorch_model.bin: save it as safetensors first "
@@ -204,7 +205,8 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
             continue
         if original in shapes and not np.array_equal(files.get(stored), files.get(to_hf[original])):
             raise ValueError(f"{files.path}: {stored} differs from {to_hf[original]}; kbert's "
-                             "masked-LM head ties them as BERT does, so it can't reproduce this model.")
+                             "masked-LM head ties them as BERT does, so it can't reproduce "
+                             "this model.")
         skipped.append(stored)
 
     def display(tf1: str) -> str:

@@ -187,7 +187,8 @@ def check_config_matches(
     problems = []
 
     def compare(key, argument, name, axis):
-        if name in shapes and len(shapes[name]) > axis and shapes[name][axis] != arguments[argument]:
+        shape = shapes.get(name)
+        if shape is not None and len(shape) > axis and shape[axis] != arguments[argument]:
             problems.append(f"{key}={arguments[argument]} but {display(name)} has shape "
                             f"{list(shapes[name])}")
 
@@ -196,7 +197,8 @@ def check_config_matches(
     compare("max_position_embeddings", "max_sequence_length",
             "bert/embeddings/position_embeddings", 0)
     compare("type_vocab_size", "num_segments", "bert/embeddings/token_type_embeddings", 0)
-    compare("intermediate_size", "intermediate_dim", "bert/encoder/layer_0/intermediate/dense/kernel", 1)
+    compare("intermediate_size", "intermediate_dim",
+            "bert/encoder/layer_0/intermediate/dense/kernel", 1)
     layers = {int(m.group(1)) for n in shapes if (m := re.match(r"bert/encoder/layer_(\d+)/", n))}
     if layers and len(layers) != arguments["num_layers"]:
         problems.append(f"num_hidden_layers={arguments['num_layers']} but the checkpoint has "

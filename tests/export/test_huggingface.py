@@ -164,3 +164,21 @@ def test_hf_untied_decoder_and_missing_weights(tmp_path):
         json.dump(HF_CONFIG, f)
     with pytest.raises(FileNotFoundError, match="no model.safetensors.*pytorch_model.bin"):
         export.load_huggingface(str(tmp_path / "b"))
+
+
+def test_sharded_safetensors(tmp_path):
+    tensors = tf1_to_hf_arrays(tf1_arrays(seed=11, heads=False), prefix="")
+    directory = write_hf_dir(str(tmp_path / "hf"), tensors, vocab_txt=True)
+    single = export.load_huggingface(directory)
+    os.remove(os.path.join(directory, "model.safetensors"))
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+              "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+    for shard, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, os.path.join(directory, shard))
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump({"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}, f)
+    sharded = export.load_huggingface(directory)
+    assert sharded.source.endswith("model.safetensors.index.json")
+    for a, b in zip(single.encoder.weights, sharded.encoder.weights):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
