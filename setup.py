@@ -21,6 +21,8 @@ setup(
         "absl-py",
         "tensorflow-serving-api~=2.21.0",
         "grpcio",
+        # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
+        "tokenizers>=0.20",
     ],
     extras_require={
         "test": ["pytest"],
