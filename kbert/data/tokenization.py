@@ -1,11 +1,13 @@
 """WordPiece tokenization with tensorflow-text's `FastBertTokenizer`.
 
-`FastBertTokenizer` does BERT's basic tokenization (control-character removal,
-CJK characters split out, punctuation split, and with `do_lower_case` lower
-casing plus accent stripping) and WordPiece in one C++ op, so it runs inside a
-`tf.data` pipeline and in `create_pretraining_data` workers alike; its basic
-tokenization matches google-research/bert's `tokenization.FullTokenizer`
-(tested in `tests/data/test_tokenization.py`).
+`FastBertTokenizer` does BERT's basic tokenization (CJK characters split out,
+punctuation split) and WordPiece in one C++ op, so it runs inside a `tf.data`
+pipeline and in `create_pretraining_data` workers alike. Its own text
+normalization differs from google-research/bert's `tokenization.FullTokenizer`
+(NFKC case folding; control characters split words instead of vanishing), so
+`normalize_text` does the original's normalization with three TF string ops
+first. The result matches the original on punctuation, CJK characters,
+accents and control characters (tested in `tests/data/test_tokenization.py`).
 """
 
 from __future__ import annotations
@@ -63,6 +65,30 @@ def vocab_sha256(vocab_file: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def clean_text(text: tf.Tensor) -> tf.Tensor:
+    """Drops control/format characters and U+FFFD like the original `_clean_text`.
+
+    `FastBertTokenizer` treats U+0000, other control characters and U+FFFD as
+    word breaks or unknown words, while the original BERT tokenizer deletes
+    them (so "a\\x00b" is one word there). Two regex ops restore the original
+    behaviour: tab/newline/CR become spaces, every other `\\p{C}` character
+    and U+FFFD is removed.
+    """
+    text = tf.strings.regex_replace(text, r"[\t\n\r]", " ")
+    return tf.strings.regex_replace(text, r"[\p{C}\x{FFFD}]", "")
+
+
+def normalize_text(text: tf.Tensor, do_lower_case: bool) -> tf.Tensor:
+    """The original BERT normalization: `clean_text`, then lower case, NFD and
+    accent (`\\p{Mn}`) removal when `do_lower_case`."""
+    text = clean_text(text)
+    if do_lower_case:
+        text = tf.strings.lower(text, encoding="utf-8")
+        text = tf_text.normalize_utf8(text, "NFD")
+        text = tf.strings.regex_replace(text, r"\p{Mn}", "")
+    return text
+
+
 class BertTokenizer:
     """BERT WordPiece tokenizer built from a `vocab.txt`.
 
@@ -104,7 +130,11 @@ class BertTokenizer:
             suffix_indicator="##",
             token_out_type=tf.int64,
             unknown_token="[UNK]",
-            lower_case_nfd_strip_accents=do_lower_case,
+            # Lower casing is done in `normalize_text` instead: the built-in
+            # option applies NFKC case folding, which unlike the original
+            # (str.lower, NFD, drop accents) turns "…" into "...", "ß" into
+            # "ss" and full-width forms into ASCII.
+            lower_case_nfd_strip_accents=False,
         )
 
     @property
@@ -121,7 +151,7 @@ class BertTokenizer:
             int64 `tf.RaggedTensor` of shape `[batch, (num_tokens)]` (word
             pieces of all words of a string, in order).
         """
-        return self._tokenizer.tokenize(text)
+        return self._tokenizer.tokenize(normalize_text(text, self.do_lower_case))
 
     def tokenize_to_ids(self, lines: Sequence[str]) -> list[list[int]]:
         """Tokenizes Python strings to lists of ids (one list per line)."""
