@@ -419,7 +419,7 @@ def create_pretraining_data(
         if counts["instances"] == 0:
             raise ValueError(
                 f"--input_file={','.join(input_files)!r} gave no instances: documents are "
-                "too short for --next_sentence={next_sentence}."
+                f"too short for --next_sentence={next_sentence}."
             )
         for writer in writers:
             writer.close()
