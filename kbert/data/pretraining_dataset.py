@@ -55,7 +55,13 @@ def _list_files(file_pattern: str | list[str]) -> list[str]:
     for pattern in patterns:
         pattern = pattern.strip()
         if pattern:
-            files.extend(sorted(tf.io.gfile.glob(pattern)))
+            # Skip the JSON sidecars that `create_pretraining_data` writes
+            # next to the data, so that "data/train-*" still works.
+            files.extend(
+                f
+                for f in sorted(tf.io.gfile.glob(pattern))
+                if not (f.endswith(".meta.json") or f.endswith(".incomplete"))
+            )
     if not files:
         raise ValueError(f"No pre-training files match {file_pattern!r}.")
     return files

@@ -1,0 +1,103 @@
+"""Benchmark: tokenization MB/s and WordPiece vocabulary learning seconds.
+
+1. Tokenization of the shared Gutenberg corpus with the bert-base-uncased
+   vocabulary: `kbert.data.BertTokenizer` (FastBertTokenizer + the original's
+   normalization) inside a tf.data pipeline, vs Hugging Face `tokenizers`'
+   BertWordPieceTokenizer `encode_batch` on the same lines.
+2. Vocabulary learning (30522 tokens): `kbert.data.build_vocab` (HF
+   WordPieceTrainer) on ~20 MB (Gutenberg + WikiText-2, repeated to 20 MB), vs
+   tensorflow-text's `bert_vocab_from_dataset` on a --tftext_mb slice,
+   extrapolated linearly to 20 MB (labelled as such).
+
+    python benchmarks/tokenization.py
+"""
+
+import argparse
+import glob
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import tensorflow as tf  # noqa: E402
+
+from kbert.data import BertTokenizer  # noqa: E402
+from kbert.data import build_vocab  # noqa: E402
+
+SHARED = os.path.join(ROOT, "..", "shared", "data")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--vocab_file", default=os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt"))
+    parser.add_argument("--tftext_mb", type=float, default=1.0)
+    args = parser.parse_args()
+    files = sorted(glob.glob(os.path.join(SHARED, "corpus", "gutenberg", "*.txt")))
+    lines = []
+    for f in files:
+        lines.extend(line.strip() for line in open(f, encoding="latin-1") if line.strip())
+    mb = sum(len(line.encode("utf-8")) + 1 for line in lines) / 1e6
+    tmp = tempfile.mkdtemp()
+    text_file = os.path.join(tmp, "gutenberg.txt")
+    open(text_file, "w", encoding="utf-8").write("\n".join(lines) + "\n")
+
+    tokenizer = BertTokenizer(args.vocab_file, do_lower_case=True)
+    ds = tf.data.TextLineDataset(text_file).batch(1024).map(tokenizer.tokenize, num_parallel_calls=tf.data.AUTOTUNE)
+    for _ in ds.take(1):
+        pass
+    start = time.time()
+    kbert_tokens = sum(int(t.flat_values.shape[0]) for t in ds)
+    kbert_s = time.time() - start
+
+    from tokenizers import BertWordPieceTokenizer
+
+    hf = BertWordPieceTokenizer(args.vocab_file, lowercase=True)
+    start = time.time()
+    hf_tokens = 0
+    for i in range(0, len(lines), 1024):
+        hf_tokens += sum(len(e.ids) - 2 for e in hf.encode_batch(lines[i : i + 1024]))
+    hf_s = time.time() - start
+    print(f"tokenization, {mb:.2f} MB: kbert tf.data {mb / kbert_s:.2f} MB/s ({kbert_tokens} tokens), "
+          f"HF tokenizers {mb / hf_s:.2f} MB/s ({hf_tokens} tokens), ratio {hf_s / kbert_s:.2f}", flush=True)
+
+    # Vocabulary learning.
+    corpus = files + sorted(glob.glob(os.path.join(SHARED, "corpus", "wikitext-2", "*.txt")))
+    big = os.path.join(tmp, "big.txt")
+    with open(big, "w", encoding="utf-8") as out:
+        written = 0
+        while written < 20e6:
+            for f in corpus:
+                text = open(f, encoding="latin-1").read().replace("\r\n", "\n")
+                out.write(text + "\n\n")
+                written += len(text.encode("utf-8"))
+    big_mb = os.path.getsize(big) / 1e6
+    start = time.time()
+    result = build_vocab(big, os.path.join(tmp, "vocab.txt"), vocab_size=30522)
+    kbert_vocab_s = time.time() - start
+    print(f"vocab learning: kbert build_vocab {big_mb:.1f} MB -> {result['vocab_size']} tokens in {kbert_vocab_s:.1f} s", flush=True)
+
+    from tensorflow_text.tools.wordpiece_vocab import bert_vocab_from_dataset as bvd
+
+    slice_lines, size = [], 0
+    for line in open(big, encoding="utf-8"):
+        slice_lines.append(line.strip())
+        size += len(line.encode("utf-8"))
+        if size >= args.tftext_mb * 1e6:
+            break
+    dataset = tf.data.Dataset.from_tensor_slices(slice_lines).batch(1000)
+    start = time.time()
+    vocab = bvd.bert_vocab_from_dataset(
+        dataset, vocab_size=30522, reserved_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+        bert_tokenizer_params={"lower_case": True})
+    tftext_s = time.time() - start
+    print(f"vocab learning: tensorflow-text bert_vocab_from_dataset {size / 1e6:.1f} MB -> {len(vocab)} tokens "
+          f"in {tftext_s:.1f} s; linear extrapolation to {big_mb:.1f} MB: {tftext_s * big_mb / (size / 1e6):.0f} s "
+          f"(ratio vs kbert {tftext_s * big_mb / (size / 1e6) / kbert_vocab_s:.0f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""The JSON sidecar written next to each pre-training TFRecord file.
+
+`<output_file>.meta.json` records how the file was made: every flag, the
+vocabulary's sha256 and size, and the run's counts. The trainer reads it with
+`read_pretraining_metadata` to refuse data whose `max_seq_length`,
+`max_predictions_per_seq` or vocabulary disagree with its config. Files made by
+other tools have no sidecar and read as `None`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import tensorflow as tf
+
+METADATA_SUFFIX = ".meta.json"
+METADATA_FORMAT = "kbert.pretraining_data.v1"
+# Keys that must agree across the files a trainer reads together.
+CONSISTENT_KEYS = (
+    "max_seq_length",
+    "max_predictions_per_seq",
+    "next_sentence",
+    "vocab_sha256",
+    "vocab_size",
+    "do_lower_case",
+)
+
+
+def metadata_path(data_file: str) -> str:
+    """Returns the sidecar path of a TFRecord file: `<data_file>.meta.json`."""
+    return data_file + METADATA_SUFFIX
+
+
+def write_metadata(data_file: str, metadata: dict[str, Any]) -> str:
+    """Writes `metadata` as the sidecar of `data_file` (temp name, then rename).
+
+    Returns:
+        The sidecar path.
+    """
+    path = metadata_path(data_file)
+    tmp = path + ".incomplete"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
+
+
+def _data_files(file_pattern: str | list[str]) -> list[str]:
+    patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else file_pattern.split(",")
+    files: list[str] = []
+    for pattern in patterns:
+        pattern = pattern.strip()
+        if pattern:
+            files.extend(
+                f for f in sorted(tf.io.gfile.glob(pattern)) if not is_metadata_file(f)
+            )
+    if not files:
+        raise ValueError(f"No pre-training files match {file_pattern!r}.")
+    return files
+
+
+def is_metadata_file(path: str) -> bool:
+    """Whether `path` is a sidecar (or its temporary) rather than data."""
+    return path.endswith(METADATA_SUFFIX) or path.endswith(METADATA_SUFFIX + ".incomplete")
+
+
+def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] | None:
+    """Reads the sidecars of the pre-training files matching a pattern.
+
+    Args:
+        file_pattern: str or list of str. Comma-separated file names or globs
+            of TFRecord files (sidecars among the matches are skipped).
+
+    Returns:
+        The metadata dict of the first file that has a sidecar (keys include
+        `max_seq_length`, `max_predictions_per_seq`, `next_sentence`,
+        `vocab_sha256`, `vocab_size`, `do_lower_case`, `flags`, `counts`,
+        `output_files`), or None when no matching file has one (e.g. files
+        from google-research/bert's tool).
+
+    Raises:
+        ValueError: if nothing matches, or two sidecars disagree on a key of
+            `CONSISTENT_KEYS`.
+
+    Example:
+
+    >>> meta = kbert.data.read_pretraining_metadata("data/train-*.tfrecord")
+    >>> meta["max_seq_length"], meta["vocab_sha256"]
+    """
+    first: dict[str, Any] | None = None
+    first_path = ""
+    for data_file in _data_files(file_pattern):
+        path = metadata_path(data_file)
+        if not tf.io.gfile.exists(path):
+            continue
+        with tf.io.gfile.GFile(path, "r") as f:
+            try:
+                metadata = json.loads(f.read())
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}: not valid JSON ({e}).") from None
+        if first is None:
+            first, first_path = metadata, path
+            continue
+        for key in CONSISTENT_KEYS:
+            if metadata.get(key) != first.get(key):
+                raise ValueError(
+                    f"{path} records {key}={metadata.get(key)!r} but {first_path} records "
+                    f"{first.get(key)!r}; read files made with the same settings together."
+                )
+    return first

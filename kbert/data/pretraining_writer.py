@@ -1,0 +1,486 @@
+"""`create_pretraining_data`: raw text to pre-training TFRecords, in parallel.
+
+Differences from google-research/bert's tool, which holds the corpus and all
+`dupe_factor` copies in memory and runs in one process:
+
+- Streaming. The input is read `dupe_factor` times and cut into chunks of
+  about `chunk_bytes` of whole documents, in file order. Each (dupe, chunk)
+  task is tokenized, cut into instances and serialized by a worker; the
+  parent writes the results in task order, round-robin over the output files.
+  At most `2 * num_workers` task results are in flight, so memory is bounded
+  by the chunk size, not by the corpus size or `dupe_factor`. (Tokenizing
+  again per dupe costs little: `FastBertTokenizer` runs at ~20 MB/s a core.)
+- Determinism. A task's randomness is `random.Random` seeded with
+  `(random_seed, dupe index, chunk index)` only, and results are written in
+  task order, so the output is byte-identical for any `num_workers`.
+- Bounded pools. Documents are shuffled, random-next segments drawn and
+  instances shuffled within a chunk, where the original does each over the
+  whole corpus. A random next sentence therefore comes from the same chunk
+  (~`chunk_bytes` of text, many documents for typical corpora; if a chunk
+  holds a single document, from that document, as the original also does
+  when it finds no other). The TFRecord reader's shuffle buffer mixes
+  further. A document longer than `chunk_bytes` is split into pieces.
+- Every file boundary ends a document; lines longer than
+  `text_files.MAX_LINE_CHARS` characters are cut.
+- Outputs are written to `<output>.incomplete` and renamed when complete;
+  on any error the temporary files are removed. A JSON sidecar
+  `<output>.meta.json` is written next to each output (see
+  `pretraining_metadata`).
+
+Workers are started with "spawn": TensorFlow's thread pools do not survive
+`fork` once TensorFlow ran in the parent.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import multiprocessing
+import os
+import posixpath
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+from kbert.data import text_files
+from kbert.data.pretraining_examples import InstanceOptions
+from kbert.data.pretraining_examples import TrainingInstance
+from kbert.data.pretraining_examples import VocabInfo
+from kbert.data.pretraining_examples import create_instances_from_document
+from kbert.data.pretraining_metadata import METADATA_FORMAT
+from kbert.data.pretraining_metadata import write_metadata
+from kbert.data.tf_example import ExampleEncoder
+from kbert.data.tokenization import REQUIRED_SPECIAL_TOKENS
+from kbert.data.tokenization import BertTokenizer
+from kbert.data.tokenization import load_vocab
+from kbert.data.tokenization import vocab_sha256
+
+DEFAULT_CHUNK_BYTES = 1 << 20
+_COUNT_KEYS = (
+    "documents",
+    "segments",
+    "instances",
+    "tokens",
+    "masked_tokens",
+    "random_next",
+)
+
+
+@dataclasses.dataclass
+class _Task:
+    dupe_index: int
+    chunk_index: int
+    documents: list[list[str]]
+
+
+@dataclasses.dataclass
+class _Result:
+    dupe_index: int
+    chunk_index: int
+    records: list[bytes]
+    counts: dict[str, int]
+    examples: list[TrainingInstance]
+
+
+@dataclasses.dataclass
+class _WorkerState:
+    tokenizer: BertTokenizer
+    vocab: VocabInfo
+    encoder: ExampleEncoder
+    options: InstanceOptions
+    random_seed: int
+    num_examples: int
+
+
+_STATE: _WorkerState | None = None
+
+
+def _init_worker(
+    vocab_file: str,
+    do_lower_case: bool,
+    options: InstanceOptions,
+    random_seed: int,
+    num_examples: int,
+) -> None:
+    global _STATE
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
+    _STATE = _WorkerState(
+        tokenizer=tokenizer,
+        vocab=VocabInfo.from_vocab(tokenizer.vocab),
+        encoder=ExampleEncoder(
+            options.max_seq_length,
+            options.max_predictions_per_seq,
+            tokenizer.vocab_size,
+            next_sentence=options.next_sentence != "none",
+        ),
+        options=options,
+        random_seed=random_seed,
+        num_examples=num_examples,
+    )
+
+
+def task_rng(random_seed: int, dupe_index: int, chunk_index: int) -> random.Random:
+    """The random generator of one (dupe, chunk) task; independent of workers."""
+    # A str seed is hashed with sha512 by `random.Random`: stable across
+    # processes and Python runs, unlike `hash()`.
+    return random.Random(f"kbert.pretraining:{random_seed}:{dupe_index}:{chunk_index}")
+
+
+def _process(task: _Task) -> _Result:
+    state = _STATE
+    lines = [line for doc in task.documents for line in doc]
+    documents: list[list[list[int]]] = []
+    if lines:
+        flat, splits = state.tokenizer.tokenize_to_arrays(lines)
+        flat, splits = flat.tolist(), splits.tolist()
+        k = 0
+        for doc in task.documents:
+            segments = []
+            for _ in doc:
+                begin, end = splits[k], splits[k + 1]
+                k += 1
+                if end > begin:
+                    segments.append(flat[begin:end])
+            if segments:
+                documents.append(segments)
+    rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
+    rng.shuffle(documents)
+    instances: list[TrainingInstance] = []
+    for document_index in range(len(documents)):
+        instances.extend(
+            create_instances_from_document(documents, document_index, state.options, state.vocab, rng)
+        )
+    rng.shuffle(instances)
+    counts = {
+        "documents": len(documents),
+        "segments": sum(len(d) for d in documents),
+        "instances": len(instances),
+        "tokens": sum(len(x.token_ids) for x in instances),
+        "masked_tokens": sum(len(x.masked_lm_positions) for x in instances),
+        "random_next": sum(1 for x in instances if x.is_random_next),
+    }
+    records = [state.encoder.encode(x) for x in instances]
+    return _Result(
+        task.dupe_index, task.chunk_index, records, counts, instances[: state.num_examples]
+    )
+
+
+def _iter_tasks(
+    files: Sequence[str], encoding: str, dupe_factor: int, chunk_bytes: int, line_counts: dict
+) -> Iterator[_Task]:
+    for dupe_index in range(dupe_factor):
+        chunk_index = 0
+        chunk: list[list[str]] = []
+        size = 0
+        for lines, num_bytes, num_truncated in text_files.iter_documents(
+            files, encoding, max_document_bytes=chunk_bytes
+        ):
+            if dupe_index == 0:
+                line_counts["lines"] += len(lines)
+                line_counts["truncated_lines"] += num_truncated
+            chunk.append(lines)
+            size += num_bytes
+            if size >= chunk_bytes:
+                yield _Task(dupe_index, chunk_index, chunk)
+                chunk_index += 1
+                chunk, size = [], 0
+        if chunk:
+            yield _Task(dupe_index, chunk_index, chunk)
+
+
+def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
+    """Ordered `pool.imap` that reads ahead at most `window` tasks.
+
+    `Pool.imap` pulls its whole input at once, which would read the corpus
+    into memory.
+    """
+    pending: collections.deque = collections.deque()
+    for task in tasks:
+        pending.append(pool.apply_async(func, (task,)))
+        if len(pending) >= window:
+            yield pending.popleft().get()
+    while pending:
+        yield pending.popleft().get()
+
+
+def _check_outputs(output_files: Sequence[str]) -> None:
+    if not output_files:
+        raise ValueError("--output_file is empty; pass a file name or comma-separated list.")
+    if len(set(output_files)) != len(output_files):
+        raise ValueError(f"--output_file lists a file twice: {list(output_files)}.")
+    for output_file in output_files:
+        directory = posixpath.dirname(output_file) if "://" in output_file else os.path.dirname(output_file)
+        if directory and not tf.io.gfile.isdir(directory):
+            raise ValueError(
+                f"--output_file={output_file!r}: directory {directory!r} does not exist; create it first."
+            )
+
+
+def _check_vocab(vocab_file: str) -> list[str]:
+    vocab = load_vocab(vocab_file)
+    missing = [t for t in REQUIRED_SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise ValueError(
+            f"--vocab_file: {vocab_file!r} lacks {', '.join(missing)}; pre-training needs "
+            "[UNK], [CLS], [SEP] and [MASK]. Build one with tools/build_vocab.py."
+        )
+    return vocab
+
+
+def format_instance(instance: TrainingInstance, vocab: Sequence[str]) -> str:
+    """Readable form of an instance, like the original's `--verbose` log.
+
+    Args:
+        instance: `TrainingInstance`.
+        vocab: list of str. Tokens by id.
+
+    Returns:
+        Multi-line text: tokens, segment ids, label, masked positions and
+        labels.
+    """
+    label = {None: "none", True: "1 (random/swapped)", False: "0"}[instance.is_random_next]
+    return "\n".join(
+        [
+            "tokens: " + " ".join(vocab[i] for i in instance.token_ids),
+            "segment_ids: " + " ".join(str(i) for i in instance.segment_ids),
+            f"next_sentence_label: {label}",
+            "masked_lm_positions: " + " ".join(str(i) for i in instance.masked_lm_positions),
+            "masked_lm_labels: " + " ".join(vocab[i] for i in instance.masked_lm_ids),
+        ]
+    )
+
+
+def create_pretraining_data(
+    input_file: str | Sequence[str],
+    output_file: str | Sequence[str],
+    vocab_file: str,
+    do_lower_case: bool = True,
+    do_whole_word_mask: bool = False,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    random_seed: int = 12345,
+    dupe_factor: int = 10,
+    masked_lm_prob: float = 0.15,
+    short_seq_prob: float = 0.1,
+    max_ngram_size: int = 1,
+    next_sentence: str = "nsp",
+    num_workers: int | None = None,
+    input_encoding: str = "utf-8",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    flags: dict[str, Any] | None = None,
+    num_verbose_examples: int = 0,
+    example_callback: Callable[[TrainingInstance], None] | None = None,
+    progress_callback: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Writes masked-LM (+NSP/SOP) pre-training TFRecords from raw text.
+
+    Input: one sentence per line, a blank line between documents (and every
+    file ends a document). Output: google-research/bert's features
+    (`input_ids`, `input_mask`, `segment_ids`, `masked_lm_positions`,
+    `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels` unless
+    `next_sentence="none"`), zero padded, instances round-robin over the
+    output files, and a sidecar `<output>.meta.json` next to each.
+
+    Args:
+        input_file: str or list of str. Comma-separated file names or globs.
+        output_file: str or list of str. Comma-separated output files.
+        vocab_file: str. WordPiece `vocab.txt` with `[UNK]`, `[CLS]`,
+            `[SEP]`, `[MASK]`.
+        do_lower_case: bool. Lower case and strip accents. Defaults to True.
+        do_whole_word_mask: bool. Mask whole words. Defaults to False.
+        max_seq_length: int. Defaults to 128.
+        max_predictions_per_seq: int. Defaults to 20.
+        random_seed: int. Defaults to 12345.
+        dupe_factor: int. Passes over the input, each with new masks.
+            Defaults to 10.
+        masked_lm_prob: float. Defaults to 0.15.
+        short_seq_prob: float. Defaults to 0.1.
+        max_ngram_size: int. Longest masked span; 1 is off. Defaults to 1.
+        next_sentence: str. `"nsp"`, `"sop"` or `"none"`. Defaults to "nsp".
+        num_workers: int or None. Worker processes; None uses all cores, 1
+            works in this process. The output does not depend on it.
+        input_encoding: str. Codec of the input. Defaults to "utf-8".
+        chunk_bytes: int. Text per task; bounds memory and the random-next
+            pool. The output depends on it. Defaults to 1 MiB.
+        flags: dict or None. Flag values to record in the sidecar.
+        num_verbose_examples: int. How many first instances to pass to
+            `example_callback`. Defaults to 0.
+        example_callback: callable or None. Called with each of the first
+            `num_verbose_examples` instances in output order.
+        progress_callback: callable or None. Called with the running counts
+            after each task.
+
+    Returns:
+        The metadata dict written to the sidecars (without the per-file keys).
+
+    Raises:
+        ValueError: for a bad flag, missing input, undecodable text (naming
+            file and line), bad vocabulary, empty corpus or missing output
+            directory. No output is left behind then.
+
+    Example:
+
+    >>> kbert.data.create_pretraining_data(
+    ...     "corpus/*.txt", "data/train-0.tfrecord,data/train-1.tfrecord",
+    ...     "vocab.txt", dupe_factor=5)
+    """
+    start = time.time()
+    options = InstanceOptions(
+        max_seq_length=max_seq_length,
+        max_predictions_per_seq=max_predictions_per_seq,
+        masked_lm_prob=masked_lm_prob,
+        short_seq_prob=short_seq_prob,
+        next_sentence=next_sentence,
+        do_whole_word_mask=do_whole_word_mask,
+        max_ngram_size=max_ngram_size,
+    )
+    options.validate()
+    if dupe_factor < 1:
+        raise ValueError(f"--dupe_factor={dupe_factor} must be at least 1.")
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes={chunk_bytes} must be positive.")
+    try:
+        import codecs
+
+        codecs.lookup(input_encoding)
+    except LookupError:
+        raise ValueError(f"--input_encoding={input_encoding!r} is not a known codec.") from None
+    num_workers = num_workers or os.cpu_count() or 1
+    if num_workers < 1:
+        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    input_files = text_files.expand_file_patterns(input_file, "input_file")
+    if isinstance(output_file, str):
+        output_files = [f.strip() for f in output_file.split(",") if f.strip()]
+    else:
+        output_files = list(output_file)
+    _check_outputs(output_files)
+    vocab = _check_vocab(vocab_file)
+    input_bytes = sum(tf.io.gfile.stat(f).length for f in input_files)
+
+    temp_files = [f + ".incomplete" for f in output_files]
+    writers: list[tf.io.TFRecordWriter] = []
+    counts = dict.fromkeys(_COUNT_KEYS, 0)
+    line_counts = {"lines": 0, "truncated_lines": 0}
+    instances_per_file = [0] * len(output_files)
+    done = False
+    try:
+        for output, temp in zip(output_files, temp_files):
+            try:
+                writers.append(tf.io.TFRecordWriter(temp))
+            except (tf.errors.OpError, OSError) as e:
+                raise ValueError(f"--output_file={output!r} cannot be written: {e}") from None
+        init_args = (vocab_file, do_lower_case, options, random_seed, num_verbose_examples)
+        tasks = _iter_tasks(input_files, input_encoding, dupe_factor, chunk_bytes, line_counts)
+        pool = None
+        if num_workers == 1:
+            _init_worker(*init_args)
+            results: Iterator[_Result] = map(_process, tasks)
+        else:
+            pool = multiprocessing.get_context("spawn").Pool(
+                num_workers, initializer=_init_worker, initargs=init_args
+            )
+            results = _bounded_imap(pool, _process, tasks, window=2 * num_workers)
+        try:
+            writer_index = 0
+            examples_left = num_verbose_examples
+            for result in results:
+                for record in result.records:
+                    writers[writer_index].write(record)
+                    instances_per_file[writer_index] += 1
+                    writer_index = (writer_index + 1) % len(writers)
+                for key, value in result.counts.items():
+                    if key != "documents" or result.dupe_index == 0:
+                        counts[key] += value
+                if example_callback:
+                    for instance in result.examples[:examples_left]:
+                        example_callback(instance)
+                    examples_left -= min(examples_left, len(result.examples))
+                if progress_callback:
+                    progress_callback(
+                        {
+                            "dupe": result.dupe_index,
+                            "chunk": result.chunk_index,
+                            "seconds": time.time() - start,
+                            **counts,
+                        }
+                    )
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+        if counts["documents"] == 0:
+            raise ValueError(
+                f"--input_file={','.join(input_files)!r} holds no text (after "
+                f"{input_encoding} decoding and tokenization): nothing to write."
+            )
+        if counts["instances"] == 0:
+            raise ValueError(
+                f"--input_file={','.join(input_files)!r} gave no instances: documents are "
+                f"too short for --next_sentence={next_sentence}."
+            )
+        for writer in writers:
+            writer.close()
+        for output, temp in zip(output_files, temp_files):
+            tf.io.gfile.rename(temp, output, overwrite=True)
+        done = True
+    finally:
+        for writer in writers:
+            try:
+                writer.close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        if not done:
+            for temp in temp_files:
+                if tf.io.gfile.exists(temp):
+                    tf.io.gfile.remove(temp)
+
+    seconds = time.time() - start
+    instances = counts["instances"]
+    metadata: dict[str, Any] = {
+        "format": METADATA_FORMAT,
+        "max_seq_length": max_seq_length,
+        "max_predictions_per_seq": max_predictions_per_seq,
+        "next_sentence": next_sentence,
+        "do_lower_case": do_lower_case,
+        "vocab_file": vocab_file,
+        "vocab_sha256": vocab_sha256(vocab_file),
+        "vocab_size": len(vocab),
+        "input_files": input_files,
+        "output_files": output_files,
+        "chunk_bytes": chunk_bytes,
+        "flags": flags
+        if flags is not None
+        else {
+            "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
+            "output_file": ",".join(output_files),
+            "vocab_file": vocab_file,
+            "do_lower_case": do_lower_case,
+            "do_whole_word_mask": do_whole_word_mask,
+            "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions_per_seq,
+            "random_seed": random_seed,
+            "dupe_factor": dupe_factor,
+            "masked_lm_prob": masked_lm_prob,
+            "short_seq_prob": short_seq_prob,
+            "max_ngram_size": max_ngram_size,
+            "next_sentence": next_sentence,
+            "input_encoding": input_encoding,
+        },
+        "counts": {
+            "input_bytes": input_bytes,
+            **line_counts,
+            **counts,
+            "masked_fraction": counts["masked_tokens"] / max(1, counts["tokens"]),
+            "random_next_fraction": (
+                None if next_sentence == "none" else counts["random_next"] / max(1, instances)
+            ),
+        },
+        "seconds": round(seconds, 3),
+        "input_mb_per_s": round(input_bytes / 1e6 / max(seconds, 1e-9), 3),
+    }
+    for output, num in zip(output_files, instances_per_file):
+        write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
+    return metadata

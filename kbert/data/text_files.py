@@ -1,0 +1,139 @@
+"""Reading raw text corpora: file patterns, encodings, documents.
+
+The pre-training input format is google-research/bert's: one sentence per line
+and a blank line between documents. kbert also starts a new document at every
+file boundary (the original runs documents on across files when a file does not
+end in a blank line).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from typing import Sequence
+
+import tensorflow as tf
+
+# A longer line is cut to this many characters. A segment never contributes more
+# than max_seq_length tokens to an instance, so nothing useful is lost, and
+# tokenizing a line of megabytes would hold up a worker for no gain.
+MAX_LINE_CHARS = 1 << 16
+
+
+def expand_file_patterns(patterns: str | Sequence[str], flag_name: str = "input_file") -> list[str]:
+    """Expands comma-separated file names and globs into a list of files.
+
+    Args:
+        patterns: str or list of str. File names or globs, comma-separated in a
+            str. `gs://` and other `tf.io.gfile` schemes work.
+        flag_name: str. The flag named in error messages. Defaults to
+            `"input_file"`.
+
+    Returns:
+        The files, each pattern's matches sorted, in pattern order, without
+        duplicates.
+
+    Raises:
+        ValueError: if no pattern is given or a pattern matches no file.
+
+    Example:
+
+    >>> kbert.data.expand_file_patterns("corpus/*.txt,extra.txt")
+    """
+    if isinstance(patterns, str):
+        patterns = patterns.split(",")
+    patterns = [p.strip() for p in patterns if p and p.strip()]
+    if not patterns:
+        raise ValueError(f"--{flag_name} is empty; pass a file name, glob or comma-separated list.")
+    files: list[str] = []
+    for pattern in patterns:
+        matches = sorted(tf.io.gfile.glob(pattern))
+        matches = [m for m in matches if not tf.io.gfile.isdir(m)]
+        if not matches:
+            raise ValueError(f"--{flag_name}: no file matches {pattern!r}.")
+        for match in matches:
+            if match not in files:
+                files.append(match)
+    return files
+
+
+def iter_lines(
+    path: str, encoding: str = "utf-8", max_line_chars: int = MAX_LINE_CHARS
+) -> Iterator[tuple[int, str, bool, int]]:
+    """Yields the stripped lines of a text file.
+
+    Lines end in LF or CRLF. Decoding is strict so that a wrong encoding is
+    reported instead of silently garbling text.
+
+    Args:
+        path: str. The file (any `tf.io.gfile` path).
+        encoding: str. Python codec name, e.g. `"utf-8"` or `"latin-1"`.
+            Defaults to `"utf-8"`.
+        max_line_chars: int. Longer lines are cut to this many characters.
+
+    Yields:
+        `(line_number, text, truncated, num_bytes)`: 1-based line number,
+        the line without surrounding whitespace, whether it was cut, and its
+        size in the file.
+
+    Raises:
+        ValueError: naming the file and line when a line does not decode.
+    """
+    codecs.lookup(encoding)  # Fails early with LookupError on a bad codec name.
+    with tf.io.gfile.GFile(path, "rb") as reader:
+        for line_number, raw in enumerate(reader, start=1):
+            try:
+                text = raw.decode(encoding)
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{path}:{line_number}: not valid {encoding} ({e.reason} at byte "
+                    f"{e.start} of the line); pass --input_encoding=latin-1 (or the "
+                    "file's encoding) or fix the file."
+                ) from None
+            truncated = len(text) > max_line_chars
+            if truncated:
+                text = text[:max_line_chars]
+            yield line_number, text.strip(), truncated, len(raw)
+
+
+def iter_documents(
+    files: Sequence[str],
+    encoding: str = "utf-8",
+    max_line_chars: int = MAX_LINE_CHARS,
+    max_document_bytes: int | None = None,
+) -> Iterator[tuple[list[str], int, int]]:
+    """Yields documents (lists of non-empty lines) from raw text files.
+
+    A blank (or whitespace-only) line ends a document, and so does the end of
+    a file.
+
+    Args:
+        files: list of str. Text files, read in this order.
+        encoding: str. Codec of the files. Defaults to `"utf-8"`.
+        max_line_chars: int. Longer lines are cut to this many characters.
+        max_document_bytes: int or None. A longer document is yielded in
+            pieces of about this size (at line boundaries), so that memory
+            stays bounded whatever the input. Defaults to None (no limit).
+
+    Yields:
+        `(lines, num_bytes, num_truncated)`: the document's lines, the bytes
+        it took in the input (its lines and the blank lines before it), and
+        how many of its lines were cut.
+    """
+    for path in files:
+        lines: list[str] = []
+        num_bytes = 0
+        num_truncated = 0
+        for _, text, truncated, line_bytes in iter_lines(path, encoding, max_line_chars):
+            num_bytes += line_bytes
+            num_truncated += truncated
+            if text:
+                lines.append(text)
+                if max_document_bytes and num_bytes >= max_document_bytes:
+                    yield lines, num_bytes, num_truncated
+                    lines, num_bytes, num_truncated = [], 0, 0
+            elif lines:
+                yield lines, num_bytes, num_truncated
+                lines, num_bytes, num_truncated = [], 0, 0
+        if lines:
+            yield lines, num_bytes, num_truncated

@@ -1,0 +1,211 @@
+import random
+
+import pytest
+
+from kbert.data import BertTokenizer
+from kbert.data import InstanceOptions
+from kbert.data import VocabInfo
+from kbert.data import create_instances_from_document
+from kbert.data import create_masked_lm_predictions
+from kbert.data.pretraining_examples import truncate_seq_pair
+from tests.data.conftest import PERSUASION
+
+
+@pytest.fixture(scope="module")
+def tokenized(vocab_file):
+    tokenizer = BertTokenizer(vocab_file)
+    with open(PERSUASION, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    segments = [s for s in tokenizer.tokenize_to_ids(lines) if s]
+    documents = [segments[i : i + 30] for i in range(0, len(segments), 30)]
+    return tokenizer, VocabInfo.from_vocab(tokenizer.vocab), documents
+
+
+def _all_instances(documents, options, vocab, seed, passes):
+    rng = random.Random(seed)
+    out = []
+    for _ in range(passes):
+        for i in range(len(documents)):
+            out.extend(create_instances_from_document(documents, i, options, vocab, rng))
+    return out
+
+
+def _check_properties(instance, options, vocab):
+    ids = instance.token_ids
+    assert len(ids) <= options.max_seq_length
+    assert len(instance.segment_ids) == len(ids)
+    positions = instance.masked_lm_positions
+    assert positions == sorted(set(positions))
+    assert 1 <= len(positions) <= options.max_predictions_per_seq
+    original = instance.original_token_ids()
+    assert original[0] == vocab.cls_id and original[-1] == vocab.sep_id
+    for p in positions:
+        assert original[p] not in (vocab.cls_id, vocab.sep_id)
+    num_to_predict = min(options.max_predictions_per_seq, max(1, round(len(ids) * options.masked_lm_prob)))
+    if not options.do_whole_word_mask and options.max_ngram_size == 1:
+        assert len(positions) == num_to_predict
+    else:
+        assert len(positions) <= num_to_predict
+    # Unmasked positions are untouched.
+    masked = set(positions)
+    assert all(a == b for i, (a, b) in enumerate(zip(ids, original)) if i not in masked)
+
+
+def test_nsp_properties_and_statistics(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
+    instances = _all_instances(documents, options, vocab, seed=1, passes=6)
+    tokens = masked = replaced_mask = kept = random_next = 0
+    for x in instances:
+        _check_properties(x, options, vocab)
+        original = x.original_token_ids()
+        assert original.count(vocab.sep_id) == 2
+        n_a = x.segment_ids.index(1)
+        assert x.segment_ids == [0] * n_a + [1] * (len(original) - n_a)
+        assert original[n_a - 1] == vocab.sep_id
+        tokens += len(x.token_ids)
+        masked += len(x.masked_lm_positions)
+        for p in x.masked_lm_positions:
+            replaced_mask += x.token_ids[p] == vocab.mask_id
+            kept += x.token_ids[p] == original[p]
+    assert tokens >= 10_000 and masked >= 1_500
+    assert abs(masked / tokens - 0.15) <= 0.01
+    assert abs(replaced_mask / masked - 0.80) <= 0.02
+    # Kept = the 10% "unchanged" plus random draws that hit the same token.
+    assert abs(kept / masked - 0.10) <= 0.02
+    assert abs((masked - replaced_mask - kept) / masked - 0.10) <= 0.02
+
+
+def test_random_next_is_half(tokenized):
+    # Like the original, a chunk of one segment always takes a random next
+    # segment, which pushes the rate above 50% for short documents or short
+    # targets; with long documents and full targets it is the coin's 50%.
+    _, vocab, documents = tokenized
+    segments = [s for doc in documents for s in doc]
+    long_documents = [segments[i : i + 150] for i in range(0, len(segments), 150)]
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10, short_seq_prob=0.0)
+    instances = _all_instances(long_documents, options, vocab, seed=2, passes=14)
+    assert len(instances) >= 2000
+    random_next = sum(bool(x.is_random_next) for x in instances)
+    assert abs(random_next / len(instances) - 0.5) <= 0.02
+
+
+def test_same_seed_same_instances(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=48, max_predictions_per_seq=7)
+    a = _all_instances(documents[:5], options, vocab, seed=3, passes=1)
+    b = _all_instances(documents[:5], options, vocab, seed=3, passes=1)
+    c = _all_instances(documents[:5], options, vocab, seed=4, passes=1)
+    assert a == b and a != c
+
+
+def test_whole_word_masking_masks_whole_words(tokenized):
+    tokenizer, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10, do_whole_word_mask=True)
+    instances = _all_instances(documents, options, vocab, seed=5, passes=2)
+    multi_piece_words = 0
+    for x in instances:
+        _check_properties(x, options, vocab)
+        original = x.original_token_ids()
+        masked = set(x.masked_lm_positions)
+        for p in masked:
+            # A continuation piece is masked only with the piece before it,
+            # and a masked word's continuation pieces are masked too.
+            if original[p] in vocab.continuation_ids and original[p - 1] not in (vocab.cls_id, vocab.sep_id):
+                assert p - 1 in masked
+                multi_piece_words += 1
+            if p + 1 < len(original) and original[p + 1] in vocab.continuation_ids:
+                assert p + 1 in masked
+    assert multi_piece_words > 50
+
+
+def test_ngram_masking_masks_contiguous_spans(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(
+        max_seq_length=64, max_predictions_per_seq=10, do_whole_word_mask=True, max_ngram_size=3
+    )
+    instances = _all_instances(documents, options, vocab, seed=6, passes=2)
+    span_lengths = []
+    for x in instances:
+        _check_properties(x, options, vocab)
+        positions = x.masked_lm_positions
+        run = 1
+        for a, b in zip(positions, positions[1:]):
+            if b == a + 1:
+                run += 1
+            else:
+                span_lengths.append(run)
+                run = 1
+        span_lengths.append(run)
+    # Multi-word spans occur (longer than whole-word masking alone would give).
+    assert sum(1 for n in span_lengths if n >= 3) > 0.1 * len(span_lengths)
+
+
+def test_ngram_spans_share_one_replacement_choice():
+    vocab = VocabInfo(vocab_size=1000, cls_id=1, sep_id=2, mask_id=3)
+    options = InstanceOptions(max_seq_length=200, max_predictions_per_seq=60, max_ngram_size=4)
+    tokens = [1] + list(range(100, 300)) + [2]
+    rng = random.Random(0)
+    for _ in range(50):
+        out, positions, labels = create_masked_lm_predictions(tokens, options, vocab, rng)
+        assert labels == [tokens[p] for p in positions]
+        assert len(positions) <= 30
+
+
+def test_sop(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10, next_sentence="sop")
+    instances = _all_instances(documents, options, vocab, seed=7, passes=4)
+    text = [t for doc in documents for seg in doc for t in seg]
+    joined = " " + " ".join(map(str, text)) + " "
+    swapped = 0
+    for x in instances:
+        _check_properties(x, options, vocab)
+        original = x.original_token_ids()
+        n_a = x.segment_ids.index(1)
+        a, b = original[1 : n_a - 1], original[n_a:-1]
+        first, second = (b, a) if x.is_random_next else (a, b)
+        # Both are corpus text, `first` before `second` (truncation may cut
+        # tokens at the boundary, so adjacency is checked loosely).
+        i = joined.find(" " + " ".join(map(str, first)) + " ")
+        j = joined.find(" " + " ".join(map(str, second)) + " ", i)
+        assert 0 <= i < j
+        swapped += x.is_random_next
+    assert abs(swapped / len(instances) - 0.5) <= 0.03
+
+
+def test_none_mode_single_segment(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10, next_sentence="none")
+    instances = _all_instances(documents, options, vocab, seed=8, passes=1)
+    for x in instances:
+        _check_properties(x, options, vocab)
+        assert x.is_random_next is None
+        assert set(x.segment_ids) == {0}
+        assert x.original_token_ids().count(vocab.sep_id) == 1
+    # Sentences are packed: most instances are (nearly) full.
+    assert sum(len(x.token_ids) >= 50 for x in instances) > 0.7 * len(instances)
+
+
+def test_truncate_seq_pair_trims_the_longer():
+    rng = random.Random(0)
+    a, b = truncate_seq_pair(list(range(100)), list(range(100, 105)), 20, rng)
+    assert len(a) + len(b) == 20 and b == list(range(100, 105))
+    assert a == list(range(a[0], a[0] + 15))
+    a, b = truncate_seq_pair(list(range(10)), list(range(10, 40)), 12, rng)
+    assert len(a) == 6 and len(b) == 6
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"max_predictions_per_seq": 126}, "--max_predictions_per_seq=126 is larger than possible"),
+        ({"max_seq_length": 4}, "--max_seq_length=4"),
+        ({"next_sentence": "xyz"}, "--next_sentence='xyz'"),
+        ({"masked_lm_prob": 0.0}, "--masked_lm_prob"),
+        ({"max_ngram_size": 0}, "--max_ngram_size"),
+    ],
+)
+def test_bad_options(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        InstanceOptions(**kwargs).validate()

@@ -1,0 +1,64 @@
+"""Learns a BERT WordPiece vocabulary (`vocab.txt`) from raw text.
+
+The layout follows the released BERT vocabularies: `[PAD]` (id 0),
+`[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, then learned
+tokens (`##` marks continuations). Both tensorflow-text's `FastBertTokenizer`
+and google-research/bert's `FullTokenizer` read it.
+
+Example:
+
+    python tools/build_vocab.py --input_file='corpus/*.txt' --output_file=vocab.txt
+"""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None, "Raw text file(s): comma-separated names or globs.")
+flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
+flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size including reserved tokens.")
+flags.DEFINE_bool(
+    "do_lower_case", True, "Lower case and strip accents: True for uncased models, False for cased."
+)
+flags.DEFINE_integer(
+    "num_unused", 99, "[unusedN] placeholders after [PAD]; 99 gives bert-base's special ids."
+)
+flags.DEFINE_string("input_encoding", "utf-8", "Encoding of the input files, e.g. latin-1.")
+flags.DEFINE_integer("min_frequency", 2, "Least count of a pair to merge.")
+
+
+def main(argv):
+    del argv
+    from kbert.data.vocab import build_vocab  # Imports TensorFlow.
+
+    start = time.time()
+    try:
+        result = build_vocab(
+            FLAGS.input_file,
+            FLAGS.output_file,
+            vocab_size=FLAGS.vocab_size,
+            do_lower_case=FLAGS.do_lower_case,
+            num_unused=FLAGS.num_unused,
+            input_encoding=FLAGS.input_encoding,
+            min_frequency=FLAGS.min_frequency,
+        )
+    except ValueError as e:
+        sys.exit(f"build_vocab: error: {e}")
+    seconds = time.time() - start
+    print(
+        f"Wrote {result['vocab_size']} tokens to {FLAGS.output_file} in {seconds:.1f} s "
+        f"from {result['input_bytes'] / 1e6:.2f} MB ({result['lines']} lines)."
+    )
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["input_file", "output_file"])
+    app.run(main)
