@@ -7,7 +7,7 @@
 import ast
 import os
 
-from conftest import REPO
+from tests.conftest import REPO
 
 # Package -> kbert packages it may import.
 ALLOWED = {

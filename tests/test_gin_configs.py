@@ -5,7 +5,7 @@ import os
 import gin
 import pytest
 
-from conftest import REPO
+from tests.conftest import REPO
 from kbert import configurables
 
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))

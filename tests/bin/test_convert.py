@@ -7,7 +7,7 @@ import sys
 import keras
 import numpy as np
 
-from conftest import REPO, tiny_inputs
+from tests.conftest import REPO, tiny_inputs
 from kbert import export
 from kbert.models import BertEncoder
 

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO
+from tests.conftest import REPO
 
 
 def _pretrain(*args):

@@ -5,7 +5,7 @@ import keras_hub
 import numpy as np
 import pytest
 
-from conftest import A, H, I, L, P, V, BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
+from tests.conftest import A, H, I, L, P, V, BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
 from kbert.models import BertEncoder
 
 

@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
+from tests.conftest import BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
 from kbert.models import BertClassifier
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
