@@ -1,0 +1,1 @@
+"""Training: optimizers, metrics and the pre-training and fine-tuning loops."""
