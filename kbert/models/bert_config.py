@@ -135,3 +135,98 @@ def write_bert_config(arguments: dict[str, Any], path: str) -> None:
     with tf.io.gfile.GFile(temporary, "w") as f:
         f.write(json.dumps(arguments_to_bert_config(arguments), indent=2, sort_keys=True) + "\n")
     tf.io.gfile.rename(temporary, path, overwrite=True)
+
+
+# Hugging Face `config.json` (model_type "bert") -> BertEncoder argument. The
+# size keys have the same names as in `bert_config.json`.
+_HF_KEY_TO_ARGUMENT = {**_KEY_TO_ARGUMENT, "layer_norm_eps": "layer_norm_epsilon"}
+_HF_REQUIRED = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size")
+# Hugging Face's `gelu` is the exact erf form; its tanh forms are `gelu_new` and
+# `gelu_pytorch_tanh` (original BERT's `gelu`).
+_HF_ACTIVATIONS = {
+    "gelu": "gelu_exact",
+    "gelu_new": "gelu_approximate",
+    "gelu_pytorch_tanh": "gelu_approximate",
+    "relu": "relu",
+    "tanh": "tanh",
+}
+# Hugging Face's defaults for keys a config.json may leave out (BertConfig).
+_HF_DEFAULTS = {
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+}
+
+
+def hf_config_to_arguments(config: dict[str, Any], source: str = "config.json") -> dict[str, Any]:
+    """Maps a Hugging Face BERT `config.json` dict to `BertEncoder` arguments.
+
+    Hugging Face's `hidden_act: "gelu"` is the exact (erf) GELU and becomes
+    `activation="gelu_exact"`; `gelu_new` and `gelu_pytorch_tanh` are original
+    BERT's tanh form, `gelu_approximate`. `layer_norm_eps` is kept, so the
+    encoder reproduces the source model's numbers. Keys that don't describe the
+    encoder (`architectures`, `pad_token_id`, ...) are ignored; settings kbert's
+    encoder cannot reproduce (relative position embeddings, decoder
+    cross-attention, a `model_type` other than `bert`) are errors.
+
+    Args:
+        config: dict. The parsed `config.json`.
+        source: str. Where the dict came from, named in error messages.
+
+    Returns:
+        A dict of `BertEncoder` keyword arguments.
+
+    Example:
+
+    >>> hf_config_to_arguments(json.load(open("all-MiniLM-L6-v2/config.json")))["activation"]
+    'gelu_exact'
+    """
+    problems = []
+    missing = [key for key in _HF_REQUIRED if key not in config]
+    if missing:
+        problems.append(f"missing key(s) {missing}")
+    if config.get("model_type", "bert") != "bert":
+        problems.append(f"model_type={config['model_type']!r} (only 'bert' is supported)")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        problems.append(
+            f"position_embedding_type={config['position_embedding_type']!r} "
+            "(kbert's encoder has absolute position embeddings only)"
+        )
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        problems.append("is_decoder/add_cross_attention is set (kbert's encoder is bidirectional "
+                        "and has no cross-attention)")
+    config = {**_HF_DEFAULTS, **config}
+    if config["hidden_act"] not in _HF_ACTIVATIONS:
+        problems.append(
+            f"hidden_act={config['hidden_act']!r} (supported: {sorted(_HF_ACTIVATIONS)})"
+        )
+    if problems:
+        raise ValueError(
+            f"{source}: cannot convert this Hugging Face config: {'; '.join(problems)}."
+        )
+    arguments = {argument: config[key] for key, argument in _HF_KEY_TO_ARGUMENT.items()}
+    arguments["activation"] = _HF_ACTIVATIONS[config["hidden_act"]]
+    return arguments
+
+
+def read_hf_config(path: str) -> dict[str, Any]:
+    """Reads a Hugging Face `config.json` (via `tf.io.gfile`) into `BertEncoder` arguments.
+
+    Args:
+        path: str. Path of the JSON file.
+
+    Returns:
+        A dict of `BertEncoder` keyword arguments (see `hf_config_to_arguments`).
+    """
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"Hugging Face config.json not found: {path}")
+    with tf.io.gfile.GFile(path, "r") as f:
+        try:
+            config = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    return hf_config_to_arguments(config, source=path)

@@ -1,0 +1,178 @@
+"""google-research/bert TF1 checkpoints: read them into kbert, write kbert models as them.
+
+Reading uses `tf.train.load_checkpoint` by variable name (no TF1 graph); writing
+uses the `SaveV2` op, which produces the same files `tf.compat.v1.train.Saver`
+does, under the original names, so `modeling.py` + `tf.train.init_from_checkpoint`
+(or a `Saver`) of the original code restores them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from kbert.export.atomic_directory import atomic_directory
+from kbert.export.converted_model import ConvertedModel
+from kbert.export.converted_model import from_tf1_arrays
+from kbert.export.vocabulary import infer_do_lower_case
+from kbert.export.vocabulary import read_vocab
+from kbert.export.vocabulary import write_vocab
+from kbert.export.weight_map import tf1_arrays
+from kbert.models.bert_config import read_bert_config
+from kbert.models.bert_config import write_bert_config
+from kbert.models.pretrained import TOKENIZER_CONFIG
+
+CHECKPOINT_NAME = "bert_model.ckpt"
+# Activations the original modeling.py's `get_activation` understands.
+_ORIGINAL_ACTIVATIONS = ("gelu_approximate", "relu", "tanh")
+
+
+def _resolve_checkpoint(checkpoint: str) -> str:
+    if tf.io.gfile.isdir(checkpoint):
+        latest = tf.train.latest_checkpoint(checkpoint)
+        if latest is None:
+            candidate = os.path.join(checkpoint, CHECKPOINT_NAME)
+            if tf.io.gfile.exists(candidate + ".index"):
+                return candidate
+            raise FileNotFoundError(
+                f"No TF1 checkpoint in directory {checkpoint}; pass the checkpoint prefix, "
+                f"e.g. --checkpoint={os.path.join(checkpoint, CHECKPOINT_NAME)}"
+            )
+        return latest
+    if not tf.io.gfile.exists(checkpoint + ".index"):
+        raise FileNotFoundError(
+            f"TF1 checkpoint {checkpoint} not found ({checkpoint}.index is missing); pass the "
+            "prefix, e.g. --checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt"
+        )
+    return checkpoint
+
+
+def _lower_case_beside(directory: str) -> bool | None:
+    path = os.path.join(directory, TOKENIZER_CONFIG)
+    if tf.io.gfile.exists(path):
+        with tf.io.gfile.GFile(path) as f:
+            return json.load(f).get("do_lower_case")
+    return None
+
+
+def load_bert_tf1(
+    checkpoint: str,
+    bert_config: str | None = None,
+    vocab_file: str | None = None,
+    do_lower_case: bool | None = None,
+    ignore_unknown: bool = False,
+) -> ConvertedModel:
+    """Reads a google-research/bert TF1 checkpoint by variable name.
+
+    The masked-LM (`cls/predictions/*`) and NSP (`cls/seq_relationship/*`)
+    heads come along when the checkpoint has them. Optimizer slots (`adam_m`,
+    `adam_v`) and `global_step` are skipped and listed in `skipped`; any other
+    tensor the weight table doesn't know is an error unless `ignore_unknown`.
+
+    Args:
+        checkpoint: str. Checkpoint prefix (`.../bert_model.ckpt`) or its directory.
+        bert_config: str or None. `bert_config.json`; defaults to the one next
+            to the checkpoint.
+        vocab_file: str or None. `vocab.txt`; defaults to the one next to the
+            checkpoint when present.
+        do_lower_case: bool or None. None reads `tokenizer_config.json` next to
+            the checkpoint, else guesses from the vocabulary (uncased
+            vocabularies have no upper-case tokens).
+        ignore_unknown: bool. Convert even if the checkpoint has tensors kbert
+            doesn't know (such as a fine-tuned classifier's `output_weights`).
+
+    Returns:
+        A `ConvertedModel`.
+
+    Example:
+
+    >>> converted = kbert.export.load_bert_tf1(
+    ...     "uncased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True)
+    >>> converted.save_pretrained("bert_base_uncased/")
+    """
+    checkpoint = _resolve_checkpoint(checkpoint)
+    directory = os.path.dirname(checkpoint)
+    bert_config = bert_config or os.path.join(directory, "bert_config.json")
+    arguments = read_bert_config(bert_config)
+    if vocab_file is None and tf.io.gfile.exists(os.path.join(directory, "vocab.txt")):
+        vocab_file = os.path.join(directory, "vocab.txt")
+    vocabulary = read_vocab(vocab_file) if vocab_file else None
+    if do_lower_case is None:
+        do_lower_case = _lower_case_beside(directory)
+    if do_lower_case is None and vocabulary is not None:
+        do_lower_case = infer_do_lower_case(vocabulary)
+    try:
+        reader = tf.train.load_checkpoint(checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError) as e:
+        raise ValueError(f"Cannot read TF1 checkpoint {checkpoint}: {e.message}") from None
+    shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()}
+    if not any(name.startswith("bert/") for name in shapes):
+        raise ValueError(
+            f"{checkpoint} has no bert/* variables, so it is not a google-research/bert "
+            f"checkpoint (it has e.g. {sorted(shapes)[:5]}). TF2 object-based checkpoints "
+            "are not supported; kbert models are saved with kbert.models.save_pretrained."
+        )
+    return from_tf1_arrays(
+        arguments, shapes, reader.get_tensor, source=checkpoint, config_source=bert_config,
+        vocabulary=vocabulary, do_lower_case=do_lower_case, ignore_unknown=ignore_unknown,
+    )
+
+
+def save_bert_tf1(converted: ConvertedModel, output_dir: str, overwrite: bool = False) -> list[str]:
+    """Writes an original-layout TF1 checkpoint, `bert_config.json` and `vocab.txt`.
+
+    `output_dir` gets `bert_model.ckpt.{index,data-00000-of-00001}`, a
+    `checkpoint` state file, `bert_config.json` (original keys plus
+    `layer_norm_eps`), `vocab.txt` and `tokenizer_config.json` when known. The
+    heads are written under `cls/*` when `converted` has them. The directory is
+    written atomically.
+
+    Args:
+        converted: `ConvertedModel`. What to write (see `load_kbert`).
+        output_dir: str. Must not exist unless `overwrite`.
+        overwrite: bool. Replace an existing directory. Defaults to False.
+
+    Returns:
+        Notes on what the original code would not reproduce (an activation or
+        LayerNorm epsilon its `modeling.py` lacks); empty when it reproduces
+        the model exactly.
+
+    Example:
+
+    >>> converted = kbert.export.load_kbert("model_dir/")
+    >>> kbert.export.save_bert_tf1(converted, "tf1_out/")
+    """
+    encoder = converted.encoder
+    notes = []
+    if encoder.activation not in _ORIGINAL_ACTIVATIONS:
+        notes.append(
+            f"activation {encoder.activation!r} is written as hidden_act={encoder.activation!r}, "
+            "which kbert reads back but google-research/bert's modeling.py rejects (it knows "
+            "gelu = tanh GELU, relu, tanh)."
+        )
+    if encoder.layer_norm_epsilon != 1e-12:
+        notes.append(
+            f"layer_norm_eps={encoder.layer_norm_epsilon:g} is written to bert_config.json; "
+            "google-research/bert's modeling.py always uses 1e-12."
+        )
+    arrays = tf1_arrays(converted.model)
+    with atomic_directory(output_dir, overwrite) as temporary:
+        names = list(arrays)
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(temporary, CHECKPOINT_NAME),
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.constant(arrays[name]) for name in names],
+        )
+        with tf.io.gfile.GFile(os.path.join(temporary, "checkpoint"), "w") as f:
+            f.write(f'model_checkpoint_path: "{CHECKPOINT_NAME}"\n'
+                    f'all_model_checkpoint_paths: "{CHECKPOINT_NAME}"\n')
+        write_bert_config(encoder.get_config(), os.path.join(temporary, "bert_config.json"))
+        if converted.vocabulary is not None:
+            write_vocab(converted.vocabulary, os.path.join(temporary, "vocab.txt"))
+        if converted.do_lower_case is not None:
+            with tf.io.gfile.GFile(os.path.join(temporary, TOKENIZER_CONFIG), "w") as f:
+                f.write(json.dumps({"do_lower_case": bool(converted.do_lower_case)}) + "\n")
+    return notes

