@@ -532,7 +532,9 @@ def run_finetuning(
             warmup_steps = int(total_steps * warmup_proportion)
             model.compile(optimizer=_adamw(learning_rate, total_steps, warmup_steps,
                                            weight_decay),
-                          loss_weights=spec.loss_weights)
+                          loss_weights=spec.loss_weights,
+                          # XLA compiles once per shape; batches here have many lengths.
+                          jit_compile=False)
     if do_train:
         logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d.",
                     spec.task_config.task_name, spec.train_count, total_steps, warmup_steps,
