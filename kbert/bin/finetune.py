@@ -57,15 +57,23 @@ def main(argv: list[str]) -> None:
     if FLAGS.export_dir:
         raise ValueError("--export_dir is not available yet; run kbert-export on --model_dir "
                          "after fine-tuning.")
-    import gin
-    import tensorflow as tf
-
     from kbert import configurables
 
     logging.getLogger("kbert").setLevel(logging.INFO)
     logging.basicConfig(format="%(message)s")
     configurables.parse_gin(FLAGS.gin_file or [DEFAULT_GIN], FLAGS.gin_params)
-    results = configurables.run_finetuning(
+    try:
+        results = _run_finetuning(configurables)
+    except (ValueError, FileNotFoundError, PermissionError) as e:
+        # gin re-raises as a proxy class with "In call to configurable ..." appended;
+        # raise the plain error with the user's line only.
+        kind = next(k for k in (FileNotFoundError, PermissionError, ValueError) if isinstance(e, k))
+        raise kind(str(e).split("\n  In call to configurable")[0]) from None
+    _write_summary(results)
+
+
+def _run_finetuning(configurables) -> dict:
+    return configurables.run_finetuning(
         task=FLAGS.task,
         init_checkpoint=FLAGS.init_checkpoint,
         model_dir=FLAGS.model_dir,
@@ -80,6 +88,12 @@ def main(argv: list[str]) -> None:
         do_predict=FLAGS.do_predict,
         strategy=FLAGS.strategy,
     )
+
+
+def _write_summary(results: dict) -> None:
+    import gin
+    import tensorflow as tf
+
     config_path = os.path.join(FLAGS.model_dir, "operative_config.gin")
     with tf.io.gfile.GFile(config_path + ".tmp", "w") as f:
         f.write(gin.operative_config_str())
