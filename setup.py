@@ -28,6 +28,7 @@ setup(
     entry_points={
         "console_scripts": [
             "kbert-pretrain=kbert.bin.pretrain:run",
+            "kbert-finetune=kbert.bin.finetune:run",
         ],
     },
 )
