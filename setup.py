@@ -38,6 +38,7 @@ setup(
         "console_scripts": [
             "kbert-pretrain=kbert.bin.pretrain:run",
             "kbert-convert=kbert.bin.convert:run",
+            "kbert-finetune=kbert.bin.finetune:run",
         ],
     },
 )

@@ -16,23 +16,28 @@ import os
 import gin
 
 from kbert import models
+from kbert.training import finetuning
 
 MODULE = "kbert"
 
 
 
-def _configurable(cls):
+def _configurable(cls, denylist=()):
     # Keras classes take **kwargs, which would let gin accept any misspelled
     # binding; allow only the named constructor arguments.
+    function = cls.__init__ if inspect.isclass(cls) else cls
     named = [
-        name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        name for name, parameter in inspect.signature(function).parameters.items()
         if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        and name not in denylist
     ]
     return gin.external_configurable(cls, module=MODULE, allowlist=named)
 
 
 BertEncoder = _configurable(models.BertEncoder)
 BertPretrainer = _configurable(models.BertPretrainer)
+# Gin binds hyperparameters only; paths, task and strategy come from flags.
+run_finetuning = _configurable(finetuning.run_finetuning, denylist=finetuning.RUNTIME_ARGUMENTS)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

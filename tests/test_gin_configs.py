@@ -34,8 +34,12 @@ def pretrainer_parameters(L, H, I, V=30522):
     return encoder_parameters(L, H, I, V) + mlm_head + nsp_head
 
 
+# Run settings rather than model sizes; tested beside their binaries.
+RUN_GIN_FILES = {"finetune.gin"}
+
+
 def test_every_gin_file_is_covered():
-    assert GIN_FILES == sorted(SIZES)
+    assert sorted(set(GIN_FILES) - RUN_GIN_FILES) == sorted(SIZES)
 
 
 def test_closed_form_matches_the_paper():

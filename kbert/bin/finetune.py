@@ -1,0 +1,115 @@
+"""kbert-finetune: fine-tune a pre-trained encoder on GLUE, CoNLL-2003 NER or SQuAD.
+
+    kbert-finetune --task=glue --task_name=sst-2 --data_dir=glue_data/SST-2 \\
+        --init_checkpoint=minilm/ --model_dir=runs/sst2 --do_train --do_eval
+    kbert-finetune --task=squad --train_file=train-v1.1.json --predict_file=dev-v1.1.json \\
+        --init_checkpoint=minilm/ --model_dir=runs/squad \\
+        --gin_params='run_finetuning.max_seq_length = 384'
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+from absl import flags
+
+from kbert.bin import common
+
+common.define_gin_flags()
+flags.DEFINE_enum("task", None, ["glue", "ner", "squad"], "Task family to fine-tune.")
+flags.DEFINE_string("task_name", None, "GLUE task (cola, sst-2, mrpc, sts-b, qqp, mnli, "
+                    "mnli-mm, qnli, rte, wnli), as run_classifier.py; for NER the dataset name "
+                    "stored in task_config.json (default conll2003).")
+flags.DEFINE_string("data_dir", None, "GLUE task folder (train.tsv, dev.tsv, test.tsv) or CoNLL "
+                    "folder (train.txt, dev.txt or valid.txt, test.txt).")
+flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
+flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate (--do_eval) or predict on "
+                    "(--do_predict); predictions.json is written for it.")
+flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory (a kbert-pretrain model_dir "
+                    "or kbert-convert output); without --do_train also a fine-tuned model_dir.")
+flags.DEFINE_string("model_dir", None, "Output: fine-tuned model directory, eval_results.json, "
+                    "operative_config.gin and predictions.")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary; defaults to --init_checkpoint's "
+                    "vocab.txt and must match it.")
+flags.DEFINE_bool("do_lower_case", None, "Lower case and strip accents; defaults to "
+                  "--init_checkpoint's tokenizer_config.json, else True.")
+flags.DEFINE_bool("do_train", False, "Train on the train split / --train_file.")
+flags.DEFINE_bool("do_eval", False, "Evaluate on the dev split / --predict_file; metrics go to "
+                  "model_dir/eval_results.json.")
+flags.DEFINE_bool("do_predict", False, "Predict the test split (predictions.tsv) or "
+                  "--predict_file (predictions.json).")
+flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored"],
+                  "tf.distribute strategy: default (no distribution), one_device, mirrored "
+                  "(all local GPUs).")
+flags.DEFINE_string("export_dir", None, "Reserved: export a serving SavedModel after training "
+                    "(not available yet; run kbert-export on --model_dir).")
+flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
+FLAGS = flags.FLAGS
+
+DEFAULT_GIN = "finetune.gin"
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) > 1:
+        raise ValueError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.export_dir:
+        raise ValueError("--export_dir is not available yet; run kbert-export on --model_dir "
+                         "after fine-tuning.")
+    from kbert import configurables
+
+    logging.getLogger("kbert").setLevel(logging.INFO)
+    logging.basicConfig(format="%(message)s")
+    configurables.parse_gin(FLAGS.gin_file or [DEFAULT_GIN], FLAGS.gin_params)
+    try:
+        results = _run_finetuning(configurables)
+    except (ValueError, FileNotFoundError, PermissionError) as e:
+        # gin re-raises as a proxy class with "In call to configurable ..." appended;
+        # raise the plain error with the user's line only.
+        kind = next(k for k in (FileNotFoundError, PermissionError, ValueError) if isinstance(e, k))
+        raise kind(str(e).split("\n  In call to configurable")[0]) from None
+    _write_summary(results)
+
+
+def _run_finetuning(configurables) -> dict:
+    return configurables.run_finetuning(
+        task=FLAGS.task,
+        init_checkpoint=FLAGS.init_checkpoint,
+        model_dir=FLAGS.model_dir,
+        task_name=FLAGS.task_name,
+        data_dir=FLAGS.data_dir,
+        train_file=FLAGS.train_file,
+        predict_file=FLAGS.predict_file,
+        vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
+        do_train=FLAGS.do_train,
+        do_eval=FLAGS.do_eval,
+        do_predict=FLAGS.do_predict,
+        strategy=FLAGS.strategy,
+    )
+
+
+def _write_summary(results: dict) -> None:
+    import gin
+    import tensorflow as tf
+
+    config_path = os.path.join(FLAGS.model_dir, "operative_config.gin")
+    with tf.io.gfile.GFile(config_path + ".tmp", "w") as f:
+        f.write(gin.operative_config_str())
+    tf.io.gfile.rename(config_path + ".tmp", config_path, overwrite=True)
+    summary = {key: value for key, value in results.items() if key != "train_loss"}
+    if "train_loss" in results:
+        summary["final_train_loss"] = round(results["train_loss"][-1], 4)
+    print("***** results *****")
+    for key, value in sorted(summary.items()):
+        print(f"  {key} = {round(value, 4) if isinstance(value, float) else value}")
+    print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir))))
+
+
+def run() -> None:
+    common.run(main)
+
+
+if __name__ == "__main__":
+    run()

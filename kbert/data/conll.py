@@ -1,0 +1,114 @@
+"""CoNLL-2003 NER reader: `word POS chunk NER` columns, `-DOCSTART-` lines, blank line between sentences."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import tensorflow as tf
+
+# The CoNLL-2003 tag set, `O` first. IOB1 files (the original `eng.train`) and
+# IOB2 files (most redistributions) use the same nine tags.
+CONLL2003_LABELS = (
+    "O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
+)
+
+# Split -> accepted file names, first found wins (`eng.testa` is the dev set).
+CONLL_FILES = {
+    "train": ("train.txt", "eng.train"),
+    "dev": ("dev.txt", "valid.txt", "eng.testa"),
+    "test": ("test.txt", "eng.testb"),
+}
+
+
+@dataclasses.dataclass
+class Sentence:
+    """One sentence of a CoNLL file.
+
+    Args:
+        words: list of str.
+        tags: list of str, one per word (the last column).
+    """
+
+    words: list[str]
+    tags: list[str]
+
+
+def conll_split_file(data_dir: str, split: str) -> str:
+    """The CoNLL file of one split in `data_dir`.
+
+    Args:
+        data_dir: str. Folder with `train.txt`, `dev.txt` (or `valid.txt`,
+            `eng.testa`), `test.txt`.
+        split: str. `train`, `dev` or `test`.
+
+    Returns:
+        The path.
+
+    Raises:
+        FileNotFoundError: no such file; names the ones looked for.
+    """
+    if split not in CONLL_FILES:
+        raise ValueError(f"split={split!r}; expected one of {sorted(CONLL_FILES)}.")
+    if not tf.io.gfile.isdir(data_dir):
+        raise FileNotFoundError(f"--data_dir={data_dir} is not a directory.")
+    for name in CONLL_FILES[split]:
+        path = os.path.join(data_dir, name)
+        if tf.io.gfile.exists(path):
+            return path
+    raise FileNotFoundError(
+        f"no {split} data in --data_dir={data_dir}: expected one of {list(CONLL_FILES[split])}."
+    )
+
+
+def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> list[Sentence]:
+    """Reads a CoNLL-2003 file (any number of columns; the word is first, the tag last).
+
+    Args:
+        path: str. The file.
+        label_names: tuple of str. Allowed tags. Defaults to `CONLL2003_LABELS`.
+
+    Returns:
+        list of `Sentence`; `-DOCSTART-` lines are dropped.
+
+    Raises:
+        ValueError: a line has fewer than 2 columns or an unknown tag (the
+            message names the file and line), or the file has no sentences.
+
+    Example:
+
+    >>> sentences = kbert.data.read_conll("conll2003/valid.txt")
+    >>> sentences[0].words[:3], sentences[0].tags[:3]
+    (['CRICKET', '-', 'LEICESTERSHIRE'], ['O', 'O', 'B-ORG'])
+    """
+    allowed = set(label_names)
+    sentences = []
+    words, tags = [], []
+    with tf.io.gfile.GFile(path, "rb") as f:
+        lines = f.read().decode("utf-8").split("\n")
+    for number, line in enumerate(lines, start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            if words:
+                sentences.append(Sentence(words, tags))
+                words, tags = [], []
+            continue
+        columns = line.split()
+        if columns[0] == "-DOCSTART-":
+            continue
+        if len(columns) < 2:
+            raise ValueError(
+                f"{path}:{number}: {line!r} has {len(columns)} column(s); expected "
+                "`word POS chunk NER` (at least a word and a tag)."
+            )
+        if columns[-1] not in allowed:
+            raise ValueError(
+                f"{path}:{number}: unknown tag {columns[-1]!r}; expected one of {sorted(allowed)}."
+            )
+        words.append(columns[0])
+        tags.append(columns[-1])
+    if words:
+        sentences.append(Sentence(words, tags))
+    if not sentences:
+        raise ValueError(f"{path} has no sentences.")
+    return sentences

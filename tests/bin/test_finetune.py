@@ -1,0 +1,112 @@
+"""kbert-finetune end to end on tiny real data, one subprocess per task, plus a clean error."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+from tests.finetune_testing import TESTDATA
+from tests.finetune_testing import make_tiny_pretrained
+
+FAST = ["run_finetuning.train_batch_size = 4", "run_finetuning.learning_rate = 3e-3",
+        "run_finetuning.warmup_proportion = 0.0", "run_finetuning.max_seq_length = 64"]
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    return make_tiny_pretrained(tmp_path_factory.mktemp("tiny_pretrained"))
+
+
+def finetune(*flags, gin_params=()):
+    command = [sys.executable, "-m", "kbert.bin.finetune", *flags]
+    command += [f"--gin_params={p}" for p in [*FAST, *gin_params]]
+    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+
+
+def _check_run(result, model_dir):
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "***** results *****" in result.stdout
+    for name in ("task_model.keras", "task_config.json", "encoder.weights.h5", "vocab.txt",
+                 "bert_config.json", "eval_results.json", "operative_config.gin"):
+        assert os.path.exists(os.path.join(model_dir, name)), name
+    assert not [n for n in os.listdir(model_dir) if n.endswith(".tmp")]
+    results = json.load(open(os.path.join(model_dir, "eval_results.json")))
+    assert results["train_loss"][-1] < results["train_loss"][0], results["train_loss"]
+    assert "run_finetuning.learning_rate = 0.003" in open(
+        os.path.join(model_dir, "operative_config.gin")).read()
+    return results, json.load(open(os.path.join(model_dir, "task_config.json")))
+
+
+def test_glue_mrpc_train_eval_predict(pretrained, tmp_path):
+    model_dir = str(tmp_path / "mrpc")
+    result = finetune("--task=glue", "--task_name=MRPC", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'glue', 'MRPC')}",
+                      f"--model_dir={model_dir}", "--do_train", "--do_eval", "--do_predict",
+                      gin_params=["run_finetuning.num_train_epochs = 8"])
+    results, config = _check_run(result, model_dir)
+    assert set(results) >= {"f1", "accuracy", "num_examples"} and results["num_examples"] == 4
+    assert (config["model_type"], config["task_name"], config["label_names"],
+            config["text_pair"], config["max_seq_length"]) == ("classifier", "mrpc", ["0", "1"],
+                                                               True, 64)
+    lines = open(os.path.join(model_dir, "predictions.tsv")).read().splitlines()
+    assert lines[0] == "index\tprediction"
+    assert [line.split("\t")[0] for line in lines[1:]] == ["0", "1"]
+    assert all(line.split("\t")[1] in ("0", "1") for line in lines[1:])
+
+
+def test_ner_conll_train_eval_predict(pretrained, tmp_path):
+    model_dir = str(tmp_path / "ner")
+    result = finetune("--task=ner", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'conll2003')}",
+                      f"--model_dir={model_dir}", "--do_train", "--do_eval", "--do_predict",
+                      "--nodo_lower_case", gin_params=["run_finetuning.num_train_epochs = 6"])
+    results, config = _check_run(result, model_dir)
+    assert set(results) >= {"precision", "recall", "f1"}
+    assert config["model_type"] == "token_classifier" and config["label_names"][0] == "O"
+    assert config["do_lower_case"] is False
+    # One line per word of test.txt (word, predicted tag), a blank line after each sentence.
+    words = [line.split()[0] for line in open(os.path.join(TESTDATA, "conll2003", "test.txt"))
+             if line.strip() and not line.startswith("-DOCSTART-")]
+    predicted = [line.split("\t") for line in open(os.path.join(model_dir, "predictions.tsv"))
+                 .read().splitlines() if line]
+    assert [word for word, _ in predicted] == words
+    assert all(tag in config["label_names"] for _, tag in predicted)
+
+
+def test_squad_train_and_predict_official_format(pretrained, tmp_path):
+    model_dir = str(tmp_path / "squad")
+    sample = os.path.join(TESTDATA, "squad", "xquad_en_sample.json")
+    result = finetune("--task=squad", f"--init_checkpoint={pretrained}",
+                      f"--train_file={sample}", f"--predict_file={sample}",
+                      f"--model_dir={model_dir}", "--do_train", "--do_eval",
+                      gin_params=["run_finetuning.num_train_epochs = 2",
+                                  "run_finetuning.max_seq_length = 96",
+                                  "run_finetuning.doc_stride = 32",
+                                  "run_finetuning.max_query_length = 24"])
+    results, config = _check_run(result, model_dir)
+    assert set(results) >= {"exact_match", "f1"} and results["num_examples"] == 6
+    assert (config["model_type"], config["doc_stride"], config["max_query_length"]) == (
+        "span_labeler", 32, 24)
+    predictions = json.load(open(os.path.join(model_dir, "predictions.json")))
+    data = json.load(open(sample, encoding="utf-8"))
+    contexts = {qa["id"]: p["context"] for a in data["data"] for p in a["paragraphs"]
+                for qa in p["qas"]}
+    assert set(predictions) == set(contexts)
+    assert all(text and text in contexts[qid] for qid, text in predictions.items())
+
+
+def test_bad_input_is_one_clean_line(pretrained, tmp_path):
+    model_dir = tmp_path / "out"
+    result = finetune("--task=glue", "--task_name=sst-2", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'glue', 'SST-2')}",
+                      f"--model_dir={model_dir}", "--do_train",
+                      gin_params=["run_finetuning.max_seq_length = 512"])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        "finetune.py: error: max_seq_length=512 is larger than the encoder's 96 positions "
+        "(max_position_embeddings); pass max_seq_length<=96.")
+    assert "Traceback" not in result.stderr and not model_dir.exists()
