@@ -17,7 +17,7 @@ SAMPLE = os.path.join(TESTDATA, "squad", "xquad_en_sample.json")
 
 @pytest.fixture(scope="module")
 def featurizer(tmp_path_factory):
-    from finetune_testing import character_vocabulary
+    from tests.finetune_testing import character_vocabulary
 
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(character_vocabulary()) + "\n", encoding="utf-8")

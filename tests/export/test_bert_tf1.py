@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_reference import BERT_CONFIG, H, L, V, VOCAB
-from bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
-from bert_reference import inputs_with_padding, reference_bert, tf1_arrays, write_tf1_checkpoint
+from tests.export.bert_reference import BERT_CONFIG, H, L, V, VOCAB
+from tests.export.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
+from tests.export.bert_reference import inputs_with_padding, reference_bert, tf1_arrays, write_tf1_checkpoint
 from kbert import export
 from kbert.export import weight_map
 from kbert.models import BertEncoder, load_pretrainer

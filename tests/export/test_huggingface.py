@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from bert_reference import BERT_CONFIG, H, L, V, VOCAB
-from bert_reference import gelu_erf, gelu_tanh, inputs_with_padding, reference_bert
-from bert_reference import tf1_arrays, tf1_to_hf_arrays
+from tests.export.bert_reference import BERT_CONFIG, H, L, V, VOCAB
+from tests.export.bert_reference import gelu_erf, gelu_tanh, inputs_with_padding, reference_bert
+from tests.export.bert_reference import tf1_arrays, tf1_to_hf_arrays
 from kbert import export
 from kbert.export import weight_map
 from kbert.export.huggingface import hf_to_tf1_name, tf1_to_hf_name

@@ -7,8 +7,8 @@ import keras_hub
 import numpy as np
 import pytest
 
-from bert_reference import VOCAB, inputs_with_padding
-from bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
+from tests.export.bert_reference import VOCAB, inputs_with_padding
+from tests.export.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
 from kbert import export
 from kbert.models import BertEncoder
 

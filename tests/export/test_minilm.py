@@ -16,7 +16,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from safetensors.numpy import load_file
 
-from bert_reference import gelu_erf, reference_bert
+from tests.export.bert_reference import gelu_erf, reference_bert
 from kbert import export
 from kbert.export import minilm as minilm_module
 from kbert.export.vocabulary import read_vocab
