@@ -23,11 +23,13 @@ setup(
         "grpcio",
     ],
     extras_require={
-        "test": ["pytest"],
+        "test": ["pytest", "tokenizers"],
     },
     entry_points={
         "console_scripts": [
             "kbert-pretrain=kbert.bin.pretrain:run",
+            "kbert-export=kbert.bin.export:run",
+            "kbert-serve=kbert.bin.serve:run",
         ],
     },
 )
