@@ -17,8 +17,10 @@ import sys
 import tempfile
 import time
 
-from conftest import REPO
-from conftest import tiny_encoder_kwargs
+import conftest as _root_conftest  # tests/conftest.py: tiny sizes live there
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+tiny_encoder_kwargs = _root_conftest.tiny_encoder_kwargs
 
 VOCAB = os.path.join(REPO, "tests", "testdata", "serving_vocab.txt")
 
@@ -165,3 +167,155 @@ def ready_versions(line: str) -> dict:
 
 def cleanup(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- Reference implementations (Hugging Face `tokenizers` + numpy + the Keras model) ----
+# Independent of kbert's in-graph preprocessing, so agreement is evidence for both.
+
+def hf_tokenizer():
+    from tokenizers import BertWordPieceTokenizer
+
+    return BertWordPieceTokenizer(VOCAB, lowercase=True)
+
+
+CLS, SEP = 101, 102
+
+
+def _pad(rows: list[list[int]], segments: list[list[int]]) -> dict:
+    import numpy as np
+
+    length = max(len(r) for r in rows)
+    token_ids = np.zeros((len(rows), length), "int32")
+    segment_ids = np.zeros((len(rows), length), "int32")
+    padding_mask = np.zeros((len(rows), length), "int32")
+    for i, (row, seg) in enumerate(zip(rows, segments)):
+        token_ids[i, :len(row)] = row
+        segment_ids[i, :len(seg)] = seg
+        padding_mask[i, :len(row)] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def truncate_seq_pair(a: list, b: list, max_length: int) -> None:
+    """google-research/bert's `_truncate_seq_pair`, verbatim in behaviour."""
+    while len(a) + len(b) > max_length:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+
+
+def reference_inputs(texts, pairs, max_seq_length) -> dict:
+    tokenizer = hf_tokenizer()
+    rows, segments = [], []
+    for i, text in enumerate(texts):
+        a = tokenizer.encode(text, add_special_tokens=False).ids
+        if pairs is None:
+            a = a[:max_seq_length - 2]
+            rows.append([CLS] + a + [SEP])
+            segments.append([0] * (len(a) + 2))
+        else:
+            b = tokenizer.encode(pairs[i], add_special_tokens=False).ids
+            truncate_seq_pair(a, b, max_seq_length - 3)
+            rows.append([CLS] + a + [SEP] + b + [SEP])
+            segments.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    return _pad(rows, segments)
+
+
+def _word_spans(encoding):
+    """Char span of every word of an encoding, and the word of every piece."""
+    spans = {}
+    for word, (start, end) in zip(encoding.word_ids, encoding.offsets):
+        low, high = spans.get(word, (start, end))
+        spans[word] = (min(low, start), max(high, end))
+    return spans
+
+
+def reference_ner(model, texts, max_seq_length, label_names):
+    import numpy as np
+
+    tokenizer = hf_tokenizer()
+    results = []
+    for text in texts:
+        encoding = tokenizer.encode(text, add_special_tokens=False)
+        ids = encoding.ids[:max_seq_length - 2]
+        word_ids = encoding.word_ids[:max_seq_length - 2]
+        spans = _word_spans(encoding)
+        inputs = _pad([[CLS] + ids + [SEP]], [[0] * (len(ids) + 2)])
+        logits = np.asarray(model(inputs, training=False))[0]
+        words, tags, previous = [], [], None
+        for position, word in enumerate(word_ids):
+            if word != previous:
+                start, end = spans[word]
+                words.append(text[start:end])
+                tags.append(label_names[int(np.argmax(logits[position + 1]))])
+            previous = word
+        results.append((words, tags))
+    return results
+
+
+def reference_squad(model, question, context, config):
+    """run_squad.py's windows and max-context rule, exhaustive best span."""
+    import numpy as np
+
+    tokenizer = hf_tokenizer()
+    q = tokenizer.encode(question, add_special_tokens=False).ids[:config.max_query_length]
+    encoding = tokenizer.encode(context, add_special_tokens=False)
+    doc = encoding.ids
+    max_tokens = config.max_seq_length - len(q) - 3
+    spans, start = [], 0
+    while True:
+        length = min(max_tokens, len(doc) - start)
+        spans.append((start, length))
+        if start + length >= len(doc):
+            break
+        start += min(length, config.doc_stride)
+
+    def is_max_context(index, position):
+        best, best_index = None, None
+        for i, (s, n) in enumerate(spans):
+            if position < s or position > s + n - 1:
+                continue
+            score = min(position - s, s + n - 1 - position) + 0.01 * n
+            if best is None or score > best:
+                best, best_index = score, i
+        return best_index == index
+
+    best = (-np.inf, None)
+    for index, (s, n) in enumerate(spans):
+        row = [CLS] + q + [SEP] + doc[s:s + n] + [SEP]
+        inputs = _pad([row], [[0] * (len(q) + 2) + [1] * (n + 1)])
+        outputs = model(inputs, training=False)
+        start_logits = np.asarray(outputs["start_logits"])[0]
+        end_logits = np.asarray(outputs["end_logits"])[0]
+        offset = len(q) + 2
+        for i in range(n):
+            if not is_max_context(index, s + i):
+                continue
+            for j in range(i, min(n, i + config.max_answer_length)):
+                score = float(start_logits[offset + i] + end_logits[offset + j])
+                if score > best[0]:
+                    best = (score, (s + i, s + j))
+    if best[1] is None:
+        return "", 0, 0, -1e9
+    spans_by_word = _word_spans(encoding)
+    first = spans_by_word[encoding.word_ids[best[1][0]]][0]
+    last = spans_by_word[encoding.word_ids[best[1][1]]][1]
+    return context[first:last], first, last, best[0]
+
+
+def reference_embedding(encoder, texts, max_seq_length):
+    import numpy as np
+
+    inputs = reference_inputs(texts, None, max_seq_length)
+    sequence = np.asarray(encoder(inputs, training=False)["sequence_output"], "float64")
+    mask = inputs["padding_mask"][:, :, None].astype("float64")
+    mean = (sequence * mask).sum(1) / mask.sum(1)
+    return mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+
+
+TEXTS = ["A gorgeous, witty film from Paris!", "bad", "Naïve café crème in Zürich",
+         "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"]
+PAIRS = ["It was made in France.", "it is very good", "", "short"]
+QUESTION = "Where was the film made?"
+CONTEXT = ("The film was made in Paris , a gorgeous city in France . It was made in 1999 by a man "
+           "from the city , who said that the city was the best place for it .")

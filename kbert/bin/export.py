@@ -59,7 +59,11 @@ def main(argv: list[str]) -> None:
         return
     if not FLAGS.model_dir:
         raise ValueError("--model_dir is required: a kbert-finetune model_dir or a pre-trained directory.")
+    import logging
+
     from kbert.export.saved_model import export_saved_model
+
+    logging.getLogger("kbert.export").setLevel(logging.INFO)
 
     path = export_saved_model(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.version,
                               max_seq_length=FLAGS.max_seq_length, check=not FLAGS.skip_ops_check)

@@ -10,6 +10,7 @@ and tools; TF Serving ignores it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -28,6 +29,8 @@ from kbert.models.pretrained import load_encoder
 from kbert.models.pretrained import read_tokenizer_config
 
 EXPORT_INFO = "kbert_export.json"
+
+log = logging.getLogger("kbert.export")
 
 
 def read_vocab(vocab_file: str) -> list[str]:
@@ -81,6 +84,7 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
             report = check_ops(local)
             if not report.ok:
                 raise ValueError(report.message())
+            log.info("ops check: %s", report.message())
         if remote:
             _copy_tree(local, staging)
         tf.io.gfile.rename(staging, final)

@@ -22,7 +22,7 @@ class TextPreprocessor(tf.Module):
 
     Batches are padded to their longest sequence (at most `max_seq_length`);
     the encoder ignores padding, so outputs do not depend on how much there is.
-    Invalid UTF-8 is replaced by U+FFFD before tokenization, and text longer
+    Invalid UTF-8 bytes are dropped before tokenization (as `.decode("utf-8", "ignore")`), and text longer
     than the model takes is truncated.
 
     Args:
@@ -66,8 +66,8 @@ class TextPreprocessor(tf.Module):
 
     @staticmethod
     def clean(texts: tf.Tensor) -> tf.Tensor:
-        """Replaces invalid UTF-8 with U+FFFD so the tokenizer never fails on it."""
-        return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
+        """Drops invalid UTF-8 bytes, as google-research/bert's `convert_to_unicode` does."""
+        return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Returns the WordPiece ids of each string, `[batch, (pieces)]` int32."""
