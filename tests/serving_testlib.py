@@ -160,7 +160,7 @@ class ServerProcess:
 def ready_versions(line: str) -> dict:
     """Parses `kbert-serve: serving a version 1, b version 2,3 on ...` into {name: [versions]}."""
     found = {}
-    for name, versions in re.findall(r"(\w+) version ([\d,]+)", line):
+    for name, versions in re.findall(r"(\w+) version (\d+(?:,\d+)*)", line):
         found[name] = [int(v) for v in versions.split(",")]
     return found
 
