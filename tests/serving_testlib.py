@@ -7,6 +7,7 @@ real, and an encoder with enough positions for strided QA windows.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import re
@@ -79,6 +80,7 @@ def exported_models() -> dict:
     from kbert.models import save_pretrained
 
     root = tempfile.mkdtemp(prefix="kbert-serving-test-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     found = {"root": root}
     for index, name in enumerate(TASKS):
         model, task_config = build_task_model(name, seed=index)
