@@ -39,6 +39,8 @@ setup(
             "kbert-pretrain=kbert.bin.pretrain:run",
             "kbert-convert=kbert.bin.convert:run",
             "kbert-finetune=kbert.bin.finetune:run",
+            "kbert-export=kbert.bin.export:run",
+            "kbert-serve=kbert.bin.serve:run",
         ],
     },
 )

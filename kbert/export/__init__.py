@@ -1,4 +1,10 @@
-"""Checkpoint interop: google-research/bert TF1, Hugging Face and keras-hub <-> kbert.
+"""Exports: checkpoint interop (TF1, Hugging Face, keras-hub <-> kbert) and SavedModels.
+
+SavedModels with raw-text serving signatures: `export_saved_model(model_dir, export_dir)`
+(what `kbert-export` runs), `export_task_model(...)`, `export_embedding_model(...)`,
+and `check_ops(...)`.
+
+Checkpoint interop
 
 Readers return a `ConvertedModel`; writers take one:
 
@@ -23,4 +29,10 @@ from kbert.export.keras_hub_interop import load_keras_hub
 from kbert.export.keras_hub_interop import save_keras_hub_preset
 from kbert.export.keras_hub_interop import to_keras_hub
 from kbert.export.minilm import minilm_hf_dir
+from kbert.export.ops_check import OpsReport
+from kbert.export.ops_check import check_ops
+from kbert.export.saved_model import export_embedding_model
+from kbert.export.saved_model import export_saved_model
+from kbert.export.saved_model import export_task_model
+from kbert.export.text_preprocessing import TextPreprocessor
 from kbert.export.weight_map import weight_names

@@ -1,0 +1,187 @@
+"""Serving latency and throughput of kbert-serve: batching off vs on, 1/8/32 concurrent clients.
+
+    python benchmarks/serving_latency.py            # writes a Markdown table to stdout
+
+Builds a small SST-2-shaped classifier (BERT-tiny sizes: L=2, H=128, A=2,
+I=512, bert-base-uncased vocabulary, max_seq_length=128), exports it, starts
+`kbert-serve` as a subprocess (batching off, then on), and drives it over gRPC
+on 127.0.0.1 with N client threads sending one SST-2 dev sentence per request
+for a fixed time. Prints p50/p99 latency and QPS, and the QPS ratio of batching
+on to off measured in the same run (the target is >= 4x at 32 clients).
+Weights are random: speed does not depend on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+
+def sentences(data_dir: str) -> list[str]:
+    path = os.path.join(data_dir, "glue", "SST-2", "dev.tsv")
+    with open(path, encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]
+    return [row[0] for row in rows if row]
+
+
+def build_export(vocab_file: str, root: str) -> str:
+    import keras
+
+    from kbert.export.saved_model import export_saved_model
+    from kbert.models import BertClassifier, BertEncoder, TaskConfig, save_finetuned
+
+    with open(vocab_file, encoding="utf-8") as f:
+        vocabulary_size = len(f.read().split("\n")) - 1
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=128,
+                          intermediate_dim=512, max_sequence_length=128)
+    model_dir = os.path.join(root, "finetuned")
+    save_finetuned(model_dir, BertClassifier(encoder, 2),
+                   TaskConfig("classifier", "glue", "sst-2", ["negative", "positive"], max_seq_length=128),
+                   vocab_file)
+    export_dir = os.path.join(root, "export", "sst2")
+    export_saved_model(model_dir, export_dir, check=False)
+    return export_dir
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(export_dir: str, batching_file: str | None):
+    port = free_port()
+    args = [sys.executable, "-m", "kbert.bin.serve", f"--port={port}", "--rest_api_port=0",
+            "--model_name=sst2", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0"]
+    if batching_file:
+        args += ["--enable_batching", f"--batching_parameters_file={batching_file}"]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
+    line = process.stdout.readline()
+    if not line.startswith("kbert-serve: serving"):
+        process.kill()
+        sys.exit(f"serving_latency: kbert-serve did not start ({line!r})")
+    return process, f"127.0.0.1:{port}"
+
+
+def drive(address: str, texts: list[str], clients: int, seconds: float) -> dict:
+    import grpc
+    import numpy as np
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    # One channel per client, as independent callers would have.
+    requests = []
+    for text in texts:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "sst2"
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto([text.encode("utf-8")], dtype=tf.string))
+        requests.append(request)
+    latencies, errors = [[] for _ in range(clients)], []
+    barrier = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def client(index: int) -> None:
+        with grpc.insecure_channel(address) as channel:
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            stub.Predict(requests[index % len(requests)], timeout=60)  # connect + warm up
+            barrier.wait()
+            i = index
+            while time.perf_counter() < stop_at[0]:
+                started = time.perf_counter()
+                try:
+                    stub.Predict(requests[i % len(requests)], timeout=60)
+                except grpc.RpcError as e:
+                    errors.append(e.code().name)
+                latencies[index].append(time.perf_counter() - started)
+                i += clients
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    stop_at[0] = time.perf_counter() + 3600
+    barrier.wait()
+    begin = time.perf_counter()
+    stop_at[0] = begin + seconds
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - begin
+    all_latencies = np.concatenate([np.asarray(x) for x in latencies]) * 1e3
+    return {"qps": len(all_latencies) / elapsed, "p50": float(np.percentile(all_latencies, 50)),
+            "p99": float(np.percentile(all_latencies, 99)), "requests": len(all_latencies),
+            "errors": len(errors)}
+
+
+def model_alone(export_dir: str, texts: list[str], seconds: float) -> dict:
+    """Examples/s of the SavedModel called in this process at batch 1 and 32: the batching ceiling."""
+    import numpy as np
+
+    from kbert.serving.servable import Servable
+
+    servable = Servable("sst2", 1, os.path.join(export_dir, "1"))
+    rates = {}
+    for batch in (1, 32):
+        inputs = {"text": np.array([t.encode("utf-8") for t in texts[:batch]], dtype=object)}
+        servable.run("serving_default", inputs)
+        calls, begin = 0, time.perf_counter()
+        while time.perf_counter() - begin < seconds / 2:
+            servable.run("serving_default", inputs)
+            calls += 1
+        rates[batch] = batch * calls / (time.perf_counter() - begin)
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
+    parser.add_argument("--vocab_file", default=None, help="Defaults to <data_dir>/vocab/bert-base-uncased-vocab.txt")
+    parser.add_argument("--seconds", type=float, default=8.0, help="Measured time per setting.")
+    parser.add_argument("--clients", default="1,8,32")
+    args = parser.parse_args()
+    vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab", "bert-base-uncased-vocab.txt")
+    texts = sentences(args.data_dir)
+    concurrency = [int(c) for c in args.clients.split(",")]
+    with tempfile.TemporaryDirectory(prefix="kbert-bench-") as root:
+        export_dir = build_export(vocab_file, root)
+        alone = model_alone(export_dir, texts, args.seconds)
+        batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
+        results = {}
+        for mode, batching in (("off", None), ("on", batching_file)):
+            process, address = start_server(export_dir, batching)
+            try:
+                for clients in concurrency:
+                    results[(mode, clients)] = drive(address, texts, clients, args.seconds)
+                    r = results[(mode, clients)]
+                    print(f"batching {mode:3s} clients {clients:3d}: {r['qps']:8.1f} qps  p50 {r['p50']:7.2f} ms"
+                          f"  p99 {r['p99']:7.2f} ms  ({r['requests']} requests, {r['errors']} errors)",
+                          file=sys.stderr, flush=True)
+            finally:
+                process.terminate()
+                process.wait(timeout=60)
+    print("| batching | clients | QPS | p50 ms | p99 ms | requests | errors | QPS vs batching off |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for (mode, clients), r in results.items():
+        ratio = r["qps"] / results[("off", clients)]["qps"]
+        print(f"| {mode} | {clients} | {r['qps']:.1f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['requests']} | "
+              f"{r['errors']} | {ratio:.2f}x |")
+    print(f"\nModel alone (in-process, no server): {alone[1]:.0f} examples/s at batch 1, "
+          f"{alone[32]:.0f} at batch 32 ({alone[32] / alone[1]:.2f}x: the most batching can give here).")
+    base = results[("off", 1)]["qps"]
+    print(f"QPS at 32 clients with batching vs one-at-a-time (batching off, 1 client): "
+          f"{results[('on', max(concurrency))]['qps'] / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

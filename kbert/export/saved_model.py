@@ -1,0 +1,201 @@
+"""Exports kbert models as TF Serving SavedModels: `<export_dir>/<version>/`.
+
+A version is written into a temporary directory beside its final place, checked
+(`ops_check`), then renamed, so a server polling `export_dir` never sees half a
+model. Besides the SavedModel, `assets.extra/` keeps `vocab.txt` and
+`kbert_export.json` (what the model is, its settings and signatures) for people
+and tools; TF Serving ignores it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+
+import tensorflow as tf
+
+from kbert.export.ops_check import check_ops
+from kbert.export.signatures import build_serving_module
+from kbert.models.finetuned import TASK_CONFIG
+from kbert.models.finetuned import TaskConfig
+from kbert.models.finetuned import load_finetuned
+from kbert.models.pretrained import BERT_CONFIG
+from kbert.models.pretrained import ENCODER_WEIGHTS
+from kbert.models.pretrained import load_encoder
+from kbert.models.pretrained import read_tokenizer_config
+
+EXPORT_INFO = "kbert_export.json"
+
+log = logging.getLogger("kbert.export")
+
+
+def read_vocab(vocab_file: str) -> list[str]:
+    """Reads a `vocab.txt` (one token per line, line number = id)."""
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        tokens = [line.strip() for line in f.read().decode("utf-8").split("\n")]
+    if tokens and not tokens[-1]:
+        tokens.pop()
+    return tokens
+
+
+def versions(export_dir: str) -> list[int]:
+    """Returns the numeric version subdirectories of `export_dir`, sorted."""
+    if not tf.io.gfile.isdir(export_dir):
+        return []
+    found = []
+    for name in tf.io.gfile.listdir(export_dir):
+        name = name.rstrip("/")
+        if name.isdigit():
+            found.append(int(name))
+    return sorted(found)
+
+
+def _publish(module, export_dir: str, version: int | None, info: dict, vocab_file: str,
+             check: bool) -> str:
+    if version is None:
+        version = (versions(export_dir) or [0])[-1] + 1
+    if version < 0:
+        raise ValueError(f"--version={version}; versions are non-negative integers.")
+    final = os.path.join(export_dir, str(version))
+    if tf.io.gfile.exists(final):
+        raise ValueError(f"{final} already exists; pass another --version or leave it out "
+                         f"to use the next one ({(versions(export_dir) or [0])[-1] + 1}).")
+    tf.io.gfile.makedirs(export_dir)
+    # The name starts with "." and is not a number, so servers ignore it while it fills.
+    staging = os.path.join(export_dir, f".{version}.tmp-{uuid.uuid4().hex[:8]}")
+    local = staging
+    remote = "://" in export_dir
+    if remote:  # SavedModels are written locally, then copied; the rename still publishes at once.
+        local = tempfile.mkdtemp(prefix="kbert-export-")
+    try:
+        signatures = module.signatures()
+        tf.saved_model.save(module, local, signatures=signatures)
+        extra = os.path.join(local, "assets.extra")
+        os.makedirs(extra, exist_ok=True)
+        tf.io.gfile.copy(vocab_file, os.path.join(extra, "vocab.txt"), overwrite=True)
+        info = dict(info, signatures=sorted(signatures))
+        with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
+            f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        if check:
+            report = check_ops(local)
+            if not report.ok:
+                raise ValueError(report.message())
+            log.info("ops check: %s", report.message())
+        if remote:
+            _copy_tree(local, staging)
+        tf.io.gfile.rename(staging, final)
+    finally:
+        for leftover in {local, staging}:
+            if tf.io.gfile.exists(leftover):
+                if "://" in leftover:
+                    tf.io.gfile.rmtree(leftover)
+                else:
+                    shutil.rmtree(leftover, ignore_errors=True)
+    return final
+
+
+def _copy_tree(source: str, destination: str) -> None:
+    for directory, _, files in tf.io.gfile.walk(source):
+        target = os.path.join(destination, os.path.relpath(directory, source))
+        tf.io.gfile.makedirs(target)
+        for name in files:
+            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
+
+
+def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_dir: str,
+                      version: int | None = None, check: bool = True) -> str:
+    """Exports a fine-tuned task model with raw-text signatures.
+
+    `kbert-finetune --export_dir` calls this with the model it just trained.
+
+    Args:
+        model: `BertClassifier`, `BertTokenClassifier` or `BertSpanLabeler`.
+        task_config: its `TaskConfig`.
+        vocab_file: str. Its `vocab.txt`.
+        export_dir: str. `<base>/<model_name>`; the version goes below it.
+        version: int or None. Defaults to one more than the highest there.
+        check: bool. Run the fresh-process ops check before publishing.
+
+    Returns:
+        The path of the published version.
+
+    Example:
+
+    >>> export_task_model(classifier, task_config, "runs/sst2/vocab.txt", "export/sst2")
+    'export/sst2/1'
+    """
+    module = build_serving_module(
+        model, task_config.model_type, read_vocab(vocab_file), task_config.do_lower_case,
+        task_config.max_seq_length, label_names=task_config.label_names,
+        text_pair=task_config.text_pair, max_query_length=task_config.max_query_length,
+        doc_stride=task_config.doc_stride, max_answer_length=task_config.max_answer_length)
+    info = {"model_type": task_config.model_type, "task_config": json.loads(task_config.to_json())}
+    return _publish(module, export_dir, version, info, vocab_file, check)
+
+
+def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
+                           max_seq_length: int = 128, version: int | None = None,
+                           check: bool = True) -> str:
+    """Exports a pre-trained encoder as a sentence-embedding model.
+
+    Args:
+        encoder: `BertEncoder`.
+        vocab_file: str. Its `vocab.txt`.
+        do_lower_case: bool. Tokenizer setting.
+        export_dir: str. `<base>/<model_name>`.
+        max_seq_length: int. Longest input in pieces. Defaults to 128.
+        version: int or None. Defaults to the next integer.
+        check: bool. Run the fresh-process ops check before publishing.
+
+    Returns:
+        The path of the published version.
+    """
+    module = build_serving_module(encoder, "embedding", read_vocab(vocab_file), do_lower_case,
+                                  max_seq_length)
+    info = {"model_type": "embedding", "max_seq_length": max_seq_length,
+            "do_lower_case": bool(do_lower_case)}
+    return _publish(module, export_dir, version, info, vocab_file, check)
+
+
+def export_saved_model(model_dir: str, export_dir: str, version: int | None = None,
+                       max_seq_length: int | None = None, check: bool = True) -> str:
+    """Exports a fine-tuned or pre-trained model directory; what `kbert-export` runs.
+
+    A fine-tuned directory (with `task_config.json`) exports its task; a
+    pre-trained directory (`bert_config.json` + `encoder.weights.h5`) exports
+    an embedding model.
+
+    Args:
+        model_dir: str. A `kbert-finetune` model_dir, or a pre-trained directory.
+        export_dir: str. `<base>/<model_name>`.
+        version: int or None. Defaults to the next integer.
+        max_seq_length: int or None. Embedding models only (fine-tuned models
+            use their recorded length). Defaults to 128.
+        check: bool. Run the fresh-process ops check before publishing.
+
+    Returns:
+        The path of the published version.
+    """
+    if tf.io.gfile.exists(os.path.join(model_dir, TASK_CONFIG)):
+        if max_seq_length is not None:
+            raise ValueError(f"--max_seq_length applies to embedding exports only; {model_dir} is "
+                             "fine-tuned and uses the max_seq_length in its task_config.json.")
+        model, task_config, vocab_file = load_finetuned(model_dir)
+        return export_task_model(model, task_config, vocab_file, export_dir, version, check)
+    if all(tf.io.gfile.exists(os.path.join(model_dir, name)) for name in (BERT_CONFIG, ENCODER_WEIGHTS)):
+        settings = read_tokenizer_config(model_dir)
+        if settings["vocab_file"] is None:
+            raise FileNotFoundError(f"{model_dir}: vocab.txt is missing; the export needs it to tokenize.")
+        do_lower_case = True if settings["do_lower_case"] is None else settings["do_lower_case"]
+        encoder = load_encoder(model_dir, dropout=0.0)
+        return export_embedding_model(encoder, settings["vocab_file"], do_lower_case, export_dir,
+                                      max_seq_length or min(128, encoder.max_sequence_length),
+                                      version, check)
+    raise FileNotFoundError(
+        f"{model_dir} is neither a fine-tuned directory ({TASK_CONFIG}) nor a pre-trained one "
+        f"({BERT_CONFIG} + {ENCODER_WEIGHTS}); point --model_dir at a kbert-finetune or "
+        "kbert-pretrain/kbert-convert output.")

@@ -1,0 +1,129 @@
+"""TF Serving's gRPC services: `PredictionService` (Predict, GetModelMetadata) and `ModelService`.
+
+Messages are the `tensorflow-serving-api` protos, so any TF Serving client
+(`prediction_service_pb2_grpc.PredictionServiceStub`) talks to kbert-serve.
+Classify, Regress and MultiInference (tf.Example based) are not offered: kbert
+signatures take raw text through Predict.
+"""
+
+from __future__ import annotations
+
+import grpc
+import tensorflow as tf
+from google.protobuf import any_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2
+from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc
+from tensorflow_serving.apis import predict_pb2
+from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+from kbert.serving.errors import ServingError
+from kbert.serving.errors import invalid
+from kbert.serving.model_manager import ModelManager
+from kbert.serving.predictor import Predictor
+
+
+def _version_request(model_spec):
+    version = model_spec.version.value if model_spec.HasField("version") else None
+    return model_spec.name, version, model_spec.version_label or None
+
+
+def _to_arrays(inputs) -> dict:
+    arrays = {}
+    for key, proto in inputs.items():
+        try:
+            arrays[key] = tf.make_ndarray(proto)
+        except Exception as e:  # a TensorProto whose content does not match its shape or dtype
+            raise invalid(f"input {key!r} is not a valid TensorProto: {e}") from None
+    return arrays
+
+
+def _abort(context, error: ServingError):
+    context.abort(error.code, error.message)
+
+
+class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
+    """`tensorflow.serving.PredictionService` over a `Predictor`.
+
+    Args:
+        predictor: `Predictor`.
+    """
+
+    def __init__(self, predictor: Predictor):
+        self.predictor = predictor
+
+    def Predict(self, request: predict_pb2.PredictRequest, context) -> predict_pb2.PredictResponse:
+        try:
+            name, version, label = _version_request(request.model_spec)
+            servable, signature, outputs = self.predictor.predict(
+                name, version, label, request.model_spec.signature_name, _to_arrays(request.inputs),
+                list(request.output_filter))
+        except ServingError as e:
+            _abort(context, e)
+        response = predict_pb2.PredictResponse()
+        response.model_spec.name = servable.name
+        response.model_spec.version.value = servable.version
+        response.model_spec.signature_name = signature
+        for key, value in outputs.items():
+            response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+        return response
+
+    def GetModelMetadata(self, request, context):
+        fields = list(request.metadata_field)
+        if fields != ["signature_def"]:
+            _abort(context, invalid(f"metadata_field must be ['signature_def'], got {fields}."))
+        try:
+            name, version, label = _version_request(request.model_spec)
+            servable, signature_map = self.predictor.metadata(name, version, label)
+        except ServingError as e:
+            _abort(context, e)
+        response = get_model_metadata_pb2.GetModelMetadataResponse()
+        response.model_spec.name = servable.name
+        response.model_spec.version.value = servable.version
+        packed = any_pb2.Any()
+        packed.Pack(signature_map)
+        response.metadata["signature_def"].CopyFrom(packed)
+        return response
+
+    def _unimplemented(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                      "kbert-serve implements Predict and GetModelMetadata; send raw text with Predict.")
+
+    Classify = Regress = MultiInference = _unimplemented
+
+
+class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
+    """`tensorflow.serving.ModelService`: GetModelStatus.
+
+    Args:
+        manager: `ModelManager`.
+    """
+
+    def __init__(self, manager: ModelManager):
+        self.manager = manager
+
+    def GetModelStatus(self, request, context):
+        name, version, label = _version_request(request.model_spec)
+        try:
+            if label:
+                version = self.manager.get(name, label=label).version
+            statuses = self.manager.status(name, version)
+        except ServingError as e:
+            _abort(context, e)
+        return status_response(statuses)
+
+    def HandleReloadConfigRequest(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                      "kbert-serve reads its model config at start; restart it to change models.")
+
+
+def status_response(statuses) -> get_model_status_pb2.GetModelStatusResponse:
+    """Builds a `GetModelStatusResponse` from `VersionStatus` records."""
+    response = get_model_status_pb2.GetModelStatusResponse()
+    for status in statuses:
+        entry = response.model_version_status.add()
+        entry.version = status.version
+        entry.state = get_model_status_pb2.ModelVersionStatus.State.Value(status.state)
+        entry.status.error_code = grpc.StatusCode[status.error_code].value[0]
+        entry.status.error_message = status.error_message
+    return response

@@ -1,0 +1,157 @@
+"""Exported signatures equal the Keras models on the same input; versions publish atomically."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import serving_testlib as lib
+
+from kbert.export.saved_model import versions
+from kbert.models import load_encoder
+from kbert.models import load_finetuned
+
+
+@pytest.fixture(scope="module")
+def exported():
+    return lib.exported_models()
+
+
+@pytest.fixture(scope="module")
+def signatures(exported):
+    loaded = {name: tf.saved_model.load(exported[name]["version_dir"]) for name in list(lib.TASKS) + ["embed"]}
+    return {name: model.signatures for name, model in loaded.items()}
+
+
+def _strings(values):
+    return tf.constant([v.encode("utf-8") for v in values])
+
+
+def test_every_model_has_serving_default_and_serve_ids(signatures):
+    for name, model_signatures in signatures.items():
+        assert sorted(model_signatures) == ["serve_ids", "serving_default"], name
+
+
+@pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb"])
+def test_classifier_and_regressor_text_signature_equals_keras(exported, signatures, name):
+    model, config, _ = load_finetuned(exported[name]["model_dir"])
+    pairs = lib.PAIRS if config.text_pair else None
+    inputs = {"text": _strings(lib.TEXTS)}
+    if pairs:
+        inputs["text_pair"] = _strings(pairs)
+    outputs = signatures[name]["serving_default"](**inputs)
+    reference = lib.reference_inputs(lib.TEXTS, pairs, config.max_seq_length)
+    logits = np.asarray(model(reference, training=False))
+    if config.model_type == "regressor":
+        assert sorted(outputs) == ["score"]
+        np.testing.assert_allclose(outputs["score"].numpy(), logits[:, 0], atol=1e-5)
+    else:
+        assert sorted(outputs) == ["label", "logits", "probabilities"]
+        np.testing.assert_allclose(outputs["logits"].numpy(), logits, atol=1e-5)
+        np.testing.assert_allclose(outputs["probabilities"].numpy(),
+                                   tf.nn.softmax(logits).numpy(), atol=1e-5)
+        expected = [config.label_names[i] for i in logits.argmax(-1)]
+        assert [label.decode() for label in outputs["label"].numpy()] == expected
+    ids_outputs = signatures[name]["serve_ids"](**{k: tf.constant(v) for k, v in reference.items()})
+    key = "score" if config.model_type == "regressor" else "logits"
+    np.testing.assert_allclose(ids_outputs[key].numpy(), outputs[key].numpy(), atol=1e-5)
+
+
+def test_ner_signature_tags_words_like_keras(exported, signatures):
+    model, config, _ = load_finetuned(exported["ner"]["model_dir"])
+    texts = ["John lives in Zürich , Switzerland", "", lib.TEXTS[3]]
+    outputs = signatures["ner"]["serving_default"](text=_strings(texts))
+    expected = lib.reference_ner(model, texts, config.max_seq_length, config.label_names)
+    num_words = outputs["num_words"].numpy().tolist()
+    assert num_words == [len(words) for words, _ in expected]
+    assert outputs["words"].shape == (3, max(num_words)) == outputs["tags"].shape
+    for i, (words, tags) in enumerate(expected):
+        assert [w.decode() for w in outputs["words"].numpy()[i][:num_words[i]]] == words
+        assert [t.decode() for t in outputs["tags"].numpy()[i][:num_words[i]]] == tags
+        assert all(t == b"" for t in outputs["tags"].numpy()[i][num_words[i]:])
+    assert num_words[2] == 9  # 10 pieces fit: one..eight, then "nine" = n ##in (##e cut)
+    reference = lib.reference_inputs(texts[:1], None, config.max_seq_length)
+    ids = signatures["ner"]["serve_ids"](**{k: tf.constant(v) for k, v in reference.items()})
+    np.testing.assert_allclose(ids["logits"].numpy(), np.asarray(model(reference, training=False)), atol=1e-5)
+
+
+def test_squad_signature_strides_windows_like_run_squad(exported, signatures):
+    model, config, _ = load_finetuned(exported["squad"]["model_dir"])
+    questions = [lib.QUESTION, "Who?", "What?"]
+    contexts = [lib.CONTEXT, "Paris , France", ""]
+    outputs = signatures["squad"]["serving_default"](question=_strings(questions), context=_strings(contexts))
+    assert len(lib.hf_tokenizer().encode(lib.CONTEXT).ids) > config.max_seq_length  # several windows
+    for i, (question, context) in enumerate(zip(questions, contexts)):
+        answer, start, end, score = lib.reference_squad(model, question, context, config)
+        assert outputs["answer"].numpy()[i].decode() == answer
+        assert outputs["start_char"].numpy()[i] == start
+        assert outputs["end_char"].numpy()[i] == end
+        np.testing.assert_allclose(outputs["score"].numpy()[i], score, atol=1e-5, rtol=1e-6)
+        assert context[start:end] == answer
+    assert outputs["answer"].numpy()[0] != b""
+
+
+def test_embedding_signature_is_normalised_mean_of_encoder(exported, signatures):
+    encoder = load_encoder(exported["embed"]["model_dir"], dropout=0.0)
+    outputs = signatures["embed"]["serving_default"](text=_strings(lib.TEXTS))
+    expected = lib.reference_embedding(encoder, lib.TEXTS, 32)
+    np.testing.assert_allclose(outputs["embedding"].numpy(), expected, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(outputs["embedding"].numpy(), axis=-1), 1.0, atol=1e-6)
+
+
+def test_versions_count_up_and_existing_version_is_refused(exported, tmp_path):
+    from kbert.export.saved_model import export_saved_model
+
+    export_dir = str(tmp_path / "sst2")
+    os.makedirs(os.path.join(export_dir, "7"))
+    os.makedirs(os.path.join(export_dir, ".8.tmp-abc"))  # someone's unfinished export: ignored
+    path = export_saved_model(exported["sst2"]["model_dir"], export_dir, check=False)
+    assert path == os.path.join(export_dir, "8")
+    assert versions(export_dir) == [7, 8]
+    assert sorted(os.listdir(path)) == ["assets", "assets.extra", "fingerprint.pb", "saved_model.pb",
+                                        "variables"]
+    assert sorted(os.listdir(os.path.join(path, "assets.extra"))) == ["kbert_export.json", "vocab.txt"]
+    with pytest.raises(ValueError, match="already exists"):
+        export_saved_model(exported["sst2"]["model_dir"], export_dir, version=8, check=False)
+    assert sorted(os.listdir(export_dir)) == [".8.tmp-abc", "7", "8"]  # nothing half-written left
+
+
+def test_kbert_export_binary_checks_ops_in_a_fresh_process(exported, tmp_path):
+    """Exports with the binary; its ops check loads with only tensorflow + tensorflow_text."""
+    export_dir = str(tmp_path / "sst2")
+    env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.bin.export", f"--model_dir={exported['sst2']['model_dir']}",
+         f"--export_dir={export_dir}"], capture_output=True, text=True, env=env, cwd=lib.REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().endswith(f"wrote {export_dir}/1")
+    # The check ran in a fresh `python -I` process importing only tensorflow + tensorflow_text.
+    assert ("loads with only tensorflow + tensorflow_text" in result.stderr
+            and "tensorflow-text ops: FastBertNormalize, FastWordpieceTokenizeWithOffsets;" in result.stderr
+            and "signatures: serve_ids, serving_default." in result.stderr), result.stderr[-2000:]
+    assert os.listdir(export_dir) == ["1"]
+
+
+def test_ops_check_reports_ops_outside_tensorflow(tmp_path):
+    from kbert.export.ops_check import check_ops
+
+    # A graph whose op no library registers, as a model built with custom ops would be.
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.meta_graphs.add().graph_def.node.add(name="x", op="KbertNoSuchOp")
+    (tmp_path / "saved_model.pb").write_bytes(proto.SerializeToString())
+    report = check_ops(str(tmp_path))
+    assert not report.ok
+    assert report.unknown_ops == ["KbertNoSuchOp"]
+    assert "ops outside tensorflow and tensorflow_text: KbertNoSuchOp" in report.message()
+
+
+def test_export_of_a_directory_that_is_neither_says_so(tmp_path):
+    from kbert.export.saved_model import export_saved_model
+
+    with pytest.raises(FileNotFoundError, match="neither a fine-tuned directory"):
+        export_saved_model(str(tmp_path), str(tmp_path / "out"))

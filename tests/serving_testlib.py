@@ -1,0 +1,323 @@
+"""Tiny fine-tuned models of every task, exported once per test process, and a server runner.
+
+Shared by tests/export and tests/serving. Models use a 3003-line cut of the real
+bert-base-uncased vocabulary (`testdata/serving_vocab.txt`) so tokenization is
+real, and an encoder with enough positions for strided QA windows.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import conftest as _root_conftest  # tests/conftest.py: tiny sizes live there
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+tiny_encoder_kwargs = _root_conftest.tiny_encoder_kwargs
+
+VOCAB = os.path.join(REPO, "tests", "testdata", "serving_vocab.txt")
+
+# name -> (model type, TaskConfig keyword arguments, number of outputs)
+TASKS = {
+    "sst2": ("classifier", dict(task="glue", task_name="sst-2", label_names=["negative", "positive"],
+                                max_seq_length=32), 2),
+    "mrpc": ("classifier", dict(task="glue", task_name="mrpc", label_names=["different", "same"],
+                                text_pair=True, max_seq_length=16), 2),
+    "stsb": ("regressor", dict(task="glue", task_name="sts-b", text_pair=True, max_seq_length=32), 1),
+    "ner": ("token_classifier", dict(task="ner", task_name="conll2003",
+                                     label_names=["O", "B-LOC", "I-LOC", "B-PER", "I-PER"],
+                                     max_seq_length=12), 5),
+    "squad": ("span_labeler", dict(task="squad", task_name="squad", max_seq_length=24, doc_stride=5,
+                                   max_query_length=6, max_answer_length=4), 0),
+}
+
+
+def vocab_size() -> int:
+    with open(VOCAB, encoding="utf-8") as f:
+        return len(f.read().split("\n")) - 1
+
+
+def build_task_model(name: str, seed: int = 0):
+    """The Keras task model and TaskConfig of one entry of TASKS."""
+    import keras
+
+    from kbert.models import BertClassifier
+    from kbert.models import BertEncoder
+    from kbert.models import BertSpanLabeler
+    from kbert.models import BertTokenClassifier
+    from kbert.models import TaskConfig
+
+    model_type, config, outputs = TASKS[name]
+    keras.utils.set_random_seed(seed)
+    encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(), max_sequence_length=32))
+    if model_type in ("classifier", "regressor"):
+        model = BertClassifier(encoder, outputs)
+    elif model_type == "token_classifier":
+        model = BertTokenClassifier(encoder, outputs)
+    else:
+        model = BertSpanLabeler(encoder)
+    return model, TaskConfig(model_type=model_type, **config)
+
+
+@functools.lru_cache(maxsize=None)
+def exported_models() -> dict:
+    """Fine-tuned dirs and exports (version 1) of every task plus an embedding model.
+
+    Returns:
+        Dict with `root`, and per name: `{"model_dir", "export_dir", "version_dir"}`.
+    """
+    from kbert.export.saved_model import export_saved_model
+    from kbert.models import BertEncoder
+    from kbert.models import save_finetuned
+    from kbert.models import save_pretrained
+
+    root = tempfile.mkdtemp(prefix="kbert-serving-test-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    found = {"root": root}
+    for index, name in enumerate(TASKS):
+        model, task_config = build_task_model(name, seed=index)
+        model_dir = os.path.join(root, "finetuned", name)
+        save_finetuned(model_dir, model, task_config, VOCAB)
+        export_dir = os.path.join(root, "export", name)
+        path = export_saved_model(model_dir, export_dir, check=False)
+        found[name] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+    import keras
+
+    keras.utils.set_random_seed(7)
+    encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(), max_sequence_length=32))
+    model_dir = os.path.join(root, "pretrained", "embed")
+    save_pretrained(model_dir, encoder, vocab_file=VOCAB, do_lower_case=True)
+    export_dir = os.path.join(root, "export", "embed")
+    path = export_saved_model(model_dir, export_dir, max_seq_length=32, check=False)
+    found["embed"] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`python -m kbert.bin.serve` in a subprocess, waited on until its ready line."""
+
+    def __init__(self, args: list[str], timeout: float = 120.0):
+        self.grpc_port = free_port()
+        self.rest_port = free_port()
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="kbert-serve-", suffix=".log", delete=False)
+        env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kbert.bin.serve", f"--port={self.grpc_port}",
+             f"--rest_api_port={self.rest_port}", *args],
+            stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=REPO)
+        deadline = time.monotonic() + timeout
+        self.ready_line = ""
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            if line.startswith("kbert-serve: serving"):
+                self.ready_line = line.strip()
+                break
+        if not self.ready_line:
+            self.stop()
+            raise RuntimeError(f"kbert-serve did not start:\n{self.stderr()[-3000:]}")
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def stderr(self) -> str:
+        self.log.flush()
+        with open(self.log.name, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait; returns the exit code."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        rest = self.process.stdout.read() if self.process.stdout else ""
+        self.stdout_tail = rest
+        return self.process.returncode
+
+
+def ready_versions(line: str) -> dict:
+    """Parses `kbert-serve: serving a version 1, b version 2,3 on ...` into {name: [versions]}."""
+    found = {}
+    for name, versions in re.findall(r"(\w+) version (\d+(?:,\d+)*)", line):
+        found[name] = [int(v) for v in versions.split(",")]
+    return found
+
+
+def cleanup(path: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- Reference implementations (Hugging Face `tokenizers` + numpy + the Keras model) ----
+# Independent of kbert's in-graph preprocessing, so agreement is evidence for both.
+
+def hf_tokenizer():
+    from tokenizers import BertWordPieceTokenizer
+
+    return BertWordPieceTokenizer(VOCAB, lowercase=True)
+
+
+CLS, SEP = 101, 102
+
+
+def _pad(rows: list[list[int]], segments: list[list[int]]) -> dict:
+    import numpy as np
+
+    length = max(len(r) for r in rows)
+    token_ids = np.zeros((len(rows), length), "int32")
+    segment_ids = np.zeros((len(rows), length), "int32")
+    padding_mask = np.zeros((len(rows), length), "int32")
+    for i, (row, seg) in enumerate(zip(rows, segments)):
+        token_ids[i, :len(row)] = row
+        segment_ids[i, :len(seg)] = seg
+        padding_mask[i, :len(row)] = 1
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def truncate_seq_pair(a: list, b: list, max_length: int) -> None:
+    """google-research/bert's `_truncate_seq_pair`, verbatim in behaviour."""
+    while len(a) + len(b) > max_length:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+
+
+def reference_inputs(texts, pairs, max_seq_length) -> dict:
+    tokenizer = hf_tokenizer()
+    rows, segments = [], []
+    for i, text in enumerate(texts):
+        a = tokenizer.encode(text, add_special_tokens=False).ids
+        if pairs is None:
+            a = a[:max_seq_length - 2]
+            rows.append([CLS] + a + [SEP])
+            segments.append([0] * (len(a) + 2))
+        else:
+            b = tokenizer.encode(pairs[i], add_special_tokens=False).ids
+            truncate_seq_pair(a, b, max_seq_length - 3)
+            rows.append([CLS] + a + [SEP] + b + [SEP])
+            segments.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    return _pad(rows, segments)
+
+
+def _word_spans(encoding):
+    """Char span of every word of an encoding, and the word of every piece."""
+    spans = {}
+    for word, (start, end) in zip(encoding.word_ids, encoding.offsets):
+        low, high = spans.get(word, (start, end))
+        spans[word] = (min(low, start), max(high, end))
+    return spans
+
+
+def reference_ner(model, texts, max_seq_length, label_names):
+    import numpy as np
+
+    tokenizer = hf_tokenizer()
+    results = []
+    for text in texts:
+        encoding = tokenizer.encode(text, add_special_tokens=False)
+        ids = encoding.ids[:max_seq_length - 2]
+        word_ids = encoding.word_ids[:max_seq_length - 2]
+        spans = _word_spans(encoding)
+        inputs = _pad([[CLS] + ids + [SEP]], [[0] * (len(ids) + 2)])
+        logits = np.asarray(model(inputs, training=False))[0]
+        words, tags, previous = [], [], None
+        for position, word in enumerate(word_ids):
+            if word != previous:
+                start, end = spans[word]
+                words.append(text[start:end])
+                tags.append(label_names[int(np.argmax(logits[position + 1]))])
+            previous = word
+        results.append((words, tags))
+    return results
+
+
+def reference_squad(model, question, context, config):
+    """run_squad.py's windows and max-context rule, exhaustive best span."""
+    import numpy as np
+
+    tokenizer = hf_tokenizer()
+    q = tokenizer.encode(question, add_special_tokens=False).ids[:config.max_query_length]
+    encoding = tokenizer.encode(context, add_special_tokens=False)
+    doc = encoding.ids
+    max_tokens = config.max_seq_length - len(q) - 3
+    spans, start = [], 0
+    while True:
+        length = min(max_tokens, len(doc) - start)
+        spans.append((start, length))
+        if start + length >= len(doc):
+            break
+        start += min(length, config.doc_stride)
+
+    def is_max_context(index, position):
+        best, best_index = None, None
+        for i, (s, n) in enumerate(spans):
+            if position < s or position > s + n - 1:
+                continue
+            score = min(position - s, s + n - 1 - position) + 0.01 * n
+            if best is None or score > best:
+                best, best_index = score, i
+        return best_index == index
+
+    best = (-np.inf, None)
+    for index, (s, n) in enumerate(spans):
+        row = [CLS] + q + [SEP] + doc[s:s + n] + [SEP]
+        inputs = _pad([row], [[0] * (len(q) + 2) + [1] * (n + 1)])
+        outputs = model(inputs, training=False)
+        start_logits = np.asarray(outputs["start_logits"])[0]
+        end_logits = np.asarray(outputs["end_logits"])[0]
+        offset = len(q) + 2
+        for i in range(n):
+            if not is_max_context(index, s + i):
+                continue
+            for j in range(i, min(n, i + config.max_answer_length)):
+                score = float(start_logits[offset + i] + end_logits[offset + j])
+                if score > best[0]:
+                    best = (score, (s + i, s + j))
+    if best[1] is None:
+        return "", 0, 0, -1e9
+    spans_by_word = _word_spans(encoding)
+    first = spans_by_word[encoding.word_ids[best[1][0]]][0]
+    last = spans_by_word[encoding.word_ids[best[1][1]]][1]
+    return context[first:last], first, last, best[0]
+
+
+def reference_embedding(encoder, texts, max_seq_length):
+    import numpy as np
+
+    inputs = reference_inputs(texts, None, max_seq_length)
+    sequence = np.asarray(encoder(inputs, training=False)["sequence_output"], "float64")
+    mask = inputs["padding_mask"][:, :, None].astype("float64")
+    mean = (sequence * mask).sum(1) / mask.sum(1)
+    return mean / np.linalg.norm(mean, axis=-1, keepdims=True)
+
+
+TEXTS = ["A gorgeous, witty film from Paris!", "bad", "Naïve café crème in Zürich",
+         "one two three four five six seven eight nine ten eleven twelve thirteen fourteen"]
+PAIRS = ["It was made in France.", "it is very good", "", "short"]
+QUESTION = "Where was the film made?"
+CONTEXT = ("The film was made in Paris , a gorgeous city in France . It was made in 1999 by a man "
+           "from the city , who said that the city was the best place for it .")
