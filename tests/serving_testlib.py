@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-import conftest as _root_conftest  # tests/conftest.py: tiny sizes live there
+from tests import conftest as _root_conftest  # tests/conftest.py: tiny sizes live there
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 tiny_encoder_kwargs = _root_conftest.tiny_encoder_kwargs
