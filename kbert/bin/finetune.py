@@ -43,8 +43,8 @@ flags.DEFINE_bool("do_predict", False, "Predict the test split (predictions.tsv)
 flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored"],
                   "tf.distribute strategy: default (no distribution), one_device, mirrored "
                   "(all local GPUs).")
-flags.DEFINE_string("export_dir", None, "Reserved: export a serving SavedModel after training "
-                    "(not available yet; run kbert-export on --model_dir).")
+flags.DEFINE_string("export_dir", None, "After fine-tuning, export a raw-text serving "
+                    "SavedModel to <export_dir>/<next version>/, as kbert-export does.")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -54,9 +54,6 @@ DEFAULT_GIN = "finetune.gin"
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
-    if FLAGS.export_dir:
-        raise ValueError("--export_dir is not available yet; run kbert-export on --model_dir "
-                         "after fine-tuning.")
     from kbert import configurables
 
     logging.getLogger("kbert").setLevel(logging.INFO)
@@ -70,6 +67,10 @@ def main(argv: list[str]) -> None:
         kind = next(k for k in (FileNotFoundError, PermissionError, ValueError) if isinstance(e, k))
         raise kind(str(e).split("\n  In call to configurable")[0]) from None
     _write_summary(results)
+    if FLAGS.export_dir:
+        from kbert.export import export_saved_model
+
+        print(f"exported to {export_saved_model(FLAGS.model_dir, FLAGS.export_dir)}")
 
 
 def _run_finetuning(configurables) -> dict:

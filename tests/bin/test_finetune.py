@@ -46,8 +46,12 @@ def test_glue_mrpc_train_eval_predict(pretrained, tmp_path):
     result = finetune("--task=glue", "--task_name=MRPC", f"--init_checkpoint={pretrained}",
                       f"--data_dir={os.path.join(TESTDATA, 'glue', 'MRPC')}",
                       f"--model_dir={model_dir}", "--do_train", "--do_eval", "--do_predict",
+                      f"--export_dir={tmp_path / 'export' / 'mrpc'}",
                       gin_params=["run_finetuning.num_train_epochs = 8"])
     results, config = _check_run(result, model_dir)
+    # --export_dir writes version 1 of a raw-text SavedModel, as kbert-export does.
+    assert os.listdir(tmp_path / "export" / "mrpc") == ["1"]
+    assert os.path.isfile(tmp_path / "export" / "mrpc" / "1" / "saved_model.pb")
     assert set(results) >= {"f1", "accuracy", "num_examples"} and results["num_examples"] == 4
     assert (config["model_type"], config["task_name"], config["label_names"],
             config["text_pair"], config["max_seq_length"]) == ("classifier", "mrpc", ["0", "1"],
