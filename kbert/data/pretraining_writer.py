@@ -27,8 +27,11 @@ Differences from google-research/bert's tool, which holds the corpus and all
   `<output>.meta.json` is written next to each output (see
   `pretraining_metadata`).
 
-Workers are started with "spawn": TensorFlow's thread pools do not survive
-`fork` once TensorFlow ran in the parent.
+Workers are forked when this process has not run TensorFlow ops yet (the
+command-line tool never does before starting them): they then share the
+parent's imported TensorFlow instead of importing it again (seconds and
+~800 MiB each). Otherwise they are spawned, because TensorFlow's runtime
+thread pools, created when the first op runs, do not survive `fork`.
 """
 
 from __future__ import annotations
@@ -252,6 +255,27 @@ def _iter_tasks(
             yield _Task(dupe_index, chunk_index, chunk)
 
 
+def worker_start_method() -> str:
+    """`"fork"` while this process has not initialized TensorFlow's runtime, else `"spawn"`.
+
+    Forked workers reuse the parent's imported modules; spawned ones import
+    TensorFlow again. Forking is only safe before the eager context exists
+    (its thread pools would be missing in the child), which TensorFlow does
+    not expose publicly, hence the guarded private check.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    try:
+        from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
+
+        ctx = context.context_safe()
+        if ctx is None or getattr(ctx, "_context_handle", True) is None:
+            return "fork"
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return "spawn"
+
+
 def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
     """Ordered `pool.imap` that reads ahead at most `window` tasks.
 
@@ -440,7 +464,7 @@ def create_pretraining_data(
             _init_worker(*init_args)
             results: Iterator[_Result] = map(_process, tasks)
         else:
-            pool = multiprocessing.get_context("spawn").Pool(
+            pool = multiprocessing.get_context(worker_start_method()).Pool(
                 num_workers, initializer=_init_worker, initargs=init_args
             )
             results = _bounded_imap(pool, _process, tasks, window=2 * num_workers)
