@@ -1,14 +1,26 @@
-"""Benchmark: tools/create_pretraining_data.py throughput and peak memory.
+"""Benchmark: tools/create_pretraining_data.py against google-research/bert's tool.
 
-Runs the tool on the shared Gutenberg corpus with the bert-base-uncased vocabulary
-and default flags, at dupe_factor 1 and 5 and num_workers 1 and 2, plus a run on
-half the corpus to show that memory does not grow with corpus size. Peak RSS is
-the largest sum over the tool's process tree (parent + workers), sampled every
-0.1 s from /proc. With --original_script=PATH (google-research/bert's
-create_pretraining_data.py, run from a temporary copy with tf.compat.v1 shims)
-the original is measured too; without it that row is skipped.
+Both tools get the same input: the shared Gutenberg corpus rewritten as UTF-8
+with LF line ends (the original reads UTF-8 only), one file per book, each
+ending in a blank line. Vocabulary: bert-base-uncased; default flags
+(max_seq_length 128, max_predictions_per_seq 20, masked_lm_prob 0.15, ...).
 
-    python benchmarks/data_generation.py [--corpus_dir=../shared/data/corpus/gutenberg]
+Per run: wall seconds of the whole process, CPU seconds (user + sys of the
+process and its workers), peak RSS and peak PSS summed over the process tree
+(sampled every 0.05 s from /proc; PSS splits pages shared by forked workers
+fairly, RSS counts them once per process), and input MB/s. Start-up (Python +
+TensorFlow imports) is measured separately with a run on 20 lines, and
+"processing MB/s" = input MB / (CPU s - start-up CPU s): the work itself, not
+the imports that dominate a 6 MB corpus. CPU seconds, unlike wall seconds,
+barely depend on what else runs on the machine (it is shared). Ratios
+kbert/original come from the same run.
+
+The original is not part of kbert: pass --original_script=PATH to its
+create_pretraining_data.py (tokenization.py next to it), made to run under
+TF 2 (`tensorflow.compat.v1`, absl flags, `tf.io.gfile`,
+`tf.io.TFRecordWriter`); see BENCHMARKS_data.md.
+
+    python benchmarks/data_generation.py --original_script=/tmp/original_bert/create_pretraining_data.py
 """
 
 import argparse
@@ -21,12 +33,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(ROOT, "..", "shared", "data")
 
 
-def _tree_rss_mb(pid):
-    """Sum of RSS of pid and its descendants, from /proc."""
-    children = {}
-    rss = {}
+def _tree_memory_mb(pid):
+    """(RSS, PSS) in MiB summed over pid and its descendants, from /proc."""
+    children, rss = {}, {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -38,85 +50,137 @@ def _tree_rss_mb(pid):
             children.setdefault(ppid, []).append(int(entry))
         except (OSError, ValueError, IndexError):
             continue
-    total, stack = 0, [pid]
+    total_rss = total_pss = 0
+    stack = [pid]
     while stack:
         p = stack.pop()
-        total += rss.get(p, 0)
+        total_rss += rss.get(p, 0)
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total_pss += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            pass
         stack.extend(children.get(p, []))
-    return total / 2**20
+    return total_rss / 2**20, total_pss / 2**20
 
 
-def run(cmd, env=None):
+def run(cmd, env, log_path):
+    """Runs cmd; returns (wall s, cpu s, peak RSS MiB, peak PSS MiB, output)."""
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
-    peak = 0.0
-    while proc.poll() is None:
-        peak = max(peak, _tree_rss_mb(proc.pid))
-        time.sleep(0.1)
-    out = proc.stdout.read()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        peak_rss = peak_pss = 0.0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            rss, pss = _tree_memory_mb(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            time.sleep(0.05)
+    wall = time.time() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    out = open(log_path).read()
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd} failed:\n{out[-3000:]}")
-    return time.time() - start, peak, out
+    # wait4's usage includes the workers the tool waited for.
+    return wall, usage.ru_utime + usage.ru_stime, peak_rss, peak_pss, out
+
+
+def prepare_corpus(corpus_dir, work):
+    """UTF-8, LF copies of the books, each ending in a blank line (documents never run on)."""
+    files = []
+    for path in sorted(glob.glob(os.path.join(corpus_dir, "*.txt"))):
+        text = open(path, "rb").read().decode("latin-1")  # Two books are Latin-1; the rest ASCII.
+        out = os.path.join(work, os.path.basename(path))
+        with open(out, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text.replace("\r\n", "\n").rstrip("\n") + "\n\n")
+        files.append(out)
+    tiny = os.path.join(work, "tiny", "tiny.txt")
+    os.makedirs(os.path.dirname(tiny))
+    with open(tiny, "w", encoding="utf-8") as f:
+        f.write("".join(open(files[0], encoding="utf-8").readlines()[:20]) + "\n")
+    return files, tiny
 
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--corpus_dir", default=os.path.join(ROOT, "..", "shared", "data", "corpus", "gutenberg"))
-    parser.add_argument("--vocab_file", default=os.path.join(ROOT, "..", "shared", "data", "vocab", "bert-base-uncased-vocab.txt"))
+    parser.add_argument("--corpus_dir", default=os.path.join(SHARED, "corpus", "gutenberg"))
+    parser.add_argument("--vocab_file", default=os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt"))
     parser.add_argument("--original_script", default=None)
-    parser.add_argument("--original_dupe_factor", type=int, default=1)
+    parser.add_argument("--original_dupe_factors", default="1", help="Comma list, e.g. 1,5.")
+    parser.add_argument("--kbert_only", action="store_true")
     args = parser.parse_args()
-    files = sorted(glob.glob(os.path.join(args.corpus_dir, "*.txt")))
-    if not files or not os.path.exists(args.vocab_file):
+    if not os.path.isdir(args.corpus_dir) or not os.path.exists(args.vocab_file):
         sys.exit(f"corpus ({args.corpus_dir}) or vocab ({args.vocab_file}) missing")
-    size = sum(os.path.getsize(f) for f in files)
-    half, acc = [], 0
-    for f in files:
-        if acc < size / 2:
-            half.append(f)
-            acc += os.path.getsize(f)
-    half_size = acc
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
     tmp = tempfile.mkdtemp()
+    files, tiny = prepare_corpus(args.corpus_dir, tmp)
+    size = sum(os.path.getsize(f) for f in files)
+    half, half_size = [], 0
+    for f in files:
+        if half_size < size / 2:
+            half.append(f)
+            half_size += os.path.getsize(f)
+    load_before = os.getloadavg()
+    print(f"cores {os.cpu_count()}, load average {load_before[0]:.2f} {load_before[1]:.2f} "
+          f"{load_before[2]:.2f}; corpus {len(files)} files, {size / 1e6:.2f} MB", flush=True)
+
+    def kbert_cmd(inputs, dupe, workers, out):
+        return [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"),
+                f"--input_file={','.join(inputs)}", f"--output_file={out}",
+                f"--vocab_file={args.vocab_file}", f"--dupe_factor={dupe}", f"--num_workers={workers}"]
+
+    def original_cmd(inputs, dupe, out):
+        return [sys.executable, args.original_script, f"--input_file={','.join(inputs)}",
+                f"--output_file={out}", f"--vocab_file={args.vocab_file}", f"--dupe_factor={dupe}"]
+
+    have_original = bool(args.original_script and os.path.exists(args.original_script)) and not args.kbert_only
+    startup = {"kbert": run(kbert_cmd([tiny], 1, 1, f"{tmp}/s.tfrecord"), env, f"{tmp}/log")[:2]}
+    if have_original:
+        startup["original"] = run(original_cmd([tiny], 1, f"{tmp}/so.tfrecord"), env, f"{tmp}/log")[:2]
+    for tool, (wall, cpu) in startup.items():
+        print(f"start-up {tool}: {wall:.1f} s wall, {cpu:.1f} s CPU", flush=True)
+
     rows = []
-    configs = [(files, size, 1, 1), (files, size, 1, 2), (files, size, 5, 1), (files, size, 5, 2), (half, half_size, 1, 1)]
-    # Gutenberg has two Latin-1 files (caesar, chesterton-ball); latin-1 reads the ASCII ones alike.
+
+    def record(tool, nbytes, dupe, workers, result):
+        wall, cpu, rss, pss, _ = result
+        processing = max(cpu - startup[tool][1], 1e-3)
+        rows.append((tool, nbytes, dupe, workers, wall, cpu, nbytes / 1e6 / wall,
+                     nbytes / 1e6 / processing, rss, pss))
+        print(f"{tool:8s} {nbytes / 1e6:5.2f} MB dupe={dupe} workers={workers}: {wall:6.1f} s wall "
+              f"{cpu:6.1f} s CPU, {nbytes / 1e6 / wall:5.2f} MB/s ({nbytes / 1e6 / processing:5.2f} "
+              f"MB/s processing), peak RSS {rss:5.0f} MiB, PSS {pss:5.0f} MiB", flush=True)
+
+    if have_original:
+        for dupe in [int(d) for d in args.original_dupe_factors.split(",")]:
+            record("original", size, dupe, 1, run(original_cmd(files, dupe, f"{tmp}/o.tfrecord"), env, f"{tmp}/log"))
+    configs = [(files, size, 1, 1), (files, size, 1, 2), (files, size, 5, 1), (files, size, 5, 2),
+               (half, half_size, 1, 1)]
     for inputs, nbytes, dupe, workers in configs:
-        cmd = [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py"),
-               f"--input_file={','.join(inputs)}", f"--output_file={tmp}/k-0.tfrecord,{tmp}/k-1.tfrecord",
-               f"--vocab_file={args.vocab_file}", f"--dupe_factor={dupe}", f"--num_workers={workers}",
-               "--input_encoding=latin-1"]
-        seconds, peak, out = run(cmd, env)
-        rows.append(("kbert", nbytes, dupe, workers, seconds, peak))
-        print(f"kbert  {nbytes / 1e6:5.2f} MB dupe={dupe} workers={workers}: {seconds:6.1f} s "
-              f"{nbytes / 1e6 / seconds:6.3f} MB/s peak RSS {peak:6.0f} MiB", flush=True)
-    if args.original_script and os.path.exists(args.original_script):
-        work = os.path.join(tmp, "orig")
-        os.makedirs(work)
-        src_dir = os.path.dirname(os.path.abspath(args.original_script))
-        for name in ("create_pretraining_data.py", "tokenization.py"):
-            text = open(os.path.join(src_dir, name)).read()
-            text = text.replace("import tensorflow as tf", "import tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()")
-            text = text.replace("tf.flags", "tf.app.flags")
-            open(os.path.join(work, name), "w").write(text)
-        # The original reads UTF-8 only; give it a UTF-8 copy of the corpus.
-        corpus = os.path.join(work, "corpus.txt")
-        with open(corpus, "w", encoding="utf-8") as out_f:
-            for f in files:
-                out_f.write(open(f, encoding="latin-1").read().replace("\r\n", "\n") + "\n\n")
-        cmd = [sys.executable, os.path.join(work, "create_pretraining_data.py"), f"--input_file={corpus}",
-               f"--output_file={tmp}/orig.tfrecord", f"--vocab_file={args.vocab_file}",
-               f"--dupe_factor={args.original_dupe_factor}"]
-        seconds, peak, _ = run(cmd, env)
-        rows.append(("original", size, args.original_dupe_factor, 1, seconds, peak))
-        print(f"original {size / 1e6:5.2f} MB dupe={args.original_dupe_factor}: {seconds:6.1f} s "
-              f"{size / 1e6 / seconds:6.3f} MB/s peak RSS {peak:6.0f} MiB")
+        out = f"{tmp}/k-0.tfrecord,{tmp}/k-1.tfrecord"
+        record("kbert", nbytes, dupe, workers, run(kbert_cmd(inputs, dupe, workers, out), env, f"{tmp}/log"))
+    load_after = os.getloadavg()
+    print(f"\nload average at the end {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+    print("\n| tool | input MB | dupe_factor | num_workers | wall s | CPU s | input MB/s (wall) | processing MB/s (CPU - start-up CPU) | peak RSS MiB | peak PSS MiB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for tool, nbytes, dupe, workers, wall, cpu, mbs, pmbs, rss, pss in rows:
+        print(f"| {tool} | {nbytes / 1e6:.2f} | {dupe} | {workers} | {wall:.1f} | {cpu:.1f} | {mbs:.2f} | "
+              f"{pmbs:.2f} | {rss:.0f} | {pss:.0f} |")
+    originals = {r[2]: r for r in rows if r[0] == "original"}
+    if originals:
+        print("\nkbert / original, same input and dupe_factor, this run:")
+        for r in rows:
+            o = originals.get(r[2])
+            if r[0] == "kbert" and o and r[1] == o[1]:
+                print(f"- dupe_factor={r[2]} num_workers={r[3]}: wall {o[4] / r[4]:.1f}x, "
+                      f"processing {r[7] / o[7]:.1f}x, CPU {o[5] / r[5]:.1f}x, "
+                      f"peak PSS {r[9] / o[9]:.2f}x")
     else:
-        print(f"original: skipped (--original_script not given or missing: {args.original_script!r})")
-    print("\n| tool | input MB | dupe_factor | num_workers | seconds | input MB/s | peak RSS MiB |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for tool, nbytes, dupe, workers, seconds, peak in rows:
-        print(f"| {tool} | {nbytes / 1e6:.2f} | {dupe} | {workers} | {seconds:.1f} | {nbytes / 1e6 / seconds:.2f} | {peak:.0f} |")
+        print("\noriginal: skipped (--original_script not given or missing)")
     shutil.rmtree(tmp)
 
 

@@ -27,14 +27,18 @@ Differences from google-research/bert's tool, which holds the corpus and all
   `<output>.meta.json` is written next to each output (see
   `pretraining_metadata`).
 
-Workers are started with "spawn": TensorFlow's thread pools do not survive
-`fork` once TensorFlow ran in the parent.
+Workers are forked when this process has not run TensorFlow ops yet (the
+command-line tool never does before starting them): they then share the
+parent's imported TensorFlow instead of importing it again (seconds and
+~800 MiB each). Otherwise they are spawned, because TensorFlow's runtime
+thread pools, created when the first op runs, do not survive `fork`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import multiprocessing
 import os
 import posixpath
@@ -43,13 +47,17 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from kbert.data import text_files
 from kbert.data.pretraining_examples import InstanceOptions
 from kbert.data.pretraining_examples import TrainingInstance
 from kbert.data.pretraining_examples import VocabInfo
-from kbert.data.pretraining_examples import create_instances_from_document
+from kbert.data.pretraining_examples import create_layouts
+from kbert.data.pretraining_examples import instance_from_layout
+from kbert.data.pretraining_examples import layouts_to_arrays
+from kbert.data.pretraining_examples import mask_tokens_batch
 from kbert.data.pretraining_metadata import METADATA_FORMAT
 from kbert.data.pretraining_metadata import write_metadata
 from kbert.data.tf_example import ExampleEncoder
@@ -80,7 +88,10 @@ class _Task:
 class _Result:
     dupe_index: int
     chunk_index: int
-    records: list[bytes]
+    # Record i is records[offsets[i]:offsets[i + 1]]: one bytes object per
+    # task is cheaper to pass between processes than one per record.
+    records: bytes
+    offsets: np.ndarray
     counts: dict[str, int]
     examples: list[TrainingInstance]
 
@@ -122,50 +133,103 @@ def _init_worker(
     )
 
 
+def _task_key(random_seed: int, dupe_index: int, chunk_index: int) -> str:
+    return f"kbert.pretraining:{random_seed}:{dupe_index}:{chunk_index}"
+
+
 def task_rng(random_seed: int, dupe_index: int, chunk_index: int) -> random.Random:
     """The random generator of one (dupe, chunk) task; independent of workers."""
     # A str seed is hashed with sha512 by `random.Random`: stable across
     # processes and Python runs, unlike `hash()`.
-    return random.Random(f"kbert.pretraining:{random_seed}:{dupe_index}:{chunk_index}")
+    return random.Random(_task_key(random_seed, dupe_index, chunk_index))
+
+
+def task_numpy_rng(random_seed: int, dupe_index: int, chunk_index: int) -> np.random.Generator:
+    """The numpy generator (vectorized masking) of one task; independent of workers."""
+    digest = hashlib.sha256(_task_key(random_seed, dupe_index, chunk_index).encode()).digest()
+    return np.random.default_rng(np.frombuffer(digest, np.uint32))
+
+
+def _segment_ranges(task: _Task, splits: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Per document, the token ranges of its non-empty lines."""
+    nonempty = splits[1:] > splits[:-1]
+    pairs = list(zip(splits[:-1][nonempty].tolist(), splits[1:][nonempty].tolist()))
+    # Document boundaries counted in non-empty lines.
+    line_ends = np.cumsum([len(doc) for doc in task.documents])
+    kept = np.concatenate([[0], np.cumsum(nonempty)])[line_ends].tolist()
+    documents = []
+    begin = 0
+    for end in kept:
+        if end > begin:
+            documents.append(pairs[begin:end])
+        begin = end
+    return documents
+
+
+def _pad(rows: list[list[int]], width: int) -> np.ndarray:
+    out = np.zeros((len(rows), width), np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
 
 
 def _process(task: _Task) -> _Result:
     state = _STATE
+    options, vocab = state.options, state.vocab
     lines = [line for doc in task.documents for line in doc]
-    documents: list[list[list[int]]] = []
     if lines:
         flat, splits = state.tokenizer.tokenize_to_arrays(lines)
-        flat, splits = flat.tolist(), splits.tolist()
-        k = 0
-        for doc in task.documents:
-            segments = []
-            for _ in doc:
-                begin, end = splits[k], splits[k + 1]
-                k += 1
-                if end > begin:
-                    segments.append(flat[begin:end])
-            if segments:
-                documents.append(segments)
+        documents = _segment_ranges(task, splits)
+    else:
+        flat, documents = np.zeros(0, np.int64), []
     rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
     rng.shuffle(documents)
-    instances: list[TrainingInstance] = []
-    for document_index in range(len(documents)):
-        instances.extend(
-            create_instances_from_document(documents, document_index, state.options, state.vocab, rng)
+    layouts = create_layouts(documents, options, rng)
+    rng.shuffle(layouts)
+    counts = dict.fromkeys(_COUNT_KEYS, 0)
+    counts["documents"] = len(documents)
+    counts["segments"] = sum(len(d) for d in documents)
+    if not layouts:
+        return _Result(task.dupe_index, task.chunk_index, b"", np.zeros(1, np.int64), counts, [])
+    layout_array = np.array(layouts, dtype=np.int64)
+    if options.do_whole_word_mask or options.max_ngram_size > 1:
+        flat_list = flat.tolist()
+        instances = [instance_from_layout(flat_list, x, options, vocab, rng) for x in layouts]
+        s, p = options.max_seq_length, options.max_predictions_per_seq
+        masked_ids = _pad([x.token_ids for x in instances], s)
+        segment_ids = _pad([x.segment_ids for x in instances], s)
+        lengths = np.array([len(x.token_ids) for x in instances], np.int64)
+        positions = _pad([x.masked_lm_positions for x in instances], p)
+        labels = _pad([x.masked_lm_ids for x in instances], p)
+        num_masked = np.array([len(x.masked_lm_positions) for x in instances], np.int64)
+    else:
+        token_ids, segment_ids, lengths = layouts_to_arrays(flat, layout_array, options, vocab)
+        np_rng = task_numpy_rng(state.random_seed, task.dupe_index, task.chunk_index)
+        masked_ids, positions, labels, num_masked = mask_tokens_batch(
+            token_ids, lengths, options, vocab, np_rng
         )
-    rng.shuffle(instances)
-    counts = {
-        "documents": len(documents),
-        "segments": sum(len(d) for d in documents),
-        "instances": len(instances),
-        "tokens": sum(len(x.token_ids) for x in instances),
-        "masked_tokens": sum(len(x.masked_lm_positions) for x in instances),
-        "random_next": sum(1 for x in instances if x.is_random_next),
-    }
-    records = [state.encoder.encode(x) for x in instances]
-    return _Result(
-        task.dupe_index, task.chunk_index, records, counts, instances[: state.num_examples]
+    next_sentence = options.next_sentence != "none"
+    next_labels = layout_array[:, 4] if next_sentence else None
+    counts["instances"] = len(layouts)
+    counts["tokens"] = int(lengths.sum())
+    counts["masked_tokens"] = int(num_masked.sum())
+    counts["random_next"] = int(next_labels.sum()) if next_sentence else 0
+    records, offsets = state.encoder.encode_batch(
+        masked_ids, lengths, segment_ids, positions, labels, num_masked, next_labels
     )
+    examples = []
+    for i in range(min(state.num_examples, len(layouts))):
+        n, k = int(lengths[i]), int(num_masked[i])
+        examples.append(
+            TrainingInstance(
+                masked_ids[i, :n].tolist(),
+                segment_ids[i, :n].tolist(),
+                positions[i, :k].tolist(),
+                labels[i, :k].tolist(),
+                bool(next_labels[i]) if next_sentence else None,
+            )
+        )
+    return _Result(task.dupe_index, task.chunk_index, records, offsets, counts, examples)
 
 
 def _iter_tasks(
@@ -189,6 +253,27 @@ def _iter_tasks(
                 chunk, size = [], 0
         if chunk:
             yield _Task(dupe_index, chunk_index, chunk)
+
+
+def worker_start_method() -> str:
+    """`"fork"` while this process has not initialized TensorFlow's runtime, else `"spawn"`.
+
+    Forked workers reuse the parent's imported modules; spawned ones import
+    TensorFlow again. Forking is only safe before the eager context exists
+    (its thread pools would be missing in the child), which TensorFlow does
+    not expose publicly, hence the guarded private check.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    try:
+        from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorflow-import
+
+        ctx = context.context_safe()
+        if ctx is None or getattr(ctx, "_context_handle", True) is None:
+            return "fork"
+    except Exception:  # pylint: disable=broad-except
+        pass
+    return "spawn"
 
 
 def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
@@ -379,7 +464,7 @@ def create_pretraining_data(
             _init_worker(*init_args)
             results: Iterator[_Result] = map(_process, tasks)
         else:
-            pool = multiprocessing.get_context("spawn").Pool(
+            pool = multiprocessing.get_context(worker_start_method()).Pool(
                 num_workers, initializer=_init_worker, initargs=init_args
             )
             results = _bounded_imap(pool, _process, tasks, window=2 * num_workers)
@@ -387,8 +472,9 @@ def create_pretraining_data(
             writer_index = 0
             examples_left = num_verbose_examples
             for result in results:
-                for record in result.records:
-                    writers[writer_index].write(record)
+                records, offsets = result.records, result.offsets.tolist()
+                for i in range(len(offsets) - 1):
+                    writers[writer_index].write(records[offsets[i] : offsets[i + 1]])
                     instances_per_file[writer_index] += 1
                     writer_index = (writer_index + 1) % len(writers)
                 for key, value in result.counts.items():

@@ -18,6 +18,7 @@ import tensorflow as tf
 # than max_seq_length tokens to an instance, so nothing useful is lost, and
 # tokenizing a line of megabytes would hold up a worker for no gain.
 MAX_LINE_CHARS = 1 << 16
+READ_BLOCK_BYTES = 1 << 22
 
 
 def expand_file_patterns(patterns: str | Sequence[str], flag_name: str = "input_file") -> list[str]:
@@ -80,20 +81,41 @@ def iter_lines(
         ValueError: naming the file and line when a line does not decode.
     """
     codecs.lookup(encoding)  # Fails early with LookupError on a bad codec name.
+    line_number = 0
+    for raw in _iter_raw_lines(path):
+        line_number += 1
+        try:
+            text = raw.decode(encoding)
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{path}:{line_number}: not valid {encoding} ({e.reason} at byte "
+                f"{e.start} of the line); pass --input_encoding=latin-1 (or the "
+                "file's encoding) or fix the file."
+            ) from None
+        truncated = len(text) > max_line_chars
+        if truncated:
+            text = text[:max_line_chars]
+        yield line_number, text.strip(), truncated, len(raw)
+
+
+def _iter_raw_lines(path: str, block_bytes: int = READ_BLOCK_BYTES) -> Iterator[bytes]:
+    """The lines of a file as bytes, each with its b"\\n" (the last may lack it).
+
+    Reads blocks: `GFile.readline` costs microseconds a line, which adds up
+    to seconds per 100k lines.
+    """
     with tf.io.gfile.GFile(path, "rb") as reader:
-        for line_number, raw in enumerate(reader, start=1):
-            try:
-                text = raw.decode(encoding)
-            except UnicodeDecodeError as e:
-                raise ValueError(
-                    f"{path}:{line_number}: not valid {encoding} ({e.reason} at byte "
-                    f"{e.start} of the line); pass --input_encoding=latin-1 (or the "
-                    "file's encoding) or fix the file."
-                ) from None
-            truncated = len(text) > max_line_chars
-            if truncated:
-                text = text[:max_line_chars]
-            yield line_number, text.strip(), truncated, len(raw)
+        partial = b""
+        while True:
+            block = reader.read(block_bytes)
+            if not block:
+                break
+            lines = (partial + block).split(b"\n") if partial else block.split(b"\n")
+            partial = lines.pop()
+            for line in lines:
+                yield line + b"\n"
+        if partial:
+            yield partial
 
 
 def iter_documents(

@@ -151,3 +151,37 @@ def test_data_package_imports_no_models_gin_or_flags():
                 names = [node.module or ""]
             for name in names:
                 assert not name.startswith(("kbert.models", "kbert.layers", "gin", "absl.flags")), (path, name)
+
+
+def test_encode_batch_equals_encode():
+    rng = np.random.default_rng(0)
+    for s, p, vocab_size, next_sentence in [(128, 20, 30522, True), (300, 7, 2**21 + 5, False)]:
+        encoder = ExampleEncoder(s, p, vocab_size, next_sentence=next_sentence)
+        instances = []
+        for _ in range(200):
+            n = int(rng.integers(3, s + 1))
+            k = int(rng.integers(1, min(p, n - 2) + 1))
+            n_a = int(rng.integers(1, n))
+            instances.append(TrainingInstance(
+                rng.integers(0, vocab_size, n).tolist(), [0] * n_a + [1] * (n - n_a),
+                sorted(rng.choice(np.arange(1, n), k, replace=False).tolist()),
+                rng.integers(0, vocab_size, k).tolist(), bool(rng.integers(2)),
+            ))
+
+        def pad(rows, width):
+            out = np.zeros((len(rows), width), np.int64)
+            for i, row in enumerate(rows):
+                out[i, : len(row)] = row
+            return out
+
+        records, offsets = encoder.encode_batch(
+            pad([x.token_ids for x in instances], s),
+            np.array([len(x.token_ids) for x in instances]),
+            pad([x.segment_ids for x in instances], s),
+            pad([x.masked_lm_positions for x in instances], p),
+            pad([x.masked_lm_ids for x in instances], p),
+            np.array([len(x.masked_lm_positions) for x in instances]),
+            np.array([int(x.is_random_next) for x in instances]) if next_sentence else None,
+        )
+        batch = [records[offsets[i] : offsets[i + 1]] for i in range(len(instances))]
+        assert batch == [encoder.encode(x) for x in instances]

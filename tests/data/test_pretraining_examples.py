@@ -1,5 +1,6 @@
 import random
 
+import numpy as np
 import pytest
 
 from kbert.data import BertTokenizer
@@ -7,6 +8,11 @@ from kbert.data import InstanceOptions
 from kbert.data import VocabInfo
 from kbert.data import create_instances_from_document
 from kbert.data import create_masked_lm_predictions
+from kbert.data import TrainingInstance
+from kbert.data.pretraining_examples import _flatten
+from kbert.data.pretraining_examples import create_layouts
+from kbert.data.pretraining_examples import layouts_to_arrays
+from kbert.data.pretraining_examples import mask_tokens_batch
 from kbert.data.pretraining_examples import truncate_seq_pair
 from tests.data.conftest import PERSUASION
 
@@ -209,3 +215,36 @@ def test_truncate_seq_pair_trims_the_longer():
 def test_bad_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         InstanceOptions(**kwargs).validate()
+
+
+def test_batch_masking_properties_and_statistics(tokenized):
+    _, vocab, documents = tokenized
+    options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
+    flat, ranges = _flatten(documents)
+    layouts = []
+    for seed in range(6):
+        layouts += create_layouts(ranges, options, random.Random(seed))
+    token_ids, segment_ids, lengths = layouts_to_arrays(
+        np.array(flat), np.array(layouts), options, vocab)
+    masked_ids, positions, labels, num_masked = mask_tokens_batch(
+        token_ids, lengths, options, vocab, np.random.default_rng(5))
+    tokens = masked = replaced_mask = kept = 0
+    for i, (a0, a1, b0, b1, label) in enumerate(layouts):
+        n, k = int(lengths[i]), int(num_masked[i])
+        original = [vocab.cls_id, *flat[a0:a1], vocab.sep_id, *flat[b0:b1], vocab.sep_id]
+        assert token_ids[i, :n].tolist() == original and not token_ids[i, n:].any()
+        assert segment_ids[i, :n].tolist() == [0] * (a1 - a0 + 2) + [1] * (b1 - b0 + 1)
+        instance = TrainingInstance(masked_ids[i, :n].tolist(), segment_ids[i, :n].tolist(),
+                                    positions[i, :k].tolist(), labels[i, :k].tolist(), bool(label))
+        _check_properties(instance, options, vocab)
+        assert instance.original_token_ids() == original
+        assert not positions[i, k:].any() and not labels[i, k:].any()
+        tokens += n
+        masked += k
+        replaced_mask += sum(masked_ids[i, p] == vocab.mask_id for p in positions[i, :k])
+        kept += sum(masked_ids[i, p] == original[p] for p in positions[i, :k])
+    assert tokens >= 10_000 and masked >= 1_500
+    assert abs(masked / tokens - 0.15) <= 0.01
+    assert abs(replaced_mask / masked - 0.80) <= 0.02
+    assert abs(kept / masked - 0.10) <= 0.02
+    assert abs((masked - replaced_mask - kept) / masked - 0.10) <= 0.02

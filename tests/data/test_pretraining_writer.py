@@ -147,17 +147,23 @@ def test_bad_inputs_leave_no_output(tmp_path, vocab_file):
 def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     out = str(tmp_path / "t.tfrecord")
+    # The tool forks its workers (this test process has run TensorFlow, so
+    # in-process runs spawn them); the bytes must not depend on that.
     result = subprocess.run(
         [sys.executable, os.path.join(root, "tools", "create_pretraining_data.py"),
          f"--input_file={PERSUASION}", f"--output_file={out}", f"--vocab_file={vocab_file}",
          "--dupe_factor=1", "--max_seq_length=32", "--max_predictions_per_seq=5",
-         "--num_workers=1", "--verbose"],
+         "--num_workers=2", "--chunk_bytes=20000", "--verbose"],
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=120,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("*** Example ***") == 20
     assert "masked_lm_positions:" in result.stdout and "MB/s" in result.stdout
     assert json.load(open(out + ".meta.json"))["flags"]["verbose"] is True
+    same = str(tmp_path / "same.tfrecord")
+    create_pretraining_data(PERSUASION, same, vocab_file, dupe_factor=1, max_seq_length=32,
+                            max_predictions_per_seq=5, num_workers=1, chunk_bytes=20000)
+    assert open(out, "rb").read() == open(same, "rb").read()
     bad = subprocess.run(
         [sys.executable, os.path.join(root, "tools", "create_pretraining_data.py"),
          f"--input_file={tmp_path}/none*.txt", f"--output_file={out}", f"--vocab_file={vocab_file}"],
