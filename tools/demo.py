@@ -1,66 +1,224 @@
-"""`make demo`: a quick tour of kbert on this machine.
+"""`make demo`: raw text to a served model answering, on this machine, in minutes.
 
-For now: `kbert-pretrain --dry_run` for every gin file (exact parameter counts),
-then a few `model.fit` steps of the tiny pre-trainer on in-memory data, showing
-the loss fall. The full raw-text-to-served-model demo replaces this.
+Stages (artifacts under demo_output/, each stage starts from a clean directory so
+the demo re-runs):
+
+  1. build a WordPiece vocabulary from four Gutenberg books shipped in demo/data;
+  2. create_pretraining_data on them (MLM + NSP TFRecords);
+  3. kbert-pretrain gin/tiny.gin under MirroredStrategy over two logical CPU
+     devices, showing the MLM loss fall;
+  4. kbert-convert the real all-MiniLM-L6-v2 weights and kbert-finetune them on an
+     SST-2 slice, reporting dev accuracy;
+  5. kbert-export, kbert-serve on free local ports, three sentences over gRPC with
+     serving/client.py and one over REST, then stop the server.
+
+Where a stage fails the demo stops there, naming the stage.
 """
 
-import glob
+from __future__ import annotations
+
+import json
 import os
+import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(REPO, "demo_output")
+DATA = os.path.join(REPO, "demo", "data")
+# C++ start-up chatter of TensorFlow that TF_CPP_MIN_LOG_LEVEL doesn't silence.
+NOISE = re.compile(r"^(WARNING: All log messages before absl|[IWE]\d{4} |I0000|W0000|E0000|.*UserWarning|"
+                   r"\s+self\.data_adapter|.*cuda_platform|.*oneDNN|.*cudart_stub|.*tensorflow/core/)")
+SENTENCES = [
+    "a gorgeous , witty and moving film .",
+    "the plot is dull and the acting is painfully bad .",
+    "one of the best movies i have seen this year .",
+]
+REST_SENTENCE = "a tedious , joyless mess that wastes its cast ."
 
 
-def dry_runs() -> None:
-    for gin_file in sorted(glob.glob(os.path.join(REPO, "gin", "*.gin"))):
-        result = subprocess.run(
-            [sys.executable, "-m", "kbert.bin.pretrain", f"--gin_file={gin_file}", "--dry_run"],
-            capture_output=True, text=True, cwd=REPO,
-        )
-        if result.returncode:
-            sys.exit(f"demo: dry run of {gin_file} failed:\n{result.stderr}")
-        print(f"  {os.path.basename(gin_file):12s} {result.stdout.splitlines()[-1]}")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+PROGRESS = re.compile(r"^\s*(\d+)/(\d+) ━")
 
 
-def tiny_fit(steps: int = 30) -> None:
-    import keras
-    import numpy as np
-    import tensorflow as tf
+class StageFailed(Exception):
+    pass
 
-    from kbert.models import BertEncoder, BertPretrainer
 
-    keras.utils.set_random_seed(0)
-    batch, seq, predictions, vocab = 8, 32, 5, 1000
-    rng = np.random.default_rng(0)
-    features = {
-        "token_ids": rng.integers(5, vocab, (batch, seq)).astype("int32"),
-        "segment_ids": (np.arange(seq) >= seq // 2).astype("int32")[None].repeat(batch, 0),
-        "padding_mask": np.ones((batch, seq), "int32"),
-        "mask_positions": np.sort(rng.choice(np.arange(1, seq), (batch, predictions)), -1).astype("int32"),
-    }
-    labels = {"mlm": rng.integers(5, vocab, (batch, predictions)).astype("int32"),
-              "nsp": rng.integers(0, 2, (batch, 1)).astype("int32")}
-    weights = {"mlm": np.ones((batch, predictions), "float32"), "nsp": np.ones(batch, "float32")}
-    model = BertPretrainer(BertEncoder(vocabulary_size=vocab, num_layers=2, num_heads=2,
-                                       hidden_dim=128, intermediate_dim=512, max_sequence_length=128))
-    model.compile(optimizer=keras.optimizers.AdamW(1e-3))
-    dataset = tf.data.Dataset.from_tensors((features, labels, weights)).repeat()
-    history = model.fit(dataset, steps_per_epoch=steps, epochs=1, verbose=0).history["loss"]
-    after = model.evaluate(features, labels, sample_weight=weights, verbose=0, return_dict=True)
-    print(f"  tiny pre-trainer, {steps} steps on one batch: loss {history[0]:.3f} -> {after['loss']:.3f}")
+def sparse_progress(line: str) -> bool:
+    """Keeps one Keras progress-bar line in 25 (and the last), so logs stay readable."""
+    match = PROGRESS.match(line)
+    return not match or int(match[1]) % 25 == 0 or match[1] == match[2]
+
+
+def kbert(binary: str) -> list[str]:
+    """The command of a kbert binary: its console script in this venv, else `python -m`."""
+    script = os.path.join(os.path.dirname(sys.executable), f"kbert-{binary}")
+    return [script] if os.path.exists(script) else [sys.executable, "-m", f"kbert.bin.{binary}"]
+
+
+def run(command: list[str], keep=lambda line: True) -> str:
+    """Runs a command, echoing its useful lines indented; returns all its output."""
+    shown = " ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in command)
+    print(f"  $ {shown}", flush=True)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in process.stdout:
+        line = ANSI.sub("", line).replace("\r", "")
+        lines.append(line)
+        if not NOISE.match(line) and keep(line):
+            print(f"    {line.rstrip()}", flush=True)
+    if process.wait():
+        tail = "".join(line for line in lines[-15:] if not NOISE.match(line))
+        raise StageFailed(f"`{shown}` exited with {process.returncode}:\n{tail}")
+    return "".join(lines)
+
+
+def fresh(*names: str) -> list[str]:
+    paths = [os.path.join(OUT, name) for name in names]
+    for path in paths:
+        shutil.rmtree(path, ignore_errors=True)
+        if os.path.isfile(path):
+            os.remove(path)
+    return paths
+
+
+def stage_vocabulary() -> str:
+    (vocab,) = fresh("vocab.txt")
+    run([sys.executable, "tools/build_vocab.py", f"--input_file={DATA}/gutenberg/*.txt",
+         f"--output_file={vocab}", "--vocab_size=8000", "--num_unused=0"])
+    size = sum(1 for _ in open(vocab, encoding="utf-8"))
+    return f"vocabulary of {size} WordPieces from {len(os.listdir(os.path.join(DATA, 'gutenberg'))) - 1} books"
+
+
+def stage_pretraining_data() -> str:
+    (directory,) = fresh("pretraining_data")
+    os.makedirs(directory)
+    outputs = ",".join(os.path.join(directory, f"train-{i}-of-2.tfrecord") for i in range(2))
+    run([sys.executable, "tools/create_pretraining_data.py", f"--input_file={DATA}/gutenberg/*.txt",
+         f"--output_file={outputs}", f"--vocab_file={OUT}/vocab.txt", "--dupe_factor=2",
+         "--max_seq_length=128", "--max_predictions_per_seq=20"])
+    meta = json.load(open(os.path.join(directory, "train-0-of-2.tfrecord.meta.json")))
+    counts = meta["counts"]
+    return (f"{counts['instances']} instances ({counts['masked_fraction']:.1%} of tokens masked, "
+            f"{counts['random_next_fraction']:.1%} random next) per file, 2 files")
+
+
+def stage_pretrain() -> str:
+    (model_dir,) = fresh("pretrain")
+    run(kbert("pretrain") + [
+        "--gin_file=gin/tiny.gin",
+        "--gin_params=BertEncoder.vocabulary_size = 8000",
+        "--gin_params=BertEncoder.max_sequence_length = 128",
+        "--gin_params=run_pretraining.train_batch_size = 32",
+        "--gin_params=run_pretraining.num_train_steps = 300",
+        "--gin_params=run_pretraining.num_warmup_steps = 30",
+        "--gin_params=run_pretraining.learning_rate = 2e-3",
+        "--gin_params=run_pretraining.save_checkpoints_steps = 100",
+        "--gin_params=run_pretraining.log_every_steps = 50",
+        f"--input_file={OUT}/pretraining_data/*.tfrecord", f"--model_dir={model_dir}",
+        "--strategy=mirrored", "--num_cpu_devices=2", f"--vocab_file={OUT}/vocab.txt",
+    ])
+    summary = json.load(open(os.path.join(model_dir, "summary.json")))
+    return (f"{summary['global_step']} steps, final MLM+NSP loss {summary['loss']:.3f}, "
+            f"MLM accuracy {summary['masked_lm_accuracy']:.3f}, "
+            f"{summary['examples_per_second']:.0f} examples/s")
+
+
+def stage_finetune() -> str:
+    minilm, sst2 = fresh("minilm", "sst2")
+    run(kbert("convert") + ["--source=minilm", f"--output_dir={minilm}"])
+    run(kbert("finetune") + [
+        "--task=glue", "--task_name=SST-2", f"--data_dir={DATA}/sst2",
+        f"--init_checkpoint={minilm}", f"--model_dir={sst2}", "--do_train", "--do_eval",
+        "--gin_params=run_finetuning.num_train_epochs = 1",
+        "--gin_params=run_finetuning.learning_rate = 5e-5",
+        "--gin_params=run_finetuning.max_seq_length = 64",
+    ], keep=sparse_progress)
+    results = json.load(open(os.path.join(sst2, "eval_results.json")))
+    return f"SST-2 dev accuracy {results['accuracy']:.1%} on {results.get('num_examples', 872)} sentences"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stage_serve() -> str:
+    (export_base,) = fresh("export")
+    model_base = os.path.join(export_base, "sst2")
+    run(kbert("export") + [f"--model_dir={OUT}/sst2", f"--export_dir={model_base}"])
+    grpc_port, rest_port = _free_port(), _free_port()
+    command = kbert("serve") + [f"--port={grpc_port}", f"--rest_api_port={rest_port}",
+                                "--model_name=sst2", f"--model_base_path={model_base}"]
+    print(f"  $ {' '.join(os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in command)} &")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    server = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        for line in server.stdout:
+            if line.startswith("kbert-serve: serving"):
+                print(f"    {line.rstrip()}")
+                break
+            if time.time() > deadline:
+                raise StageFailed("kbert-serve did not become ready in 120 s")
+        else:
+            raise StageFailed(f"kbert-serve exited with {server.wait()} before it was ready")
+        client = [sys.executable, "serving/client.py", f"--server=127.0.0.1:{grpc_port}",
+                  "--model_name=sst2"]
+        for sentence in SENTENCES:
+            client += ["--text", sentence]
+        run(client)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{rest_port}/v1/models/sst2:predict",
+            data=json.dumps({"instances": [{"text": REST_SENTENCE}]}).encode(),
+            headers={"Content-Type": "application/json"})
+        print(f"  $ curl -d '{{\"instances\": [{{\"text\": \"{REST_SENTENCE}\"}}]}}' "
+              f"http://127.0.0.1:{rest_port}/v1/models/sst2:predict")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            answer = json.load(response)["predictions"][0]
+        print(f"    {json.dumps(answer)}")
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return f"served version 1 of sst2 over gRPC :{grpc_port} and REST :{rest_port}; server stopped"
+
+
+STAGES = [
+    ("vocabulary", stage_vocabulary),
+    ("pre-training data", stage_pretraining_data),
+    ("pre-training", stage_pretrain),
+    ("conversion and fine-tuning", stage_finetune),
+    ("export and serving", stage_serve),
+]
 
 
 def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
     start = time.time()
-    print("[1/2] kbert-pretrain --dry_run for every gin file")
-    dry_runs()
-    print("[2/2] model.fit of the tiny pre-trainer on in-memory data")
-    tiny_fit()
-    print(f"demo done in {time.time() - start:.0f} s")
+    for number, (name, stage) in enumerate(STAGES, 1):
+        print(f"\n[{number}/{len(STAGES)}] {name}", flush=True)
+        began = time.time()
+        try:
+            result = stage()
+        except (StageFailed, OSError, KeyError, ValueError) as e:
+            print(f"\ndemo: stage {number} ({name}) failed: {e}", file=sys.stderr)
+            sys.exit(1)
+        print(f"  => {result} ({time.time() - began:.0f} s)", flush=True)
+    print(f"\ndemo done in {(time.time() - start) / 60:.1f} min; artifacts in "
+          f"{os.path.relpath(OUT, os.getcwd())}/: " + ", ".join(sorted(os.listdir(OUT))))
 
 
 if __name__ == "__main__":
