@@ -3,7 +3,8 @@
 The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
-read like `BertEncoder.num_layers = 4` and `BertPretrainer.next_sentence = False`.
+read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False` and
+`run_pretraining.train_batch_size = 256`.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import os
 import gin
 
 from kbert import models
+from kbert import training
 
 MODULE = "kbert"
-
 
 
 def _configurable(cls):
@@ -33,6 +34,17 @@ def _configurable(cls):
 
 BertEncoder = _configurable(models.BertEncoder)
 BertPretrainer = _configurable(models.BertPretrainer)
+
+# Hyperparameters only: data paths, model_dir, the strategy and the model
+# builder are runtime arguments the binary passes (STYLE.md: gin binds
+# hyperparameters, never runtime data).
+RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "strategy",
+                                "init_checkpoint", "vocab_file", "do_lower_case", "print_fn")
+run_pretraining = gin.external_configurable(
+    training.run_pretraining, module=MODULE,
+    allowlist=[name for name in inspect.signature(training.run_pretraining).parameters
+               if name not in RUN_PRETRAINING_RUNTIME_ARGS],
+)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

@@ -1,0 +1,8 @@
+"""Training: optimizers and schedules, distribution strategies, the pre-training loop."""
+
+from kbert.training.optimizer import create_optimizer
+from kbert.training.pretraining import run_pretraining
+from kbert.training.strategy import STRATEGIES
+from kbert.training.strategy import create_strategy
+from kbert.training.strategy import is_chief
+from kbert.training.warmup_linear_decay import WarmupLinearDecay
