@@ -9,6 +9,8 @@ from conftest import REPO
 from kbert import configurables
 
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
+# Run settings (not model sizes), included by base.gin.
+RUN_SETTINGS = {"pretrain.gin"}
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),
@@ -35,7 +37,18 @@ def pretrainer_parameters(L, H, I, V=30522):
 
 
 def test_every_gin_file_is_covered():
-    assert GIN_FILES == sorted(SIZES)
+    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS)
+
+
+def test_run_settings_are_the_papers_base_recipe():
+    configurables.parse_gin(["tiny.gin"])
+    settings = {name: gin.query_parameter(f"run_pretraining.{name}") for name in (
+        "train_batch_size", "num_train_steps", "num_warmup_steps", "learning_rate",
+        "max_seq_length", "max_predictions_per_seq", "optimizer", "dtype_policy", "jit_compile")}
+    assert settings == {"train_batch_size": 256, "num_train_steps": 1_000_000,
+                        "num_warmup_steps": 10_000, "learning_rate": 1e-4, "max_seq_length": 128,
+                        "max_predictions_per_seq": 20, "optimizer": "adamw",
+                        "dtype_policy": "float32", "jit_compile": False}
 
 
 def test_closed_form_matches_the_paper():

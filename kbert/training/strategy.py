@@ -45,6 +45,16 @@ def create_strategy(
         return tf.distribute.get_strategy()
     if name == "tpu":
         return _tpu_strategy(tpu)
+    if name == "multi_worker_mirrored":
+        # Must come before anything initialises the TF runtime (such as
+        # listing devices): collective ops are configured at startup.
+        if "TF_CONFIG" in os.environ:
+            try:
+                json.loads(os.environ["TF_CONFIG"])
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"TF_CONFIG is not valid JSON ({e}): {os.environ['TF_CONFIG']!r}") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if num_gpus is not None:
         if num_gpus > len(gpus):
@@ -55,14 +65,7 @@ def create_strategy(
         gpus = gpus[:num_gpus]
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy(gpus or None)
-    if "TF_CONFIG" in os.environ:
-        try:
-            json.loads(os.environ["TF_CONFIG"])
-        except json.JSONDecodeError as e:
-            raise ValueError(f"TF_CONFIG is not valid JSON ({e}): {os.environ['TF_CONFIG']!r}") from None
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return tf.distribute.MirroredStrategy(gpus or None)
 
 
 def _tpu_strategy(tpu: str | None) -> tf.distribute.Strategy:

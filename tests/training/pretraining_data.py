@@ -69,3 +69,32 @@ def write_pretraining_data(path, num_examples=64, seq_length=16, max_predictions
         with open(path + ".meta.json", "w") as f:
             json.dump(sidecar, f)
     return path
+
+
+# Run settings shared by in-process runs and the binary/subprocess runs, so
+# their per-step losses can be compared exactly.
+RUN = dict(train_batch_size=8, max_seq_length=16, max_predictions_per_seq=3, num_train_steps=16,
+           num_warmup_steps=2, learning_rate=1e-3, save_checkpoints_steps=4, log_every_steps=4,
+           shuffle_buffer_size=32, seed=7)
+
+
+def gin_params(encoder_kwargs, **run_overrides):
+    """`--gin_params` values giving the encoder sizes and RUN (plus overrides)."""
+    params = [f"BertEncoder.{k} = {v!r}" for k, v in encoder_kwargs.items()]
+    params += [f"run_pretraining.{k} = {v!r}" for k, v in {**RUN, **run_overrides}.items()]
+    return params
+
+
+def read_losses(model_dir):
+    """Per-step `loss` scalars from TensorBoard events; the latest write of a step wins."""
+    latest = {}
+    for name in tf.io.gfile.listdir(model_dir):
+        if not name.startswith("events.out.tfevents"):
+            continue
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(model_dir, name)):
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    previous = latest.get(event.step)
+                    if previous is None or event.wall_time >= previous[0]:
+                        latest[event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))
+    return [latest[step][1] for step in sorted(latest)], sorted(latest)
