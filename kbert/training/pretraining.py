@@ -26,6 +26,7 @@ from kbert.models import load_encoder
 from kbert.models import load_pretrainer
 from kbert.models import save_pretrained
 from kbert.models.pretrained import PRETRAINER_WEIGHTS
+from kbert.training.losses import sparse_softmax_cross_entropy
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import is_chief
 
@@ -310,8 +311,7 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
         for features, labels, weights in micro_batches:
             with tf.GradientTape() as tape:
                 outputs = pretrainer(features, training=True)
-                mlm_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                    labels["mlm"], outputs["mlm"])
+                mlm_losses = sparse_softmax_cross_entropy(labels["mlm"], outputs["mlm"])
                 loss = tf.math.divide_no_nan(tf.reduce_sum(mlm_losses * weights["mlm"]),
                                              total_weight)
                 if next_sentence:
