@@ -225,3 +225,16 @@ def _free_ports(count):
     for s in sockets:
         s.close()
     return ports
+
+
+def test_user_code_compile_and_fit_with_create_optimizer(small_data_file):
+    import kbert
+
+    model = BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0)))
+    model.compile(optimizer=kbert.training.create_optimizer(3e-3, num_train_steps=8,
+                                                            num_warmup_steps=1))
+    dataset = kbert.data.pretraining_dataset(small_data_file, batch_size=8, max_seq_length=16,
+                                             max_predictions_per_seq=3, seed=0)
+    history = model.fit(dataset, steps_per_epoch=8, epochs=1, verbose=0)
+    assert history.history["loss"][0] < 5.2  # the first batch's loss is about 5.3
+    assert 0.0 <= history.history["mlm_masked_lm_accuracy"][0] <= 1.0
