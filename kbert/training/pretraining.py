@@ -197,6 +197,12 @@ def run_pretraining(
         _load_init_checkpoint(pretrainer, init_checkpoint)
         print_fn(f"initialised from {init_checkpoint}")
     resumed_from_step = int(global_step.numpy())
+    summary_path = os.path.join(model_dir, SUMMARY_FILE)
+    if resumed_from_step >= num_train_steps and tf.io.gfile.exists(summary_path):
+        # summary.json is written last, so the run had finished: nothing to do.
+        print_fn(f"{model_dir} is already at step {resumed_from_step}; nothing to train")
+        with tf.io.gfile.GFile(summary_path) as f:
+            return json.load(f)
 
     train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
                                   accumulation, jit_compile, next_batch)
@@ -233,7 +239,7 @@ def run_pretraining(
             last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
                                    writer, print_fn)
             interval = _Interval()
-    if not chief:
+    if not chief and tf.io.gfile.exists(write_dir):
         tf.io.gfile.rmtree(write_dir)
 
     summary = {
@@ -249,7 +255,7 @@ def run_pretraining(
     if chief:
         save_pretrained(model_dir, pretrainer.encoder, vocab_file=vocab_file,
                         do_lower_case=do_lower_case, pretrainer=pretrainer)
-        _write_json(os.path.join(model_dir, SUMMARY_FILE), summary)
+        _write_json(summary_path, summary)
         writer.flush()
     print_fn("summary: " + json.dumps(summary))
     return summary
