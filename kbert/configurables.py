@@ -22,14 +22,16 @@ from kbert import training
 MODULE = "kbert"
 
 
-def _configurable(cls):
+def _configurable(fn, exclude=()):
     # Keras classes take **kwargs, which would let gin accept any misspelled
-    # binding; allow only the named constructor arguments.
+    # binding; allow only the named arguments (minus runtime ones in `exclude`).
+    target = fn.__init__ if inspect.isclass(fn) else fn
     named = [
-        name for name, parameter in inspect.signature(cls.__init__).parameters.items()
+        name for name, parameter in inspect.signature(target).parameters.items()
         if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+        and name not in exclude
     ]
-    return gin.external_configurable(cls, module=MODULE, allowlist=named)
+    return gin.external_configurable(fn, module=MODULE, allowlist=named)
 
 
 BertEncoder = _configurable(models.BertEncoder)
@@ -40,11 +42,7 @@ BertPretrainer = _configurable(models.BertPretrainer)
 # hyperparameters, never runtime data).
 RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "strategy",
                                 "init_checkpoint", "vocab_file", "do_lower_case", "print_fn")
-run_pretraining = gin.external_configurable(
-    training.run_pretraining, module=MODULE,
-    allowlist=[name for name in inspect.signature(training.run_pretraining).parameters
-               if name not in RUN_PRETRAINING_RUNTIME_ARGS],
-)
+run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAINING_RUNTIME_ARGS)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

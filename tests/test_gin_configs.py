@@ -87,3 +87,8 @@ def test_misspelled_binding_is_named():
         configurables.parse_gin(["tiny.gin"], ["BertEncoder.num_layer = 4"])
     with pytest.raises(ValueError, match="BertEncodr"):
         configurables.parse_gin(["tiny.gin"], ["BertEncodr.num_layers = 4"])
+
+
+def test_runtime_data_cannot_be_bound_with_gin():
+    with pytest.raises(ValueError, match="model_dir"):
+        configurables.parse_gin(["tiny.gin"], ["run_pretraining.model_dir = '/tmp/x'"])

@@ -22,6 +22,7 @@ from pretraining_data import write_pretraining_data
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.models import load_encoder
+from kbert.models import load_pretrainer
 from kbert.models import read_tokenizer_config
 from kbert.training import run_pretraining
 
@@ -239,3 +240,28 @@ def test_user_code_compile_and_fit_with_create_optimizer(small_data_file):
     history = model.fit(dataset, steps_per_epoch=8, epochs=1, verbose=0)
     assert history.history["loss"][0] < 5.2  # the first batch's loss is about 5.3
     assert 0.0 <= history.history["mlm_masked_lm_accuracy"][0] <= 1.0
+
+
+def test_init_checkpoint_loads_weights_and_refuses_other_sizes(reference, small_data_file, tmp_path):
+    source = str(reference[0])
+    built = []
+
+    def build():
+        built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs())))
+        return built[-1]
+
+    # A zero learning rate leaves the loaded weights as they were.
+    run_pretraining(small_data_file, str(tmp_path / "a"), build, init_checkpoint=source,
+                    print_fn=lambda line: None, **{**RUN, "num_train_steps": 1,
+                                                    "num_warmup_steps": 0, "learning_rate": 0.0})
+    for ours, theirs in zip(built[0].get_weights(), load_pretrainer_weights(source)):
+        np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(ValueError, match=r"--init_checkpoint=.* has hidden_dim=32 but the gin "
+                                         r"config builds hidden_dim=64"):
+        run_pretraining(small_data_file, str(tmp_path / "b"),
+                        lambda: BertPretrainer(BertEncoder(**tiny_encoder_kwargs(hidden_dim=64))),
+                        init_checkpoint=source, **RUN)
+
+
+def load_pretrainer_weights(directory):
+    return load_pretrainer(directory).get_weights()
