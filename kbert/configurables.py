@@ -3,7 +3,8 @@
 The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
-read like `BertEncoder.num_layers = 4` and `BertPretrainer.next_sentence = False`.
+read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False` and
+`run_pretraining.train_batch_size = 256`.
 """
 
 from __future__ import annotations
@@ -16,28 +17,35 @@ import os
 import gin
 
 from kbert import models
+from kbert import training
 from kbert.training import finetuning
 
 MODULE = "kbert"
 
 
-
-def _configurable(cls, denylist=()):
+def _configurable(fn, exclude=()):
     # Keras classes take **kwargs, which would let gin accept any misspelled
-    # binding; allow only the named constructor arguments.
-    function = cls.__init__ if inspect.isclass(cls) else cls
+    # binding; allow only the named arguments (minus runtime ones in `exclude`).
+    target = fn.__init__ if inspect.isclass(fn) else fn
     named = [
-        name for name, parameter in inspect.signature(function).parameters.items()
+        name for name, parameter in inspect.signature(target).parameters.items()
         if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
-        and name not in denylist
+        and name not in exclude
     ]
-    return gin.external_configurable(cls, module=MODULE, allowlist=named)
+    return gin.external_configurable(fn, module=MODULE, allowlist=named)
 
 
 BertEncoder = _configurable(models.BertEncoder)
 BertPretrainer = _configurable(models.BertPretrainer)
 # Gin binds hyperparameters only; paths, task and strategy come from flags.
-run_finetuning = _configurable(finetuning.run_finetuning, denylist=finetuning.RUNTIME_ARGUMENTS)
+run_finetuning = _configurable(finetuning.run_finetuning, exclude=finetuning.RUNTIME_ARGUMENTS)
+
+# Hyperparameters only: data paths, model_dir, the strategy and the model
+# builder are runtime arguments the binary passes (STYLE.md: gin binds
+# hyperparameters, never runtime data).
+RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "strategy",
+                                "init_checkpoint", "vocab_file", "do_lower_case", "print_fn")
+run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAINING_RUNTIME_ARGS)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

@@ -9,6 +9,8 @@ from tests.conftest import REPO
 from kbert import configurables
 
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
+# Run settings (not model sizes), included by base.gin.
+RUN_SETTINGS = {"pretrain.gin", "finetune.gin"}  # run settings, not model sizes
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),
@@ -34,12 +36,19 @@ def pretrainer_parameters(L, H, I, V=30522):
     return encoder_parameters(L, H, I, V) + mlm_head + nsp_head
 
 
-# Run settings rather than model sizes; tested beside their binaries.
-RUN_GIN_FILES = {"finetune.gin"}
-
-
 def test_every_gin_file_is_covered():
-    assert sorted(set(GIN_FILES) - RUN_GIN_FILES) == sorted(SIZES)
+    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS)
+
+
+def test_run_settings_are_the_papers_base_recipe():
+    configurables.parse_gin(["tiny.gin"])
+    settings = {name: gin.query_parameter(f"run_pretraining.{name}") for name in (
+        "train_batch_size", "num_train_steps", "num_warmup_steps", "learning_rate",
+        "max_seq_length", "max_predictions_per_seq", "optimizer", "dtype_policy", "jit_compile")}
+    assert settings == {"train_batch_size": 256, "num_train_steps": 1_000_000,
+                        "num_warmup_steps": 10_000, "learning_rate": 1e-4, "max_seq_length": 128,
+                        "max_predictions_per_seq": 20, "optimizer": "adamw",
+                        "dtype_policy": "float32", "jit_compile": False}
 
 
 def test_closed_form_matches_the_paper():
@@ -78,3 +87,8 @@ def test_misspelled_binding_is_named():
         configurables.parse_gin(["tiny.gin"], ["BertEncoder.num_layer = 4"])
     with pytest.raises(ValueError, match="BertEncodr"):
         configurables.parse_gin(["tiny.gin"], ["BertEncodr.num_layers = 4"])
+
+
+def test_runtime_data_cannot_be_bound_with_gin():
+    with pytest.raises(ValueError, match="model_dir"):
+        configurables.parse_gin(["tiny.gin"], ["run_pretraining.model_dir = '/tmp/x'"])

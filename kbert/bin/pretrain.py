@@ -1,20 +1,48 @@
 """kbert-pretrain: pre-train a BERT encoder with MLM (+NSP) under tf.distribute.
 
     kbert-pretrain --gin_file=gin/base.gin --dry_run
+    kbert-pretrain --gin_file=gin/tiny.gin --input_file='data/train-*.tfrecord' \\
+        --model_dir=out/tiny --vocab_file=vocab.txt --do_lower_case \\
+        --gin_params='run_pretraining.num_train_steps = 10000'
+
+Re-running the same command after a crash resumes from the last checkpoint in
+`--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+
 from absl import flags
+from absl import logging
 
 from kbert.bin import common
 
 common.define_gin_flags()
+flags.DEFINE_string(
+    "input_file", None, "Pre-training TFRecords (comma-separated files or globs, gs:// works), "
+    "made by tools/create_pretraining_data.py or google-research/bert's tool.")
+flags.DEFINE_string("model_dir", None, "Where checkpoints, TensorBoard events, "
+                    "operative_config.gin, summary.json and the pre-trained model are written.")
+flags.DEFINE_string("strategy", "default", "Distribution strategy: default, one_device, "
+                    "mirrored (local GPUs), multi_worker_mirrored (reads TF_CONFIG) or tpu.")
+flags.DEFINE_string("tpu", None, "TPU name or grpc://address for --strategy=tpu; empty means "
+                    "the local TPU VM.")
+flags.DEFINE_integer("num_gpus", None, "GPUs used by --strategy=mirrored/one_device "
+                     "(default: all visible).")
+flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to start from (weights "
+                    "only), e.g. a kbert-convert output; ignored when --model_dir has a checkpoint.")
+flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fine-tuning and "
+                    "export find it (default: the one named by the data's sidecar).")
+flags.DEFINE_bool("do_lower_case", None, "Whether the data was lower-cased; recorded in "
+                  "--model_dir (default: the data's sidecar value).")
 flags.DEFINE_bool(
     "dry_run", False, "Build the pre-trainer from the gin config without data, print its "
     "parameter table and operative config, and exit."
 )
 FLAGS = flags.FLAGS
+OPERATIVE_CONFIG = "operative_config.gin"
 
 
 def dry_run() -> None:
@@ -34,6 +62,43 @@ def dry_run() -> None:
           f"pretrainer={pretrainer.count_params()}")
 
 
+def train() -> None:
+    """Builds the strategy and runs `run_pretraining` with the gin hyperparameters."""
+    import gin
+    import tensorflow as tf
+
+    from kbert import configurables
+    from kbert import training
+
+    for name in ("input_file", "model_dir"):
+        if not FLAGS[name].value:
+            raise ValueError(f"--{name} is required (or pass --dry_run).")
+    strategy = training.create_strategy(FLAGS.strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus)
+    chief = training.is_chief(strategy)
+
+    def build_pretrainer():
+        pretrainer = configurables.BertPretrainer()
+        # run_pretraining and the model configurables have now been called, so
+        # the operative config is complete before the first step.
+        if chief:
+            path = os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG)
+            with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+                f.write(gin.operative_config_str())
+            tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        return pretrainer
+
+    configurables.run_pretraining(
+        input_file=FLAGS.input_file,
+        model_dir=FLAGS.model_dir,
+        build_pretrainer=build_pretrainer,
+        strategy=strategy,
+        init_checkpoint=FLAGS.init_checkpoint,
+        vocab_file=FLAGS.vocab_file,
+        do_lower_case=FLAGS.do_lower_case,
+        print_fn=functools.partial(print, flush=True),
+    )
+
+
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
@@ -41,11 +106,13 @@ def main(argv: list[str]) -> None:
         raise ValueError("--gin_file is required, e.g. --gin_file=gin/base.gin")
     from kbert import configurables
 
+    # TF logs every checkpoint write at INFO; progress lines go to stdout.
+    logging.set_verbosity(logging.WARNING)
     configurables.parse_gin(FLAGS.gin_file, FLAGS.gin_params)
     if FLAGS.dry_run:
         dry_run()
         return
-    raise ValueError("training is not implemented yet; pass --dry_run")
+    train()
 
 
 def run() -> None:

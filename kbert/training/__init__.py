@@ -1,3 +1,10 @@
-"""Training: optimizers, metrics and the pre-training and fine-tuning loops."""
+"""Training: optimizers and schedules, distribution strategies, metrics, the pre-training
+and fine-tuning loops."""
 
 from kbert.training.finetuning import run_finetuning
+from kbert.training.optimizer import create_optimizer
+from kbert.training.pretraining import run_pretraining
+from kbert.training.strategy import STRATEGIES
+from kbert.training.strategy import create_strategy
+from kbert.training.strategy import is_chief
+from kbert.training.warmup_linear_decay import WarmupLinearDecay

@@ -26,3 +26,10 @@ def test_bad_gin_binding_is_one_clear_line():
     result = _pretrain("--gin_file=gin/tiny.gin", "--gin_params=BertEncoder.num_layer = 3", "--dry_run")
     assert result.returncode == 2
     assert "num_layer" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_training_flag_errors_are_one_clear_line():
+    result = _pretrain("--gin_file=gin/tiny.gin", "--strategy=gpu", "--input_file=x",
+                       "--model_dir=/tmp/unused")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "Unknown --strategy='gpu'; choose one of default, one_device, mirrored" in result.stderr

@@ -1,0 +1,91 @@
+"""The pre-training optimizers: BERT's AdamW and LAMB, with the BERT schedule."""
+
+from __future__ import annotations
+
+import keras
+
+from kbert.training.warmup_linear_decay import WarmupLinearDecay
+
+OPTIMIZERS = ("adamw", "lamb")
+# As in google-research/bert: LayerNorm scales/offsets and biases get no weight
+# decay. Matched against the TF variable names, which carry the layer path
+# (e.g. `transformer_layer_0/feedforward_layer_norm/gamma`).
+NO_WEIGHT_DECAY = ("layer_norm", "bias")
+
+
+def create_optimizer(
+    learning_rate: float,
+    num_train_steps: int,
+    num_warmup_steps: int = 0,
+    optimizer: str = "adamw",
+    weight_decay_rate: float = 0.01,
+    epsilon: float = 1e-6,
+    beta_1: float = 0.9,
+    beta_2: float = 0.999,
+    global_clipnorm: float | None = 1.0,
+    dtype_policy: str | None = None,
+) -> keras.optimizers.Optimizer:
+    """Returns BERT's pre-training optimizer with linear warmup and linear decay.
+
+    `adamw` is `keras.optimizers.AdamW` with the original's settings: weight
+    decay 0.01 except on LayerNorm and bias variables, epsilon 1e-6, gradients
+    clipped to global norm 1.0. (Keras's AdamW corrects the moments' bias,
+    which google-research/bert's `AdamWeightDecayOptimizer` does not; it only
+    changes the first few hundred steps, which warmup covers.) `lamb` is
+    `keras.optimizers.Lamb` (You et al., 2020) with the same decay exclusions,
+    for large batches.
+
+    Args:
+        learning_rate: float. Peak learning rate, reached after warmup.
+        num_train_steps: int. Steps until the rate has decayed to 0.
+        num_warmup_steps: int. Steps of linear warmup. Defaults to 0.
+        optimizer: str. `"adamw"` or `"lamb"`. Defaults to `"adamw"`.
+        weight_decay_rate: float. Decoupled weight decay. Defaults to 0.01.
+        epsilon: float. Defaults to 1e-6.
+        beta_1: float. Defaults to 0.9.
+        beta_2: float. Defaults to 0.999.
+        global_clipnorm: float or None. Clip gradients to this global norm.
+            Defaults to 1.0.
+        dtype_policy: str or None. With `"mixed_float16"` the optimizer is
+            wrapped in `keras.optimizers.LossScaleOptimizer` (dynamic loss
+            scaling); other policies need none. Defaults to None.
+
+    Returns:
+        A `keras.optimizers.Optimizer`.
+
+    Example:
+
+    >>> with strategy.scope():
+    ...     model = kbert.models.BertPretrainer(encoder)
+    ...     model.compile(optimizer=kbert.training.create_optimizer(
+    ...         1e-4, num_train_steps=100000, num_warmup_steps=10000))
+    """
+    name = optimizer.lower()
+    if name not in OPTIMIZERS:
+        raise ValueError(
+            f"Unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)} "
+            "(gin: run_pretraining.optimizer)."
+        )
+    if num_warmup_steps > num_train_steps:
+        raise ValueError(
+            f"num_warmup_steps={num_warmup_steps} exceeds num_train_steps={num_train_steps}; "
+            "warmup is usually about 1% to 10% of training."
+        )
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    kwargs = dict(
+        learning_rate=schedule,
+        weight_decay=weight_decay_rate or None,
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        global_clipnorm=global_clipnorm,
+    )
+    if name == "adamw":
+        result = keras.optimizers.AdamW(**kwargs)
+    else:
+        result = keras.optimizers.Lamb(**kwargs)
+    if weight_decay_rate:
+        result.exclude_from_weight_decay(var_names=list(NO_WEIGHT_DECAY))
+    if dtype_policy == "mixed_float16":
+        result = keras.optimizers.LossScaleOptimizer(result)
+    return result

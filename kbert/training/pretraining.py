@@ -1,0 +1,522 @@
+"""The pre-training loop: MLM (+NSP) under any `tf.distribute` strategy, resumable.
+
+A custom loop rather than `Model.fit` because exact resume needs the input
+pipeline's position and the dropout RNG state in the checkpoint, and because
+loss normalisation and gradient clipping must see the global batch (Keras
+clips each replica's partial gradient before summing them across replicas).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Any
+from typing import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.data import pretraining_dataset
+from kbert.data import read_pretraining_metadata
+from kbert.models import BertPretrainer
+from kbert.models import load_encoder
+from kbert.models import load_pretrainer
+from kbert.models import save_pretrained
+from kbert.models.pretrained import PRETRAINER_WEIGHTS
+from kbert.training.losses import sparse_softmax_cross_entropy
+from kbert.training.optimizer import create_optimizer
+from kbert.training.strategy import is_chief
+
+DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
+SUMMARY_FILE = "summary.json"
+# Encoder sizes that must agree between --init_checkpoint and the gin config.
+_SIZE_KEYS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
+              "max_sequence_length", "num_segments")
+
+
+def run_pretraining(
+    input_file: str | list[str],
+    model_dir: str,
+    build_pretrainer: Callable[[], BertPretrainer],
+    strategy: tf.distribute.Strategy | None = None,
+    train_batch_size: int = 32,
+    max_seq_length: int = 128,
+    max_predictions_per_seq: int = 20,
+    num_train_steps: int = 100000,
+    num_warmup_steps: int = 10000,
+    learning_rate: float = 5e-5,
+    optimizer: str = "adamw",
+    weight_decay_rate: float = 0.01,
+    save_checkpoints_steps: int = 1000,
+    keep_checkpoint_max: int = 5,
+    log_every_steps: int = 100,
+    steps_per_execution: int = 1,
+    gradient_accumulation_steps: int = 1,
+    dtype_policy: str = "float32",
+    jit_compile: bool = False,
+    shuffle_buffer_size: int = 1000,
+    seed: int = 12345,
+    init_checkpoint: str | None = None,
+    vocab_file: str | None = None,
+    do_lower_case: bool | None = None,
+    print_fn: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Pre-trains a `BertPretrainer` on TFRecords, checkpointing and resuming exactly.
+
+    The model and optimizer are built in `strategy.scope()`; each replica reads
+    its share of the global batch through `distribute_datasets_from_function`.
+    Every `save_checkpoints_steps` the model, optimizer, step, dropout RNG state
+    and input-pipeline position are checkpointed into `model_dir`; calling
+    again with the same arguments after a crash resumes from the last
+    checkpoint and stops at `num_train_steps`. At the end the chief writes a
+    pre-trained directory into `model_dir` (see `kbert.models.save_pretrained`)
+    and `summary.json`.
+
+    Args:
+        input_file: str or list of str. TFRecord files or globs, comma-separated.
+        model_dir: str. Checkpoints, TensorBoard events and the final model.
+        build_pretrainer: callable returning a new `BertPretrainer`; called in
+            `strategy.scope()` under `dtype_policy`.
+        strategy: `tf.distribute.Strategy` or None (the default strategy).
+        train_batch_size: int. Global batch size per optimizer step. Defaults to 32.
+        max_seq_length: int. Sequence length of the data. Defaults to 128.
+        max_predictions_per_seq: int. Masked positions per sequence. Defaults to 20.
+        num_train_steps: int. Optimizer steps in total. Defaults to 100000.
+        num_warmup_steps: int. Linear warmup steps. Defaults to 10000.
+        learning_rate: float. Peak learning rate. Defaults to 5e-5.
+        optimizer: str. `"adamw"` or `"lamb"`. Defaults to `"adamw"`.
+        weight_decay_rate: float. Defaults to 0.01.
+        save_checkpoints_steps: int. Checkpoint interval. Defaults to 1000.
+        keep_checkpoint_max: int. Checkpoints kept. Defaults to 5.
+        log_every_steps: int. Interval of progress lines and scalars. Defaults to 100.
+        steps_per_execution: int. Steps per `tf.function` call. Defaults to 1.
+        gradient_accumulation_steps: int. Micro-batches per optimizer step;
+            each is `train_batch_size / gradient_accumulation_steps` examples.
+            Defaults to 1.
+        dtype_policy: str. `"float32"`, `"mixed_bfloat16"` or `"mixed_float16"`
+            (with dynamic loss scaling). Defaults to `"float32"`.
+        jit_compile: bool. XLA-compile the replica step (GPU/TPU; slower on
+            CPU). Defaults to False.
+        shuffle_buffer_size: int. Defaults to 1000.
+        seed: int. Seeds weight initialisation, dropout and data shuffling.
+            Defaults to 12345.
+        init_checkpoint: str or None. Pre-trained directory to start from
+            (weights only); ignored when `model_dir` has a checkpoint.
+        vocab_file: str or None. Copied into `model_dir` at the end. Defaults
+            to the vocabulary named by the data's sidecar, when it exists.
+        do_lower_case: bool or None. Recorded in `model_dir`. Defaults to the
+            data's sidecar value.
+        print_fn: callable taking a str. Receives progress lines.
+
+    Returns:
+        The summary dict also written to `model_dir/summary.json`:
+        `global_step`, `loss`, `masked_lm_accuracy`, `next_sentence_accuracy`,
+        `examples_per_second`, `resumed_from_step`, `wall_seconds`.
+
+    Example:
+
+    >>> kbert.training.run_pretraining(
+    ...     "data/*.tfrecord", "out/",
+    ...     lambda: kbert.models.BertPretrainer(kbert.models.BertEncoder(...)),
+    ...     train_batch_size=256, num_train_steps=100000, learning_rate=1e-4)
+    """
+    start = time.time()
+    strategy = strategy or tf.distribute.get_strategy()
+    _check_positive(train_batch_size=train_batch_size, num_train_steps=num_train_steps,
+                    save_checkpoints_steps=save_checkpoints_steps, log_every_steps=log_every_steps,
+                    steps_per_execution=steps_per_execution, keep_checkpoint_max=keep_checkpoint_max,
+                    gradient_accumulation_steps=gradient_accumulation_steps)
+    if dtype_policy not in DTYPE_POLICIES:
+        raise ValueError(f"run_pretraining.dtype_policy={dtype_policy!r} is not one of "
+                         f"{', '.join(DTYPE_POLICIES)}.")
+    replicas, accumulation = strategy.num_replicas_in_sync, gradient_accumulation_steps
+    if train_batch_size % (replicas * accumulation):
+        raise ValueError(
+            f"run_pretraining.train_batch_size={train_batch_size} is not divisible by "
+            f"{replicas} replica(s) x gradient_accumulation_steps={accumulation}; use a "
+            f"multiple of {replicas * accumulation}."
+        )
+    files = _list_input_files(input_file)
+    metadata = read_pretraining_metadata(files)
+    _check_data_shapes(metadata, max_seq_length, max_predictions_per_seq, files)
+    chief = is_chief(strategy)
+    _check_writable(model_dir)
+    if metadata:
+        vocab_file = vocab_file or _sidecar_vocab(metadata)
+        do_lower_case = metadata.get("do_lower_case") if do_lower_case is None else do_lower_case
+
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype_policy)
+    keras.utils.set_random_seed(seed)
+    try:
+        with strategy.scope():
+            pretrainer = build_pretrainer()
+            opt = create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer,
+                                   weight_decay_rate=weight_decay_rate, dtype_policy=dtype_policy)
+            opt.build(pretrainer.trainable_variables)
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+    _check_data_vocab(metadata, pretrainer, vocab_file, files)
+
+    micro_batch = train_batch_size // accumulation
+    latest = tf.train.latest_checkpoint(model_dir)
+    data_seed = seed
+    if latest and isinstance(strategy, tf.distribute.TPUStrategy):
+        # TPU input iterators cannot be checkpointed: reshuffle instead of
+        # replaying the data seen before the checkpoint.
+        data_seed = seed + int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return pretraining_dataset(
+            files, context.get_per_replica_batch_size(micro_batch), max_seq_length,
+            max_predictions_per_seq, next_sentence=pretrainer.next_sentence, is_training=True,
+            shuffle_buffer_size=shuffle_buffer_size, seed=data_seed, input_context=context)
+
+    iterator, next_batch = _distributed_input(strategy, dataset_fn)
+    # Keras keeps each Dropout's RNG in a SeedGenerator whose state variable is
+    # not reachable through the model's checkpoint dependencies; save it apart.
+    dropout_rng = [v.value for v in pretrainer.variables if "seed_generator_state" in v.path]
+    checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=opt, step=global_step,
+                                     dropout_rng=dropout_rng)
+    if isinstance(iterator, tf.__internal__.tracking.Trackable):
+        checkpoint.data = iterator
+    else:
+        print_fn("note: TPU input iterators cannot be checkpointed; a resumed run reads the "
+                 "data in a new order (seed + step)")
+    write_dir = model_dir if chief else _worker_dir(model_dir, strategy)
+    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=keep_checkpoint_max)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        print_fn(f"resuming from {latest} (step {int(global_step.numpy())})")
+    elif init_checkpoint:
+        _load_init_checkpoint(pretrainer, init_checkpoint)
+        print_fn(f"initialised from {init_checkpoint}")
+    resumed_from_step = int(global_step.numpy())
+    summary_path = os.path.join(model_dir, SUMMARY_FILE)
+    if resumed_from_step >= num_train_steps and tf.io.gfile.exists(summary_path):
+        # summary.json is written last, so the run had finished: nothing to do.
+        print_fn(f"{model_dir} is already at step {resumed_from_step}; nothing to train")
+        with tf.io.gfile.GFile(summary_path) as f:
+            return json.load(f)
+
+    train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
+                                  accumulation, jit_compile, next_batch)
+    writer = tf.summary.create_file_writer(model_dir) if chief else tf.summary.create_noop_writer()
+    step, interval, last = resumed_from_step, _Interval(), {}
+    timed_examples, timed_seconds = 0, 0.0
+    first_call = True
+    while step < num_train_steps:
+        next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+        num_steps = min(steps_per_execution, next_save - step, num_train_steps - step)
+        call_start = time.time()
+        stats = [t.numpy() for t in train_loop(tf.constant(num_steps, tf.int32))]
+        seconds = time.time() - call_start
+        if not first_call:  # The first call traces the step function.
+            timed_examples += num_steps * train_batch_size
+            timed_seconds += seconds
+        first_call = False
+        losses = stats[0]
+        bad = np.flatnonzero(~np.isfinite(losses))
+        if bad.size:
+            raise ValueError(
+                f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping. The last good "
+                f"checkpoint is {manager.latest_checkpoint or 'none (none was written yet)'}. "
+                "Lower run_pretraining.learning_rate or raise num_warmup_steps and resume."
+            )
+        with writer.as_default():
+            for i, loss in enumerate(losses):
+                _scalar("loss", loss, step + i + 1)
+        interval.add(stats, num_steps * train_batch_size, seconds)
+        step += num_steps
+        if step % save_checkpoints_steps == 0 or step == num_train_steps:
+            manager.save(checkpoint_number=step)
+        if step // log_every_steps > (step - num_steps) // log_every_steps or step == num_train_steps:
+            last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
+                                   writer, print_fn)
+            interval = _Interval()
+    if not chief and tf.io.gfile.exists(write_dir):
+        tf.io.gfile.rmtree(write_dir)
+
+    summary = {
+        "global_step": step,
+        "loss": last.get("loss"),
+        "masked_lm_accuracy": last.get("masked_lm_accuracy"),
+        "next_sentence_accuracy": last.get("next_sentence_accuracy"),
+        "examples_per_second": (timed_examples / timed_seconds if timed_seconds
+                                else last.get("examples_per_second")),
+        "resumed_from_step": resumed_from_step,
+        "wall_seconds": time.time() - start,
+    }
+    if chief:
+        save_pretrained(model_dir, pretrainer.encoder, vocab_file=vocab_file,
+                        do_lower_case=do_lower_case, pretrainer=pretrainer)
+        _write_json(summary_path, summary)
+        writer.flush()
+    print_fn("summary: " + json.dumps(summary))
+    return summary
+
+
+def _distributed_input(strategy, dataset_fn):
+    """Returns `(iterator, next_batch)`: the input and a function giving one distributed batch.
+
+    `distribute_datasets_from_function` hands each replica its share of the
+    global batch, but outside the default strategy its iterator cannot be
+    checkpointed. For those strategies (except TPU) each worker instead keeps
+    a plain, checkpointable tf.data iterator over the very dataset that
+    `distribute_datasets_from_function` would build (same `InputContext`) and
+    deals its consecutive batches to its local replicas, as the distributed
+    iterator does.
+    """
+    contexts = []
+
+    def recording_dataset_fn(context):
+        contexts.append(context)
+        return dataset_fn(context)
+
+    distributed = strategy.distribute_datasets_from_function(recording_dataset_fn)
+    if strategy is tf.distribute.get_strategy() or isinstance(strategy, tf.distribute.TPUStrategy):
+        iterator = iter(distributed)
+        return iterator, lambda: next(iterator)
+    context = contexts[0]
+    local_replicas = len(strategy.extended.worker_devices)
+    iterator = iter(dataset_fn(context))
+
+    def next_batch():
+        batches = [next(iterator) for _ in range(local_replicas)]
+        return strategy.experimental_distribute_values_from_function(
+            lambda replica: batches[replica.replica_id_in_sync_group % local_replicas])
+
+    return iterator, next_batch
+
+
+def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_size,
+                     accumulation, jit_compile, next_batch):
+    variables = pretrainer.trainable_variables
+    next_sentence = pretrainer.next_sentence
+    contributions = strategy.num_replicas_in_sync * accumulation
+    # We sum gradients across replicas ourselves (once, before clipping), so
+    # the optimizer must not sum them again. Keras has no public switch.
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not hasattr(inner, "_all_reduce_sum_gradients"):
+        raise RuntimeError("this Keras version's optimizer has no _all_reduce_sum_gradients; "
+                           "kbert's pre-training loop needs updating for it")
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+
+    def replica_step(micro_batches):
+        context = tf.distribute.get_replica_context()
+        local_weight = tf.add_n([tf.reduce_sum(w["mlm"]) for _, _, w in micro_batches])
+        # MLM loss is averaged over the masked positions of the whole global
+        # batch, so every replica and micro-batch divides by the same total.
+        total_weight = context.all_reduce(tf.distribute.ReduceOp.SUM, local_weight)
+        grads, loss_sum, mlm_correct, nsp_correct = None, 0.0, 0.0, 0.0
+        for features, labels, weights in micro_batches:
+            with tf.GradientTape() as tape:
+                outputs = pretrainer(features, training=True)
+                mlm_losses = sparse_softmax_cross_entropy(labels["mlm"], outputs["mlm"])
+                loss = tf.math.divide_no_nan(tf.reduce_sum(mlm_losses * weights["mlm"]),
+                                             total_weight)
+                if next_sentence:
+                    nsp_labels = tf.reshape(labels["nsp"], [-1])
+                    nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                        nsp_labels, outputs["nsp"])
+                    loss += tf.reduce_sum(nsp_losses) / train_batch_size
+                if pretrainer.losses:
+                    loss += tf.add_n(pretrainer.losses) / contributions
+                scaled_loss = optimizer.scale_loss(loss)
+            micro_grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
+            grads = micro_grads if grads is None else [a + b for a, b in zip(grads, micro_grads)]
+            loss_sum += loss
+            predicted = tf.argmax(outputs["mlm"], axis=-1, output_type=tf.int32)
+            mlm_correct += tf.reduce_sum(
+                tf.cast(tf.equal(predicted, labels["mlm"]), tf.float32) * weights["mlm"])
+            if next_sentence:
+                predicted = tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32)
+                nsp_correct += tf.reduce_sum(tf.cast(tf.equal(predicted, nsp_labels), tf.float32))
+        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss_sum, mlm_correct, local_weight, nsp_correct
+
+    step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
+
+    @tf.function
+    def train_loop(num_steps):
+        # One TensorArray per statistic: autograph tracks names, not list items.
+        loss, mlm_correct, mlm_weight, nsp_correct = (
+            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
+        for i in tf.range(num_steps):
+            micro_batches = tuple(next_batch() for _ in range(accumulation))
+            results = strategy.run(step_fn, args=(micro_batches,))
+            global_step.assign_add(1)
+            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
+            loss = loss.write(i, reduced[0])
+            mlm_correct = mlm_correct.write(i, reduced[1])
+            mlm_weight = mlm_weight.write(i, reduced[2])
+            nsp_correct = nsp_correct.write(i, reduced[3])
+        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
+
+    return train_loop
+
+
+class _Interval:
+    """Sums per-step statistics between two progress lines."""
+
+    def __init__(self):
+        self.steps, self.loss, self.mlm_correct, self.mlm_weight, self.nsp_correct = 0, 0.0, 0.0, 0.0, 0.0
+        self.examples, self.seconds = 0, 0.0
+
+    def add(self, stats, examples, seconds):
+        losses, mlm_correct, mlm_weight, nsp_correct = stats
+        self.steps += len(losses)
+        self.loss += float(losses.sum())
+        self.mlm_correct += float(mlm_correct.sum())
+        self.mlm_weight += float(mlm_weight.sum())
+        self.nsp_correct += float(nsp_correct.sum())
+        self.examples += examples
+        self.seconds += seconds
+
+    def report(self, step, total, learning_rate, writer, print_fn):
+        values = {
+            "loss": self.loss / self.steps,
+            "masked_lm_accuracy": self.mlm_correct / max(self.mlm_weight, 1e-9),
+            "next_sentence_accuracy": self.nsp_correct / max(self.examples, 1),
+            "learning_rate": learning_rate,
+            "examples_per_second": self.examples / max(self.seconds, 1e-9),
+        }
+        with writer.as_default():
+            for name, value in values.items():
+                if name != "loss":
+                    _scalar(name, value, step)
+        print_fn(f"step {step}/{total}  loss {values['loss']:.4f}  "
+                 f"mlm_acc {values['masked_lm_accuracy']:.4f}  "
+                 f"nsp_acc {values['next_sentence_accuracy']:.4f}  "
+                 f"lr {learning_rate:.3e}  examples/s {values['examples_per_second']:.1f}")
+        return values
+
+
+def _scalar(name: str, value: float, step: int) -> None:
+    # tf.summary.scalar lives in the tensorboard package, which TF no longer
+    # installs; write the same scalar event with core TF instead.
+    metadata = tf.compat.v1.SummaryMetadata(data_class="DATA_CLASS_SCALAR")
+    metadata.plugin_data.plugin_name = "scalars"
+    tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=metadata)
+
+
+def _current_learning_rate(optimizer) -> float:
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    return float(keras.ops.convert_to_numpy(inner.learning_rate))
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"run_pretraining.{name}={value!r} must be a positive integer.")
+
+
+def _list_input_files(input_file: str | list[str]) -> list[str]:
+    patterns = input_file if isinstance(input_file, (list, tuple)) else str(input_file).split(",")
+    files = []
+    for pattern in (p.strip() for p in patterns):
+        if pattern:
+            # Sidecars (`<file>.meta.json`) may match a glob like `data/*`.
+            files += [f for f in sorted(tf.io.gfile.glob(pattern)) if not f.endswith(".json")]
+    if not files:
+        raise FileNotFoundError(
+            f"--input_file={','.join(patterns) if isinstance(input_file, (list, tuple)) else input_file!r} "
+            "matches no files; pass TFRecord files or globs made by tools/create_pretraining_data.py."
+        )
+    return files
+
+
+def _check_data_shapes(metadata, max_seq_length, max_predictions_per_seq, files) -> None:
+    if not metadata:
+        return
+    where = f"the data's sidecar ({files[0]}.meta.json)"
+    for key, value in (("max_seq_length", max_seq_length),
+                       ("max_predictions_per_seq", max_predictions_per_seq)):
+        if key in metadata and metadata[key] != value:
+            raise ValueError(
+                f"run_pretraining.{key}={value} does not match {metadata[key]} recorded in "
+                f"{where}; regenerate the data or pass --gin_params='run_pretraining.{key} = "
+                f"{metadata[key]}'."
+            )
+
+
+def _check_data_vocab(metadata, pretrainer, vocab_file, files) -> None:
+    if not metadata:
+        return
+    where = f"the data's sidecar ({files[0]}.meta.json)"
+    vocabulary_size = pretrainer.encoder.vocabulary_size
+    if "vocab_size" in metadata and metadata["vocab_size"] != vocabulary_size:
+        raise ValueError(
+            f"BertEncoder.vocabulary_size={vocabulary_size} does not match vocab_size="
+            f"{metadata['vocab_size']} recorded in {where}; pass --gin_params="
+            f"'BertEncoder.vocabulary_size = {metadata['vocab_size']}' or regenerate the data."
+        )
+    if "next_sentence" in metadata and bool(metadata["next_sentence"]) != pretrainer.next_sentence:
+        raise ValueError(
+            f"BertPretrainer.next_sentence={pretrainer.next_sentence} does not match "
+            f"next_sentence={metadata['next_sentence']} recorded in {where}."
+        )
+    if vocab_file and metadata.get("vocab_sha256"):
+        with tf.io.gfile.GFile(vocab_file, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest != metadata["vocab_sha256"]:
+            raise ValueError(
+                f"--vocab_file={vocab_file} has sha256 {digest[:12]}... but {where} records "
+                f"vocab_sha256 {metadata['vocab_sha256'][:12]}...; pass the vocabulary the data "
+                "was made with."
+            )
+
+
+def _sidecar_vocab(metadata) -> str | None:
+    flags = metadata.get("flags") or {}
+    candidate = metadata.get("vocab_file") or flags.get("vocab_file")
+    return candidate if candidate and tf.io.gfile.exists(candidate) else None
+
+
+def _check_writable(model_dir: str) -> None:
+    probe = os.path.join(model_dir, f".write_test_{os.getpid()}")
+    try:
+        tf.io.gfile.makedirs(model_dir)
+        with tf.io.gfile.GFile(probe, "w") as f:
+            f.write("ok")
+        tf.io.gfile.remove(probe)
+    except (tf.errors.OpError, OSError) as e:
+        raise PermissionError(
+            f"--model_dir={model_dir} is not writable ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}); pass a directory you can write to."
+        ) from None
+
+
+def _worker_dir(model_dir: str, strategy) -> str:
+    # MultiWorkerMirroredStrategy needs every worker to take part in saving;
+    # non-chief workers write to a scratch directory they delete afterwards.
+    resolver = strategy.cluster_resolver
+    return os.path.join(model_dir, f".worker_{resolver.task_type}_{resolver.task_id}")
+
+
+def _load_init_checkpoint(pretrainer: BertPretrainer, directory: str) -> None:
+    source = load_encoder(directory)
+    encoder = pretrainer.encoder
+    for key in _SIZE_KEYS:
+        if getattr(source, key) != getattr(encoder, key):
+            raise ValueError(
+                f"--init_checkpoint={directory} has {key}={getattr(source, key)} but the gin "
+                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{key} = "
+                f"{getattr(source, key)} or use another checkpoint."
+            )
+    encoder.set_weights(source.get_weights())
+    if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
+        heads = load_pretrainer(directory, next_sentence=pretrainer.next_sentence)
+        pretrainer.set_weights(heads.get_weights())
+
+
+def _write_json(path: str, value: dict) -> None:
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)

@@ -1,0 +1,95 @@
+"""Builds a `tf.distribute.Strategy` from the `--strategy` name of the binaries."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+def create_strategy(
+    name: str = "default", tpu: str | None = None, num_gpus: int | None = None
+) -> tf.distribute.Strategy:
+    """Returns the distribution strategy named by `name`.
+
+    Args:
+        name: str. One of `default` (no distribution), `one_device` (the first
+            GPU, else the CPU), `mirrored` (all local GPUs, or the first
+            `num_gpus`), `multi_worker_mirrored` (one or more machines,
+            described by the `TF_CONFIG` environment variable as TF reads it) or
+            `tpu`.
+        tpu: str or None. TPU name or `grpc://` address for
+            `tf.distribute.cluster_resolver.TPUClusterResolver`; `""` or None
+            means the local TPU VM.
+        num_gpus: int or None. GPUs for `mirrored` / `one_device`; None means
+            all visible ones.
+
+    Returns:
+        A `tf.distribute.Strategy`.
+
+    Raises:
+        ValueError: unknown name, or no TPU reachable (the message names
+            `--tpu`).
+
+    Example:
+
+    >>> strategy = kbert.training.create_strategy("mirrored")
+    >>> strategy.num_replicas_in_sync
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"Unknown --strategy={name!r}; choose one of {', '.join(STRATEGIES)}.")
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "tpu":
+        return _tpu_strategy(tpu)
+    if name == "multi_worker_mirrored":
+        # Must come before anything initialises the TF runtime (such as
+        # listing devices): collective ops are configured at startup.
+        if "TF_CONFIG" in os.environ:
+            try:
+                json.loads(os.environ["TF_CONFIG"])
+            except json.JSONDecodeError as e:
+                raise ValueError(
+                    f"TF_CONFIG is not valid JSON ({e}): {os.environ['TF_CONFIG']!r}") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+    if num_gpus is not None:
+        if num_gpus > len(gpus):
+            raise ValueError(
+                f"--num_gpus={num_gpus} but only {len(gpus)} GPU(s) are visible; "
+                "lower --num_gpus or check CUDA_VISIBLE_DEVICES."
+            )
+        gpus = gpus[:num_gpus]
+    if name == "one_device":
+        return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
+    return tf.distribute.MirroredStrategy(gpus or None)
+
+
+def _tpu_strategy(tpu: str | None) -> tf.distribute.Strategy:
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, RuntimeError, OSError, tf.errors.OpError) as e:
+        # OSError: a TPU name is looked up through the GCE metadata server.
+        reason = (str(e).splitlines() or [type(e).__name__])[0].rstrip(".")
+        where = f"--tpu={tpu!r}" if tpu else "the local TPU (no --tpu given)"
+        raise ValueError(
+            f"--strategy=tpu could not reach {where}: {reason}. "
+            "Pass --tpu=<TPU name or grpc://host:8470>, or pick another --strategy."
+        ) from None
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes summaries and final files (worker 0 / chief)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.task_type:
+        return True
+    if resolver.task_type == "chief":
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief

@@ -1,0 +1,54 @@
+"""Runs tiny pre-training under a distribution strategy in its own process.
+
+    python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
+    TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
+
+Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
+a checksum of the weights, for tests to compare with the default strategy.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.dirname(HERE), HERE]
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+mode, data_file, out_dir = sys.argv[1:4]
+if mode == "mirrored":
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+
+from conftest import tiny_encoder_kwargs  # noqa: E402
+from pretraining_data import RUN  # noqa: E402
+
+from kbert.models import BertEncoder, BertPretrainer  # noqa: E402
+from kbert.training import create_strategy, run_pretraining  # noqa: E402
+
+if mode == "mirrored":
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    task = "0"
+else:
+    strategy = create_strategy("multi_worker_mirrored")
+    task = str(json.loads(os.environ["TF_CONFIG"])["task"]["index"])
+built = []
+
+
+def build():
+    built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
+    return built[-1]
+
+
+losses = []
+settings = {**RUN, "num_train_steps": int(os.environ.get("STEPS", 6))}
+summary = run_pretraining(data_file, os.path.join(out_dir, "model"), build, strategy,
+                          print_fn=losses.append, **settings)
+weights = np.concatenate([w.ravel() for w in built[0].get_weights()])
+result = {"replicas": strategy.num_replicas_in_sync, "global_step": summary["global_step"],
+          "checksum": float(np.abs(weights).sum()), "first_weights": weights[:50].tolist()}
+with open(os.path.join(out_dir, f"result_{task}.json"), "w") as f:
+    json.dump(result, f)

@@ -1,0 +1,100 @@
+"""Writes tiny pre-training TFRecords from a real text excerpt (Emma, chapter 1).
+
+Word-level vocabulary of the excerpt's most frequent words, BERT's feature
+names and masking (15% of positions, 80/10/10), NSP pairs with label 1 meaning
+"B is random". Small and deterministic (seeded), so tests share one file.
+"""
+
+import collections
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
+SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+
+
+def build_vocab(vocab_size):
+    text = open(os.path.join(TESTDATA, "emma_chapter1.txt"), encoding="utf-8").read().lower()
+    sentences = [re.findall(r"[a-z]+|[,;.]", s) for s in re.split(r"(?<=[.!?])\s+", text)]
+    sentences = [s for s in sentences if len(s) > 3]
+    counts = collections.Counter(w for s in sentences for w in s)
+    words = SPECIAL + [w for w, _ in counts.most_common(vocab_size - len(SPECIAL))]
+    return words, sentences
+
+
+def write_pretraining_data(path, num_examples=64, seq_length=16, max_predictions=3,
+                           vocab_size=99, seed=0, sidecar=None):
+    """Writes `num_examples` examples to `path`; `sidecar` dict -> `<path>.meta.json`."""
+    rng = np.random.default_rng(seed)
+    words, sentences = build_vocab(vocab_size)
+    ids = {w: i for i, w in enumerate(words)}
+    encoded = [[ids.get(w, 1) for w in s] for s in sentences]
+    half = (seq_length - 3) // 2
+    with tf.io.TFRecordWriter(path) as writer:
+        for n in range(num_examples):
+            a_index = int(rng.integers(len(encoded) - 1))
+            is_random = int(rng.random() < 0.5)
+            b_index = int(rng.integers(len(encoded))) if is_random else a_index + 1
+            a, b = encoded[a_index][:half], encoded[b_index][:seq_length - 3 - half]
+            tokens = [2] + a + [3] + b + [3]
+            segments = [0] * (len(a) + 2) + [1] * (len(b) + 1)
+            candidates = [i for i, t in enumerate(tokens) if t not in (2, 3)]
+            count = min(max_predictions, max(1, round(len(tokens) * 0.15)))
+            positions = sorted(rng.choice(candidates, size=count, replace=False).tolist())
+            labels = [tokens[p] for p in positions]
+            for p in positions:
+                r = rng.random()
+                tokens[p] = 4 if r < 0.8 else (tokens[p] if r < 0.9 else int(rng.integers(5, vocab_size)))
+            pad = seq_length - len(tokens)
+            extra = max_predictions - count
+            feature = {
+                "input_ids": tokens + [0] * pad,
+                "input_mask": [1] * len(tokens) + [0] * pad,
+                "segment_ids": segments + [0] * pad,
+                "masked_lm_positions": positions + [0] * extra,
+                "masked_lm_ids": labels + [0] * extra,
+                "next_sentence_labels": [is_random],
+            }
+            example = {k: tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+                       for k, v in feature.items()}
+            example["masked_lm_weights"] = tf.train.Feature(
+                float_list=tf.train.FloatList(value=[1.0] * count + [0.0] * extra))
+            writer.write(tf.train.Example(
+                features=tf.train.Features(feature=example)).SerializeToString())
+    if sidecar is not None:
+        with open(path + ".meta.json", "w") as f:
+            json.dump(sidecar, f)
+    return path
+
+
+# Run settings shared by in-process runs and the binary/subprocess runs, so
+# their per-step losses can be compared exactly.
+RUN = dict(train_batch_size=8, max_seq_length=16, max_predictions_per_seq=3, num_train_steps=16,
+           num_warmup_steps=2, learning_rate=1e-3, save_checkpoints_steps=4, log_every_steps=4,
+           shuffle_buffer_size=32, seed=7)
+
+
+def gin_params(encoder_kwargs, **run_overrides):
+    """`--gin_params` values giving the encoder sizes and RUN (plus overrides)."""
+    params = [f"BertEncoder.{k} = {v!r}" for k, v in encoder_kwargs.items()]
+    params += [f"run_pretraining.{k} = {v!r}" for k, v in {**RUN, **run_overrides}.items()]
+    return params
+
+
+def read_losses(model_dir):
+    """Per-step `loss` scalars from TensorBoard events; the latest write of a step wins."""
+    latest = {}
+    for name in tf.io.gfile.listdir(model_dir):
+        if not name.startswith("events.out.tfevents"):
+            continue
+        for event in tf.compat.v1.train.summary_iterator(os.path.join(model_dir, name)):
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    previous = latest.get(event.step)
+                    if previous is None or event.wall_time >= previous[0]:
+                        latest[event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))
+    return [latest[step][1] for step in sorted(latest)], sorted(latest)

@@ -1,0 +1,267 @@
+"""run_pretraining on tiny real data: losses fall, strategies and accumulation agree, bad input fails clearly."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO
+from conftest import tiny_encoder_kwargs
+from pretraining_data import RUN
+from pretraining_data import build_vocab
+from pretraining_data import gin_params
+from pretraining_data import read_losses
+from pretraining_data import write_pretraining_data
+
+from kbert.models import BertEncoder
+from kbert.models import BertPretrainer
+from kbert.models import load_encoder
+from kbert.models import load_pretrainer
+from kbert.models import read_tokenizer_config
+from kbert.training import run_pretraining
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _build(dropout=0.1):
+    return lambda: BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=dropout)))
+
+
+def _run(data_file, model_dir, dropout=0.1, **overrides):
+    lines = []
+    summary = run_pretraining(data_file, str(model_dir), _build(dropout),
+                              print_fn=lines.append, **{**RUN, **overrides})
+    return summary, lines
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    return write_pretraining_data(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
+
+
+@pytest.fixture(scope="module")
+def small_data_file(tmp_path_factory):
+    # 8 examples = one batch: every step sees the same examples, so losses are comparable.
+    return write_pretraining_data(str(tmp_path_factory.mktemp("small") / "train.tfrecord"),
+                                  num_examples=8)
+
+
+@pytest.fixture(scope="module")
+def reference(data_file, tmp_path_factory):
+    """The uninterrupted default-strategy float32 run the resume test compares with."""
+    model_dir = tmp_path_factory.mktemp("reference")
+    summary, lines = _run(data_file, model_dir)
+    return model_dir, summary, lines
+
+
+@pytest.fixture(scope="module")
+def no_dropout(data_file, tmp_path_factory):
+    model_dir = tmp_path_factory.mktemp("no_dropout")
+    _run(data_file, model_dir, dropout=0.0, num_train_steps=6)
+    return read_losses(str(model_dir))[0]
+
+
+def test_loss_falls_and_outputs_are_written(reference):
+    model_dir, summary, lines = reference
+    losses, steps = read_losses(str(model_dir))
+    assert steps == list(range(1, 17))
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.15
+    assert summary["global_step"] == 16 and summary["resumed_from_step"] == 0
+    assert summary["loss"] == pytest.approx(np.mean(losses[-4:]), rel=1e-5)
+    assert 0.0 <= summary["masked_lm_accuracy"] <= 1.0 and summary["examples_per_second"] > 0
+    assert json.load(open(model_dir / "summary.json")) == pytest.approx(summary)
+    assert [line.split()[1] for line in lines if line.startswith("step ")] == [
+        "4/16", "8/16", "12/16", "16/16"]
+    assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-16")
+    encoder = load_encoder(str(model_dir))
+    assert encoder.num_layers == 2 and encoder.hidden_dim == 32
+
+
+def test_rerun_after_the_end_does_not_train_again(reference, data_file):
+    model_dir, _, _ = reference
+    before = json.load(open(model_dir / "summary.json"))
+    summary, lines = _run(data_file, model_dir)
+    assert summary == before and lines[-1].endswith("is already at step 16; nothing to train")
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_repeats_the_uninterrupted_losses(reference, data_file, tmp_path):
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(build_vocab(99)[0]) + "\n")
+    model_dir = tmp_path / "model"
+    command = [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin",
+               f"--input_file={data_file}", f"--model_dir={model_dir}",
+               f"--vocab_file={vocab_file}", "--do_lower_case"]
+    command += [f"--gin_params={p}" for p in gin_params(tiny_encoder_kwargs(), log_every_steps=1)]
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        killed = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                                  stderr=stderr, text=True)
+        for line in killed.stdout:
+            if line.startswith("step 6/16"):
+                killed.send_signal(signal.SIGKILL)
+                break
+        killed.wait(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
+    resumed = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout
+    summary = json.load(open(model_dir / "summary.json"))
+    assert summary["global_step"] == 16 and summary["resumed_from_step"] in (4, 8, 12)
+    losses, steps = read_losses(str(model_dir))
+    assert steps == list(range(1, 17))
+    np.testing.assert_allclose(losses, read_losses(str(reference[0]))[0], atol=1e-5)
+    assert "run_pretraining.train_batch_size = 8" in open(model_dir / "operative_config.gin").read()
+    assert read_tokenizer_config(str(model_dir)) == {
+        "vocab_file": str(model_dir / "vocab.txt"), "do_lower_case": True}
+
+
+def test_gradient_accumulation_matches_the_full_batch(data_file, no_dropout, tmp_path):
+    _run(data_file, tmp_path, dropout=0.0, num_train_steps=6, gradient_accumulation_steps=2)
+    np.testing.assert_allclose(read_losses(str(tmp_path))[0], no_dropout, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, tmp_path):
+    subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
+                    data_file, str(tmp_path)], check=True, timeout=300, env=_env())
+    result = json.load(open(tmp_path / "result_0.json"))
+    assert result["replicas"] == 2 and result["global_step"] == 6
+    np.testing.assert_allclose(read_losses(str(tmp_path / "model"))[0], no_dropout, atol=1e-4)
+
+
+@pytest.mark.slow
+def test_two_workers_finish_with_the_same_step_and_weights(data_file, tmp_path):
+    ports = _free_ports(2)
+    cluster = {"worker": [f"localhost:{port}" for port in ports]}
+    workers = []
+    for index in range(2):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        workers.append(subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file,
+             str(tmp_path)], env=_env(TF_CONFIG=tf_config, STEPS="4"),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outputs
+    results = [json.load(open(tmp_path / f"result_{i}.json")) for i in range(2)]
+    assert [r["replicas"] for r in results] == [2, 2]
+    assert [r["global_step"] for r in results] == [4, 4]
+    assert results[0]["checksum"] == results[1]["checksum"]
+    assert results[0]["first_weights"] == results[1]["first_weights"]
+    # Only the chief (worker 0) writes the final files; worker 1's scratch is gone.
+    assert sorted(os.listdir(tmp_path / "model")).count("summary.json") == 1
+    assert not [name for name in os.listdir(tmp_path / "model") if name.startswith(".worker")]
+
+
+def test_mixed_bfloat16_tracks_float32(small_data_file, tmp_path):
+    settings = dict(num_train_steps=8, dropout=0.0, learning_rate=3e-3)
+    _run(small_data_file, tmp_path / "f32", **settings)
+    _run(small_data_file, tmp_path / "bf16", dtype_policy="mixed_bfloat16", **settings)
+    f32, bf16 = read_losses(str(tmp_path / "f32"))[0], read_losses(str(tmp_path / "bf16"))[0]
+    np.testing.assert_allclose(bf16, f32, rtol=0.02)
+    assert bf16[-1] < bf16[0] - 0.4
+    # Variables stay float32 under the mixed policy.
+    assert load_encoder(str(tmp_path / "bf16")).token_embedding.embeddings.dtype == "float32"
+
+
+def test_lamb_lowers_the_loss(small_data_file, tmp_path):
+    # LAMB scales each update to the weights' norm (0.02-scale at init), so it
+    # needs a larger rate than AdamW to move a fresh tiny model in 8 steps.
+    _run(small_data_file, tmp_path, num_train_steps=8, dropout=0.0, optimizer="lamb",
+         learning_rate=3e-2)
+    losses = read_losses(str(tmp_path))[0]
+    assert losses[-1] < losses[0] - 0.15
+
+
+def test_nan_loss_stops_with_step_and_last_checkpoint(small_data_file, tmp_path):
+    _run(small_data_file, tmp_path, num_train_steps=4)
+    with pytest.raises(ValueError, match=r"loss is nan at step 6; stopping. The last good "
+                                         r"checkpoint is .*ckpt-4"):
+        # Resuming with an absurd learning rate blows the weights up at once.
+        _run(small_data_file, tmp_path, num_train_steps=16, learning_rate=1e30)
+
+
+def test_no_matching_files_names_the_flag(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"--input_file='.*nothing-\*' matches no files"):
+        _run(str(tmp_path / "nothing-*"), tmp_path / "model")
+
+
+def test_data_config_mismatch_names_both_values(tmp_path):
+    data = write_pretraining_data(str(tmp_path / "a.tfrecord"), num_examples=8, sidecar={
+        "max_seq_length": 16, "max_predictions_per_seq": 3, "vocab_size": 30522})
+    with pytest.raises(ValueError, match=r"max_seq_length=32 does not match 16 recorded in "
+                                         r"the data's sidecar \(.*a.tfrecord.meta.json\)"):
+        _run(data, tmp_path / "model", max_seq_length=32)
+    with pytest.raises(ValueError, match=r"vocabulary_size=99 does not match vocab_size=30522"):
+        _run(data, tmp_path / "model")
+
+
+def test_batch_not_divisible_names_the_multiple(data_file, tmp_path):
+    with pytest.raises(ValueError, match=r"train_batch_size=8 is not divisible by 1 replica\(s\) "
+                                         r"x gradient_accumulation_steps=3; use a multiple of 3"):
+        _run(data_file, tmp_path, gradient_accumulation_steps=3)
+
+
+def test_unwritable_model_dir_is_named(data_file, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(PermissionError, match=r"--model_dir=.*file/model is not writable"):
+        _run(data_file, blocker / "model")
+
+
+def _env(**extra):
+    return dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+
+
+def _free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_user_code_compile_and_fit_with_create_optimizer(small_data_file):
+    import kbert
+
+    model = BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0)))
+    model.compile(optimizer=kbert.training.create_optimizer(3e-3, num_train_steps=8,
+                                                            num_warmup_steps=1))
+    dataset = kbert.data.pretraining_dataset(small_data_file, batch_size=8, max_seq_length=16,
+                                             max_predictions_per_seq=3, seed=0)
+    history = model.fit(dataset, steps_per_epoch=8, epochs=1, verbose=0)
+    assert history.history["loss"][0] < 5.2  # the first batch's loss is about 5.3
+    assert 0.0 <= history.history["mlm_masked_lm_accuracy"][0] <= 1.0
+
+
+def test_init_checkpoint_loads_weights_and_refuses_other_sizes(reference, small_data_file, tmp_path):
+    source = str(reference[0])
+    built = []
+
+    def build():
+        built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs())))
+        return built[-1]
+
+    # A zero learning rate leaves the loaded weights as they were.
+    run_pretraining(small_data_file, str(tmp_path / "a"), build, init_checkpoint=source,
+                    print_fn=lambda line: None, **{**RUN, "num_train_steps": 1,
+                                                    "num_warmup_steps": 0, "learning_rate": 0.0})
+    for ours, theirs in zip(built[0].get_weights(), load_pretrainer_weights(source)):
+        np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(ValueError, match=r"--init_checkpoint=.* has hidden_dim=32 but the gin "
+                                         r"config builds hidden_dim=64"):
+        run_pretraining(small_data_file, str(tmp_path / "b"),
+                        lambda: BertPretrainer(BertEncoder(**tiny_encoder_kwargs(hidden_dim=64))),
+                        init_checkpoint=source, **RUN)
+
+
+def load_pretrainer_weights(directory):
+    return load_pretrainer(directory).get_weights()
