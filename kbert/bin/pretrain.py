@@ -31,6 +31,8 @@ flags.DEFINE_string("tpu", None, "TPU name or grpc://address for --strategy=tpu;
                     "the local TPU VM.")
 flags.DEFINE_integer("num_gpus", None, "GPUs used by --strategy=mirrored/one_device "
                      "(default: all visible).")
+flags.DEFINE_integer("num_cpu_devices", None, "Split the CPU into this many logical devices; "
+                     "--strategy=mirrored replicates over them when there is no GPU.")
 flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to start from (weights "
                     "only), e.g. a kbert-convert output; ignored when --model_dir has a checkpoint.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fine-tuning and "
@@ -73,7 +75,8 @@ def train() -> None:
     for name in ("input_file", "model_dir"):
         if not FLAGS[name].value:
             raise ValueError(f"--{name} is required (or pass --dry_run).")
-    strategy = training.create_strategy(FLAGS.strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus)
+    strategy = training.create_strategy(FLAGS.strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus,
+                                        num_cpu_devices=FLAGS.num_cpu_devices)
     chief = training.is_chief(strategy)
 
     def build_pretrainer():

@@ -11,7 +11,10 @@ STRATEGIES = ("default", "one_device", "mirrored", "multi_worker_mirrored", "tpu
 
 
 def create_strategy(
-    name: str = "default", tpu: str | None = None, num_gpus: int | None = None
+    name: str = "default",
+    tpu: str | None = None,
+    num_gpus: int | None = None,
+    num_cpu_devices: int | None = None,
 ) -> tf.distribute.Strategy:
     """Returns the distribution strategy named by `name`.
 
@@ -26,6 +29,10 @@ def create_strategy(
             means the local TPU VM.
         num_gpus: int or None. GPUs for `mirrored` / `one_device`; None means
             all visible ones.
+        num_cpu_devices: int or None. Split the CPU into this many logical
+            devices, which `mirrored` replicates over when there is no GPU (to
+            try data parallelism on a laptop or in tests). Must be called before
+            TensorFlow initialises its devices.
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -55,6 +62,7 @@ def create_strategy(
                 raise ValueError(
                     f"TF_CONFIG is not valid JSON ({e}): {os.environ['TF_CONFIG']!r}") from None
         return tf.distribute.MultiWorkerMirroredStrategy()
+    cpus = _split_cpu(num_cpu_devices) if num_cpu_devices else []
     gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
     if num_gpus is not None:
         if num_gpus > len(gpus):
@@ -65,7 +73,21 @@ def create_strategy(
         gpus = gpus[:num_gpus]
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy(gpus[0] if gpus else "/cpu:0")
-    return tf.distribute.MirroredStrategy(gpus or None)
+    return tf.distribute.MirroredStrategy(gpus or cpus or None)
+
+
+def _split_cpu(count: int) -> list[str]:
+    """Configures `count` logical CPU devices and returns their names."""
+    if count < 1:
+        raise ValueError(f"--num_cpu_devices={count} must be at least 1.")
+    (cpu,) = tf.config.list_physical_devices("CPU")
+    try:
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError:
+        raise ValueError(
+            "--num_cpu_devices must be set before TensorFlow initialises its devices.") from None
+    return [device.name for device in tf.config.list_logical_devices("CPU")]
 
 
 def _tpu_strategy(tpu: str | None) -> tf.distribute.Strategy:

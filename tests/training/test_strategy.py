@@ -29,3 +29,27 @@ def test_tpu_without_a_tpu_fails_fast_naming_the_flag():
 def test_too_many_gpus_is_named():
     with pytest.raises(ValueError, match=r"--num_gpus=8 but only 0 GPU\(s\) are visible"):
         create_strategy("mirrored", num_gpus=8)
+
+
+def test_mirrored_over_logical_cpu_devices_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    code = ("from kbert.training import create_strategy; "
+            "s = create_strategy('mirrored', num_cpu_devices=2); "
+            "print(s.num_replicas_in_sync, sorted(s.extended.worker_devices))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                            timeout=120, env={**__import__("os").environ, "PYTHONPATH": REPO})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[0] == "2"
+    assert "CPU:1" in result.stdout
+
+
+def test_num_cpu_devices_after_initialisation_is_a_clear_error():
+    import pytest
+
+    tf.config.list_logical_devices("CPU")  # initialises the runtime
+    with pytest.raises(ValueError, match="--num_cpu_devices must be set before"):
+        create_strategy("mirrored", num_cpu_devices=3)
