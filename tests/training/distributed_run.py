@@ -13,7 +13,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(HERE), HERE]
+sys.path[:0] = [os.path.dirname(os.path.dirname(HERE))]  # the repo root: import tests.*
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -23,8 +23,8 @@ if mode == "mirrored":
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
-from conftest import tiny_encoder_kwargs  # noqa: E402
-from pretraining_data import RUN  # noqa: E402
+from tests.conftest import tiny_encoder_kwargs  # noqa: E402
+from tests.training.pretraining_data import RUN  # noqa: E402
 
 from kbert.models import BertEncoder, BertPretrainer  # noqa: E402
 from kbert.training import create_strategy, run_pretraining  # noqa: E402
