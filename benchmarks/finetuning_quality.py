@@ -101,7 +101,7 @@ def main() -> None:
                                                            "kbert_finetuning_quality"))
     parser.add_argument("--tasks", default="sst2,mrpc,conll,xquad")
     # Sized for a 2-core CPU shared with other jobs: a few minutes per task.
-    parser.add_argument("--sst2_train", type=int, default=8000)
+    parser.add_argument("--sst2_train", type=int, default=12000)
     parser.add_argument("--mrpc_train", type=int, default=3668)
     parser.add_argument("--conll_train", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=1)
@@ -121,7 +121,7 @@ def main() -> None:
                            check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": REPO})
 
     runs = {
-        "sst2": dict(task="glue", task_name="sst-2", train_batch_size=32, learning_rate=5e-5,
+        "sst2": dict(task="glue", task_name="sst-2", train_batch_size=32, learning_rate=1e-4,
                      num_train_epochs=1.0, max_seq_length=64),
         "mrpc": dict(task="glue", task_name="mrpc", train_batch_size=32, learning_rate=1e-4,
                      num_train_epochs=3.0, max_seq_length=96),

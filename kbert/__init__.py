@@ -2,7 +2,20 @@
 
 The package is layered; each layer imports only the ones before it:
 `layers` -> `models` -> `training` / `export` -> `configurables` -> `bin`.
-`data` stands apart and never imports `models`.
+`data` stands apart and never imports `models`. After `import kbert`, the library
+layers are reachable as `kbert.layers`, `kbert.models`, `kbert.data`,
+`kbert.training`, `kbert.export` and `kbert.serving`; each is imported on first
+use, so a data-generation worker that needs only `kbert.data` never loads Keras.
 """
 
+import importlib
+
 __version__ = "0.1.0"
+
+_SUBPACKAGES = ("data", "layers", "models", "training", "export", "serving")
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"kbert.{name}")
+    raise AttributeError(f"module 'kbert' has no attribute {name!r}")
