@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO
-from conftest import tiny_encoder_kwargs
-from pretraining_data import RUN
-from pretraining_data import build_vocab
-from pretraining_data import gin_params
-from pretraining_data import read_losses
-from pretraining_data import write_pretraining_data
+from tests.conftest import REPO
+from tests.conftest import tiny_encoder_kwargs
+from tests.training.pretraining_data import RUN
+from tests.training.pretraining_data import build_vocab
+from tests.training.pretraining_data import gin_params
+from tests.training.pretraining_data import read_losses
+from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
