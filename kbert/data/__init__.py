@@ -25,6 +25,7 @@ from kbert.data.text_features import classification_dataset
 from kbert.data.text_features import token_classification_dataset
 from kbert.data.text_files import expand_file_patterns
 from kbert.data.tf_example import ExampleEncoder
+from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 from kbert.data.tokenization import BertTokenizer
 from kbert.data.tokenization import load_vocab
 from kbert.data.tokenization import vocab_sha256

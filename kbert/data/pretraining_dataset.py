@@ -11,15 +11,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-PRETRAINING_FEATURE_NAMES = (
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-)
+from kbert.data.pretraining_metadata import list_data_files
+from kbert.data.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
 
 
 def pretraining_feature_spec(
@@ -47,24 +40,6 @@ def pretraining_feature_spec(
     if next_sentence:
         spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
-
-
-def _list_files(file_pattern: str | list[str]) -> list[str]:
-    patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else file_pattern.split(",")
-    files: list[str] = []
-    for pattern in patterns:
-        pattern = pattern.strip()
-        if pattern:
-            # Skip the JSON sidecars that `create_pretraining_data` writes
-            # next to the data, so that "data/train-*" still works.
-            files.extend(
-                f
-                for f in sorted(tf.io.gfile.glob(pattern))
-                if not (f.endswith(".meta.json") or f.endswith(".incomplete"))
-            )
-    if not files:
-        raise ValueError(f"No pre-training files match {file_pattern!r}.")
-    return files
 
 
 def pretraining_dataset(
@@ -109,7 +84,7 @@ def pretraining_dataset(
     >>> ds = kbert.data.pretraining_dataset("data/*.tfrecord", batch_size=32)
     >>> model.fit(ds, steps_per_epoch=1000)
     """
-    files = _list_files(file_pattern)
+    files = list_data_files(file_pattern)
     spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq, next_sentence)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     shard_examples = False

@@ -46,14 +46,30 @@ def write_metadata(data_file: str, metadata: dict[str, Any]) -> str:
     return path
 
 
-def _data_files(file_pattern: str | list[str]) -> list[str]:
+def list_data_files(file_pattern: str | list[str]) -> list[str]:
+    """Lists the pre-training TFRecord files matching comma-separated globs.
+
+    Skips the sidecars and the `.incomplete` temporaries that
+    `create_pretraining_data` writes next to the data, so that
+    "data/train-*" still works.
+
+    Args:
+        file_pattern: str or list of str. File names or globs.
+
+    Returns:
+        The matching data files, each pattern's matches sorted.
+
+    Raises:
+        ValueError: nothing matches.
+    """
     patterns = file_pattern if isinstance(file_pattern, (list, tuple)) else file_pattern.split(",")
     files: list[str] = []
     for pattern in patterns:
         pattern = pattern.strip()
         if pattern:
             files.extend(
-                f for f in sorted(tf.io.gfile.glob(pattern)) if not is_metadata_file(f)
+                f for f in sorted(tf.io.gfile.glob(pattern))
+                if not (is_metadata_file(f) or f.endswith(".incomplete"))
             )
     if not files:
         raise ValueError(f"No pre-training files match {file_pattern!r}.")
@@ -90,7 +106,7 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
     """
     first: dict[str, Any] | None = None
     first_path = ""
-    for data_file in _data_files(file_pattern):
+    for data_file in list_data_files(file_pattern):
         path = metadata_path(data_file)
         if not tf.io.gfile.exists(path):
             continue

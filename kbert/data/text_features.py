@@ -1,8 +1,9 @@
 """Fine-tuning inputs from raw text, in tf.data: WordPiece, packing, dynamic padding.
 
-Tokenization runs inside tf.data with tensorflow-text's `FastBertTokenizer`
-over the pre-trained model's `vocab.txt` (basic tokenization, lower casing and
-accent stripping when `do_lower_case`, then WordPiece). Sentence pairs are packed
+Tokenization runs inside tf.data with `kbert.data.BertWordpieceTokenizer` over
+the pre-trained model's `vocab.txt`: the original BERT normalization (lower
+casing and accent stripping when `do_lower_case`), basic tokenization and
+WordPiece, the same ids as pre-training and the exported serving signatures. Sentence pairs are packed
 as `[CLS] a [SEP] b [SEP]`, the longer segment trimmed first as
 `run_classifier.py`'s `_truncate_seq_pair` does (`RoundRobinTrimmer` gives the
 same lengths). Batches are bucketed by length and padded to the longest
@@ -20,6 +21,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 import tensorflow_text as tft
+
+from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 
 PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
 
@@ -52,7 +55,7 @@ def load_vocabulary(vocab_file: str) -> list[str]:
 class TextFeaturizer:
     """Turns raw text into BERT inputs with tensorflow-text, for fine-tuning datasets.
 
-    Wraps a `tensorflow_text.FastBertTokenizer` and knows the special token ids,
+    Wraps a `kbert.data.BertWordpieceTokenizer` and knows the special token ids,
     so datasets can tokenize and pack inside `tf.data`.
 
     Args:
@@ -74,12 +77,7 @@ class TextFeaturizer:
         self.vocabulary_size = len(self.vocabulary)
         ids = {token: i for i, token in enumerate(self.vocabulary)}
         self.pad_id, self.cls_id, self.sep_id = ids[PAD], ids[CLS], ids[SEP]
-        self.tokenizer = tft.FastBertTokenizer(
-            self.vocabulary,
-            token_out_type=tf.int32,
-            unknown_token=UNK,
-            lower_case_nfd_strip_accents=do_lower_case,
-        )
+        self.tokenizer = BertWordpieceTokenizer(self.vocabulary, do_lower_case)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """WordPiece ids of each text: `[batch] -> [batch, (pieces)]` (int32)."""

@@ -16,6 +16,17 @@ import numpy as np
 
 from kbert.data.pretraining_examples import TrainingInstance
 
+# google-research/bert's feature names, in its order (the order written here).
+PRETRAINING_FEATURE_NAMES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
+
 
 def _varint(value: int) -> bytes:
     out = bytearray()
@@ -135,15 +146,7 @@ class ExampleEncoder:
         self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length) + 1)]
         self._keys = {
             name: _length_delimited(b"\x0a", name.encode())
-            for name in (
-                "input_ids",
-                "input_mask",
-                "segment_ids",
-                "masked_lm_positions",
-                "masked_lm_ids",
-                "masked_lm_weights",
-                "next_sentence_labels",
-            )
+            for name in PRETRAINING_FEATURE_NAMES
         }
 
     def _int_entry(self, name: str, values: Sequence[int], length: int) -> bytes:

@@ -1,13 +1,10 @@
-"""WordPiece tokenization with tensorflow-text's `FastBertTokenizer`.
+"""Pre-training's tokenizer: vocabulary checks and Python lists around `BertWordpieceTokenizer`.
 
-`FastBertTokenizer` does BERT's basic tokenization (CJK characters split out,
-punctuation split) and WordPiece in one C++ op, so it runs inside a `tf.data`
-pipeline and in `create_pretraining_data` workers alike. Its own text
-normalization differs from google-research/bert's `tokenization.FullTokenizer`
-(NFKC case folding; control characters split words instead of vanishing), so
-`normalize_text` does the original's normalization with three TF string ops
-first. The result matches the original on punctuation, CJK characters,
-accents and control characters (tested in `tests/data/test_tokenization.py`).
+The ids come from `kbert.data.BertWordpieceTokenizer` (the original BERT
+normalization, then tensorflow-text's `FastBertTokenizer`), the same
+construction fine-tuning and serving use. It matches google-research/bert's
+`tokenization.FullTokenizer` on punctuation, CJK characters, accents and
+control characters (tested in `tests/data/test_tokenization.py`).
 """
 
 from __future__ import annotations
@@ -17,7 +14,8 @@ from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
+
+from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 
 REQUIRED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
@@ -65,34 +63,10 @@ def vocab_sha256(vocab_file: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def clean_text(text: tf.Tensor) -> tf.Tensor:
-    """Drops control/format characters and U+FFFD like the original `_clean_text`.
-
-    `FastBertTokenizer` treats U+0000, other control characters and U+FFFD as
-    word breaks or unknown words, while the original BERT tokenizer deletes
-    them (so "a\\x00b" is one word there). Two regex ops restore the original
-    behaviour: tab/newline/CR become spaces, every other `\\p{C}` character
-    and U+FFFD is removed.
-    """
-    text = tf.strings.regex_replace(text, r"[\t\n\r]", " ")
-    return tf.strings.regex_replace(text, r"[\p{C}\x{FFFD}]", "")
-
-
-def normalize_text(text: tf.Tensor, do_lower_case: bool) -> tf.Tensor:
-    """The original BERT normalization: `clean_text`, then lower case, NFD and
-    accent (`\\p{Mn}`) removal when `do_lower_case`."""
-    text = clean_text(text)
-    if do_lower_case:
-        text = tf.strings.lower(text, encoding="utf-8")
-        text = tf_text.normalize_utf8(text, "NFD")
-        text = tf.strings.regex_replace(text, r"\p{Mn}", "")
-    return text
-
-
 class BertTokenizer:
     """BERT WordPiece tokenizer built from a `vocab.txt`.
 
-    A thin wrapper around `tensorflow_text.FastBertTokenizer` that also checks
+    A thin wrapper around `kbert.data.BertWordpieceTokenizer` that also checks
     the special tokens the pre-training tools need, knows their ids, and
     converts to Python lists for the example generator.
 
@@ -125,17 +99,7 @@ class BertTokenizer:
         self.sep_id = self.token_to_id["[SEP]"]
         self.mask_id = self.token_to_id["[MASK]"]
         self.pad_id = self.token_to_id.get("[PAD]", 0)
-        self._tokenizer = tf_text.FastBertTokenizer(
-            vocab=self.vocab,
-            suffix_indicator="##",
-            token_out_type=tf.int64,
-            unknown_token="[UNK]",
-            # Lower casing is done in `normalize_text` instead: the built-in
-            # option applies NFKC case folding, which unlike the original
-            # (str.lower, NFD, drop accents) turns "…" into "...", "ß" into
-            # "ss" and full-width forms into ASCII.
-            lower_case_nfd_strip_accents=False,
-        )
+        self._tokenizer = BertWordpieceTokenizer(self.vocab, do_lower_case, token_out_type=tf.int64)
 
     @property
     def vocab_size(self) -> int:
@@ -151,7 +115,7 @@ class BertTokenizer:
             int64 `tf.RaggedTensor` of shape `[batch, (num_tokens)]` (word
             pieces of all words of a string, in order).
         """
-        return self._tokenizer.tokenize(normalize_text(text, self.do_lower_case))
+        return self._tokenizer.tokenize(text)
 
     def tokenize_to_ids(self, lines: Sequence[str]) -> list[list[int]]:
         """Tokenizes Python strings to lists of ids (one list per line)."""

@@ -116,7 +116,7 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
 
     >>> report = check_ops("export/sst2/1")
     >>> report.ok, report.text_ops
-    (True, ['FastBertNormalize', 'FastWordpieceTokenizeWithOffsets'])
+    (True, ['FastBertNormalize', 'FastWordpieceTokenizeWithOffsets', 'NormalizeUTF8'])
     """
     result = subprocess.run(
         [python or sys.executable, "-I", "-c", _SCRIPT, saved_model_dir],

@@ -1,8 +1,9 @@
 """In-graph BERT input preparation: raw strings to `token_ids`, `segment_ids`, `padding_mask`.
 
-Everything here is TensorFlow ops (core ops plus tensorflow-text's
-`FastBertTokenizer` ops), so an exported SavedModel takes raw text and needs no
-Python at serving time. Tokenization is tensorflow-text's; the packing rules
+Everything here is TensorFlow ops (core ops plus tensorflow-text's), so an
+exported SavedModel takes raw text and needs no Python at serving time.
+Tokenization is `kbert.data.BertWordpieceTokenizer`, the one pre-training and
+fine-tuning use, so served ids equal training ids; the packing rules
 (`[CLS] a [SEP] b [SEP]`, pair truncation that trims the longer segment first,
 strided question-answering windows with the "max context" rule) are those of
 google-research/bert's `run_classifier.py` and `run_squad.py`, written with core
@@ -12,7 +13,8 @@ ragged ops because no library ships them as graph ops with those exact rules.
 from __future__ import annotations
 
 import tensorflow as tf
-import tensorflow_text as tf_text
+
+from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]")
 
@@ -54,12 +56,7 @@ class TextPreprocessor(tf.Module):
         self.cls_id = vocab.index("[CLS]")
         self.sep_id = vocab.index("[SEP]")
         self.vocabulary_size = len(vocab)
-        self.tokenizer = tf_text.FastBertTokenizer(
-            vocab=vocab,
-            lower_case_nfd_strip_accents=self.do_lower_case,
-            token_out_type=tf.int32,
-            unknown_token="[UNK]",
-        )
+        self.tokenizer = BertWordpieceTokenizer(vocab, self.do_lower_case)
         # WordPiece marks a word's later pieces with "##"; a piece without it
         # starts a word, which is how words are found again after tokenization.
         self._starts_word = tf.constant([not token.startswith("##") for token in vocab])

@@ -240,12 +240,7 @@ def assign_from_tf1(
         The source names that were not loaded (optimizer state, and unknown
         tensors when `ignore_unknown`), for the conversion report.
     """
-    encoder = getattr(model, "encoder", model)
-    rows = weight_names(
-        encoder.num_layers,
-        masked_lm=getattr(model, "masked_lm_head", None) is not None,
-        next_sentence=getattr(model, "next_sentence_head", None) is not None,
-    )
+    rows = _model_weight_names(model)
     variables = {v.path: v for v in model.weights}
     expected = {row.tf1_name for row in rows}
     missing, mismatched = [], []
@@ -289,14 +284,19 @@ def tf1_arrays(model: keras.Model) -> dict[str, np.ndarray]:
     Returns:
         A dict of TF1 name to float32 array, in the original layout.
     """
-    encoder = getattr(model, "encoder", model)
-    rows = weight_names(
-        encoder.num_layers,
-        masked_lm=getattr(model, "masked_lm_head", None) is not None,
-        next_sentence=getattr(model, "next_sentence_head", None) is not None,
-    )
+    rows = _model_weight_names(model)
     variables = {v.path: v for v in model.weights}
     return {
         row.tf1_name: to_tf1(row.layout, keras.ops.convert_to_numpy(variables[row.path]))
         for row in rows
     }
+
+
+def _model_weight_names(model: keras.Model) -> list[WeightName]:
+    """The weight table of an encoder, or of a pre-trainer with the heads it has."""
+    encoder = getattr(model, "encoder", model)
+    return weight_names(
+        encoder.num_layers,
+        masked_lm=getattr(model, "masked_lm_head", None) is not None,
+        next_sentence=getattr(model, "next_sentence_head", None) is not None,
+    )

@@ -2,8 +2,8 @@
 
 `kbert-finetune` calls it with paths from flags and hyperparameters from gin
 (`gin/finetune.gin`). It checks every input before writing anything, trains the
-task model with AdamW and a linear warmup/decay schedule (google-research/bert's
-`optimization.py`), evaluates with the official metrics, writes predictions and
+task model with `kbert.training.create_optimizer` (AdamW with google-research/bert's
+linear warmup and linear decay from step 0, as its `optimization.py`), evaluates with the official metrics, writes predictions and
 saves a fine-tuned model directory (`kbert.models.save_finetuned`).
 """
 
@@ -48,8 +48,13 @@ from kbert.models.pretrained import BERT_CONFIG
 from kbert.models.pretrained import load_encoder
 from kbert.models.pretrained import read_tokenizer_config
 from kbert.training import metrics as metric_functions
+from kbert.training.optimizer import create_optimizer
+from kbert.training.strategy import create_strategy
 
 TASKS = ("glue", "ner", "squad")
+# Fine-tuning batches are padded per batch (dynamic shapes, which TPUs would
+# recompile for) and every process writes model_dir, so the TPU and
+# multi-worker strategies of `create_strategy` are not offered here.
 STRATEGIES = ("default", "one_device", "mirrored")
 EVAL_RESULTS = "eval_results.json"
 # Arguments that are runtime data (flags of kbert-finetune), never gin bindings.
@@ -60,52 +65,6 @@ RUNTIME_ARGUMENTS = (
 )
 
 logger = logging.getLogger(__name__)
-
-
-class _WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    # google-research/bert's schedule (linear warmup to the peak, then linear
-    # decay to 0); Keras has warmup only for cosine decay. The training area's
-    # `kbert.training.create_optimizer` will replace this.
-
-    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
-        self.peak = peak
-        self.warmup_steps = warmup_steps
-        self.total_steps = total_steps
-
-    def __call__(self, step):
-        step = tf.cast(step, tf.float32)
-        warmup = self.peak * step / max(self.warmup_steps, 1)
-        remaining = tf.maximum(float(self.total_steps) - step, 0.0)
-        decay = self.peak * remaining / max(self.total_steps - self.warmup_steps, 1)
-        return tf.where(step < self.warmup_steps, warmup, decay)
-
-    def get_config(self):
-        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
-                "total_steps": self.total_steps}
-
-
-def _adamw(learning_rate: float, total_steps: int, warmup_steps: int,
-           weight_decay: float) -> keras.optimizers.Optimizer:
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=_WarmupLinearDecay(learning_rate, warmup_steps, total_steps),
-        weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
-        global_clipnorm=1.0,
-    )
-    # As the original: no weight decay on LayerNorm parameters and biases.
-    optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    return optimizer
-
-
-def _strategy(name: str) -> tf.distribute.Strategy:
-    # Minimal selection; the training area owns the full version (TPU, multi-worker).
-    if name == "default":
-        return tf.distribute.get_strategy()
-    if name == "one_device":
-        device = "/gpu:0" if tf.config.list_logical_devices("GPU") else "/cpu:0"
-        return tf.distribute.OneDeviceStrategy(device)
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    raise ValueError(f"--strategy={name!r}; expected one of {STRATEGIES}.")
 
 
 @dataclasses.dataclass
@@ -428,7 +387,8 @@ def run_finetuning(
         do_train: bool. Train on the train split / `train_file`.
         do_eval: bool. Evaluate on the dev split / `predict_file`.
         do_predict: bool. Predict the test split / `predict_file`.
-        strategy: str. `default`, `one_device` or `mirrored`.
+        strategy: str. `default`, `one_device` or `mirrored`, built by
+            `kbert.training.create_strategy`.
         train_batch_size: int. Global batch size. Defaults to 32.
         eval_batch_size: int. Defaults to 64.
         learning_rate: float. Peak AdamW learning rate. Defaults to 2e-5.
@@ -459,6 +419,8 @@ def run_finetuning(
     """
     if task not in TASKS:
         raise ValueError(f"--task={task!r}; expected one of {TASKS}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"--strategy={strategy!r}; fine-tuning supports {', '.join(STRATEGIES)}.")
     if not (do_train or do_eval or do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict.")
     if task == "glue" and not task_name:
@@ -516,7 +478,7 @@ def run_finetuning(
     if do_train and spec.train_count == 0:
         raise ValueError("no training examples after reading the data.")
 
-    distribution = _strategy(strategy)
+    distribution = create_strategy(strategy)
     results: dict[str, Any] = {}
     with distribution.scope():
         if config is not None:
@@ -530,8 +492,10 @@ def run_finetuning(
             steps_per_epoch = math.ceil(total_steps / epochs)
             total_steps = steps_per_epoch * epochs
             warmup_steps = int(total_steps * warmup_proportion)
-            model.compile(optimizer=_adamw(learning_rate, total_steps, warmup_steps,
-                                           weight_decay),
+            optimizer = create_optimizer(learning_rate, num_train_steps=total_steps,
+                                         num_warmup_steps=warmup_steps,
+                                         weight_decay_rate=weight_decay)
+            model.compile(optimizer=optimizer,
                           loss_weights=spec.loss_weights,
                           # XLA compiles once per shape; batches here have many lengths.
                           jit_compile=False)
@@ -568,7 +532,7 @@ def run_finetuning(
 
 def _uncompiled(model: keras.Model) -> keras.Model:
     # `task_model.keras` should hold the model, not AdamW's two extra copies
-    # of every weight nor the private learning-rate schedule.
+    # of every weight.
     copy = model.__class__.from_config(model.get_config())
     copy.set_weights(model.get_weights())
     return copy

@@ -130,7 +130,7 @@ def test_kbert_export_binary_checks_ops_in_a_fresh_process(exported, tmp_path):
     assert result.stdout.strip().endswith(f"wrote {export_dir}/1")
     # The check ran in a fresh `python -I` process importing only tensorflow + tensorflow_text.
     assert ("loads with only tensorflow + tensorflow_text" in result.stderr
-            and "tensorflow-text ops: FastBertNormalize, FastWordpieceTokenizeWithOffsets;" in result.stderr
+            and "tensorflow-text ops: FastBertNormalize, FastWordpieceTokenizeWithOffsets, NormalizeUTF8;" in result.stderr
             and "signatures: serve_ids, serving_default." in result.stderr), result.stderr[-2000:]
     assert os.listdir(export_dir) == ["1"]
 

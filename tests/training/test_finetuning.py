@@ -114,3 +114,6 @@ def test_not_a_pretrained_directory_and_missing_flags(pretrained, tmp_path):
     _expect_error(pretrained, tmp_path, ValueError, "--task=squad --do_train needs --train_file",
                   task="squad")
     _expect_error(pretrained, tmp_path, ValueError, "--task='pos'", task="pos")
+    _expect_error(pretrained, tmp_path, ValueError,
+                  "--strategy='tpu'; fine-tuning supports default, one_device, mirrored",
+                  strategy="tpu")
