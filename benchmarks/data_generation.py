@@ -18,7 +18,7 @@ kbert/original come from the same run.
 The original is not part of kbert: pass --original_script=PATH to its
 create_pretraining_data.py (tokenization.py next to it), made to run under
 TF 2 (`tensorflow.compat.v1`, absl flags, `tf.io.gfile`,
-`tf.io.TFRecordWriter`); see BENCHMARKS_data.md.
+`tf.io.TFRecordWriter`); see BENCHMARKS.md.
 
     python benchmarks/data_generation.py --original_script=/tmp/original_bert/create_pretraining_data.py
 """

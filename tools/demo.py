@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -40,6 +41,7 @@ SENTENCES = [
     "one of the best movies i have seen this year .",
 ]
 REST_SENTENCE = "a tedious , joyless mess that wastes its cast ."
+SST2_LABELS = {"0": "negative", "1": "positive"}  # GLUE SST-2 label ids
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -62,9 +64,16 @@ def kbert(binary: str) -> list[str]:
     return [script] if os.path.exists(script) else [sys.executable, "-m", f"kbert.bin.{binary}"]
 
 
+def _shown(command: list[str]) -> str:
+    """The command as a user would type it: repo-relative paths, shell quoting."""
+    bin_dir = os.path.dirname(sys.executable) + os.sep
+    relative = [c.replace(bin_dir, "").replace(REPO + os.sep, "") for c in command]
+    return " ".join(shlex.quote(c) for c in relative)
+
+
 def run(command: list[str], keep=lambda line: True) -> str:
     """Runs a command, echoing its useful lines indented; returns all its output."""
-    shown = " ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in command)
+    shown = _shown(command)
     print(f"  $ {shown}", flush=True)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -107,8 +116,8 @@ def stage_pretraining_data() -> str:
          "--max_seq_length=128", "--max_predictions_per_seq=20"])
     meta = json.load(open(os.path.join(directory, "train-0-of-2.tfrecord.meta.json")))
     counts = meta["counts"]
-    return (f"{counts['instances']} instances ({counts['masked_fraction']:.1%} of tokens masked, "
-            f"{counts['random_next_fraction']:.1%} random next) per file, 2 files")
+    return (f"{counts['instances']} instances in 2 files ({counts['masked_fraction']:.1%} of tokens "
+            f"masked, {counts['random_next_fraction']:.1%} random next)")
 
 
 def stage_pretrain() -> str:
@@ -139,7 +148,7 @@ def stage_finetune() -> str:
         "--task=glue", "--task_name=SST-2", f"--data_dir={DATA}/sst2",
         f"--init_checkpoint={minilm}", f"--model_dir={sst2}", "--do_train", "--do_eval",
         "--gin_params=run_finetuning.num_train_epochs = 1",
-        "--gin_params=run_finetuning.learning_rate = 5e-5",
+        "--gin_params=run_finetuning.learning_rate = 1e-4",
         "--gin_params=run_finetuning.max_seq_length = 64",
     ], keep=sparse_progress)
     results = json.load(open(os.path.join(sst2, "eval_results.json")))
@@ -159,7 +168,7 @@ def stage_serve() -> str:
     grpc_port, rest_port = _free_port(), _free_port()
     command = kbert("serve") + [f"--port={grpc_port}", f"--rest_api_port={rest_port}",
                                 "--model_name=sst2", f"--model_base_path={model_base}"]
-    print(f"  $ {' '.join(os.path.relpath(c, REPO) if c.startswith(REPO) else c for c in command)} &")
+    print(f"  $ {_shown(command)} &")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
     server = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
@@ -177,7 +186,7 @@ def stage_serve() -> str:
                   "--model_name=sst2"]
         for sentence in SENTENCES:
             client += ["--text", sentence]
-        run(client)
+        labels = re.findall(r"^label=(\S+)", run(client), flags=re.M)
         request = urllib.request.Request(
             f"http://127.0.0.1:{rest_port}/v1/models/sst2:predict",
             data=json.dumps({"instances": [{"text": REST_SENTENCE}]}).encode(),
@@ -187,13 +196,17 @@ def stage_serve() -> str:
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.load(response)["predictions"][0]
         print(f"    {json.dumps(answer)}")
+        labels.append(answer["label"])
     finally:
         server.send_signal(signal.SIGTERM)
         try:
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
-    return f"served version 1 of sst2 over gRPC :{grpc_port} and REST :{rest_port}; server stopped"
+    names = [SST2_LABELS.get(label, label) for label in labels]
+    for name, sentence, via in zip(names, SENTENCES + [REST_SENTENCE], ["gRPC"] * 3 + ["REST"]):
+        print(f"    {via:4s} {sentence!r} -> {name}")
+    return f"{len(names)} sentences answered by kbert-serve over gRPC and REST; server stopped"
 
 
 STAGES = [
