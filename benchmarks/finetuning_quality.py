@@ -128,7 +128,7 @@ def main() -> None:
         "conll": dict(task="ner", task_name="conll2003", train_batch_size=32,
                       learning_rate=1e-4, num_train_epochs=2.0, max_seq_length=96),
         "xquad": dict(task="squad", train_batch_size=16, learning_rate=1e-4,
-                      num_train_epochs=4.0, max_seq_length=192, doc_stride=96),
+                      num_train_epochs=8.0, max_seq_length=192, doc_stride=96),
     }
     targets = {"sst2": ("accuracy", 85.0), "mrpc": ("f1", 80.0), "conll": ("f1", 80.0),
                "xquad": ("f1", 50.0)}

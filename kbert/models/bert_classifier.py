@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 
-from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
 
 
@@ -36,20 +35,11 @@ class BertClassifier(BertTask):
         if num_classes < 1:
             raise ValueError(f"`num_classes` must be >= 1 (1 means regression), got {num_classes}.")
         self.encoder = encoder
-        self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=encoder.dtype_policy, name="output_dropout"
-        )
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
-            dtype=encoder.dtype_policy,
-            name="logits",
-        )
-        self.output_float32 = keras.layers.Activation("linear", dtype="float32", name="outputs")
+        self._build_output_head(encoder, num_classes, dropout)
 
         inputs = self._encoder_inputs()
         pooled = encoder(inputs)["pooled_output"]
-        outputs = self.output_float32(self.output_dense(self.output_dropout(pooled)))
+        outputs = self._output_head(pooled)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         self.num_classes = num_classes

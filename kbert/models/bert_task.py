@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import keras
 
+from kbert.models.bert_encoder import bert_initializer
+
 
 class BertTask(keras.Model):
     """A functional model wrapping an encoder; shared config and loading logic.
@@ -23,6 +25,23 @@ class BertTask(keras.Model):
             "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
             "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
         }
+
+    def _build_output_head(self, encoder, num_classes: int, dropout: float) -> None:
+        """Creates the dropout + dense + float32 output layers of a classification head."""
+        self.output_dropout = keras.layers.Dropout(
+            dropout, dtype=encoder.dtype_policy, name="output_dropout"
+        )
+        self.output_dense = keras.layers.Dense(
+            num_classes,
+            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
+            dtype=encoder.dtype_policy,
+            name="logits",
+        )
+        self.output_float32 = keras.layers.Activation("linear", dtype="float32", name="outputs")
+
+    def _output_head(self, features):
+        # Logits in float32 even under mixed precision, so losses are computed in full precision.
+        return self.output_float32(self.output_dense(self.output_dropout(features)))
 
     def get_config(self):
         config = {

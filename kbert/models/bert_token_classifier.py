@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import keras
 
-from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
 
 
@@ -33,20 +32,11 @@ class BertTokenClassifier(BertTask):
 
     def __init__(self, encoder, num_classes: int, dropout: float = 0.1, **kwargs):
         self.encoder = encoder
-        self.output_dropout = keras.layers.Dropout(
-            dropout, dtype=encoder.dtype_policy, name="output_dropout"
-        )
-        self.output_dense = keras.layers.Dense(
-            num_classes,
-            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
-            dtype=encoder.dtype_policy,
-            name="logits",
-        )
-        self.output_float32 = keras.layers.Activation("linear", dtype="float32", name="outputs")
+        self._build_output_head(encoder, num_classes, dropout)
 
         inputs = self._encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]
-        outputs = self.output_float32(self.output_dense(self.output_dropout(sequence)))
+        outputs = self._output_head(sequence)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         self.num_classes = num_classes
