@@ -105,6 +105,17 @@ def arguments_to_bert_config(arguments: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+def _read_json(path: str, what: str) -> dict[str, Any]:
+    """Reads a JSON config through `tf.io.gfile`, naming the file in every error."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{what} not found: {path}")
+    with tf.io.gfile.GFile(path, "r") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+
+
 def read_bert_config(path: str) -> dict[str, Any]:
     """Reads a `bert_config.json` (via `tf.io.gfile`) into `BertEncoder` arguments.
 
@@ -114,14 +125,7 @@ def read_bert_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments.
     """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"bert_config.json not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            config = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
-    return bert_config_to_arguments(config, source=path)
+    return bert_config_to_arguments(_read_json(path, "bert_config.json"), source=path)
 
 
 def write_bert_config(arguments: dict[str, Any], path: str) -> None:
@@ -222,11 +226,4 @@ def read_hf_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments (see `hf_config_to_arguments`).
     """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"Hugging Face config.json not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            config = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
-    return hf_config_to_arguments(config, source=path)
+    return hf_config_to_arguments(_read_json(path, "Hugging Face config.json"), source=path)
