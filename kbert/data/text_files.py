@@ -9,6 +9,8 @@ end in a blank line).
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import re
 from collections.abc import Iterator
 from typing import Sequence
 
@@ -159,3 +161,154 @@ def iter_documents(
                 lines, num_bytes, num_truncated = [], 0, 0
         if lines:
             yield lines, num_bytes, num_truncated
+
+
+# A blank line: only ASCII whitespace between two line ends. Chunks are cut
+# after one so that documents stay whole.
+_BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
+
+
+@dataclasses.dataclass
+class TextPiece:
+    """A run of whole lines of one file, as raw bytes.
+
+    Args:
+        path: str. The file.
+        offset: int. Byte offset of `data` in the file.
+        first_line: int. 1-based line number of the first line of `data`.
+        data: bytes or None. The raw bytes (undecoded); None until read.
+        length: int. Size of `data` in bytes.
+    """
+
+    path: str
+    offset: int
+    first_line: int
+    length: int
+    data: bytes | None = None
+
+    def read(self) -> bytes:
+        """Returns `data`, reading it from the file when it is not held."""
+        if self.data is not None:
+            return self.data
+        with tf.io.gfile.GFile(self.path, "rb") as reader:
+            reader.seek(self.offset)
+            return reader.read(self.length)
+
+    def without_data(self) -> "TextPiece":
+        return dataclasses.replace(self, data=None)
+
+
+def _cut_point(block: bytes) -> int:
+    """Where to end a piece in `block`: after its last blank line, else after its last line end."""
+    for tail in (1 << 12, 1 << 16, len(block)):
+        last = None
+        for last in _BLANK_LINE.finditer(block, max(0, len(block) - tail)):
+            pass
+        if last is not None:
+            return last.end()
+        if tail >= len(block):
+            break
+    return block.rfind(b"\n") + 1
+
+
+def iter_text_pieces(path: str, piece_bytes: int) -> Iterator[TextPiece]:
+    """Cuts a file into pieces of about `piece_bytes` that end after a blank line.
+
+    A piece ends after the last blank line of its ~`piece_bytes`, so
+    documents stay whole; where there is none (a document longer than
+    `piece_bytes`), after the last line end, which splits that document. A
+    line longer than `piece_bytes` makes its piece longer.
+
+    Args:
+        path: str. The file (any `tf.io.gfile` path).
+        piece_bytes: int. Target size of a piece.
+
+    Yields:
+        `TextPiece`s with `data`, in file order, covering the whole file.
+    """
+    offset, line = 0, 1
+    pending = b""
+    with tf.io.gfile.GFile(path, "rb") as reader:
+        while True:
+            block = reader.read(max(piece_bytes - len(pending), 1))
+            buffer = pending + block if pending else block
+            if not block:
+                if buffer:
+                    yield TextPiece(path, offset, line, len(buffer), buffer)
+                return
+            if len(buffer) < piece_bytes:
+                pending = buffer
+                continue
+            cut = _cut_point(buffer)
+            if cut == 0:  # One line longer than piece_bytes: read on to its end.
+                parts = [buffer]
+                while True:
+                    more = reader.read(piece_bytes)
+                    newline = more.find(b"\n")
+                    if newline >= 0:
+                        cut = sum(len(p) for p in parts) + newline + 1
+                    parts.append(more)
+                    if not more or newline >= 0:
+                        break
+                buffer = b"".join(parts)
+                cut = cut or len(buffer)
+            data, pending = buffer[:cut], buffer[cut:]
+            yield TextPiece(path, offset, line, len(data), data)
+            offset += len(data)
+            line += data.count(b"\n")
+
+
+def iter_text_chunks(files: Sequence[str], chunk_bytes: int) -> Iterator[list[TextPiece]]:
+    """Groups the pieces of files (`iter_text_pieces`) into chunks of about `chunk_bytes`.
+
+    Args:
+        files: list of str. Text files, read in this order.
+        chunk_bytes: int. Target chunk size.
+
+    Yields:
+        Lists of `TextPiece`s (with `data`); a chunk holds whole pieces, each
+        piece lies in one file, and every file boundary is a piece boundary.
+    """
+    chunk: list[TextPiece] = []
+    size = 0
+    for path in files:
+        for piece in iter_text_pieces(path, chunk_bytes):
+            chunk.append(piece)
+            size += piece.length
+            if size >= chunk_bytes:
+                yield chunk
+                chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def decode_piece(piece: TextPiece, data: bytes, encoding: str) -> bytes:
+    """Checks and converts a piece's bytes to UTF-8.
+
+    Args:
+        piece: `TextPiece`. Names the file and line in errors.
+        data: bytes. The piece's raw bytes.
+        encoding: str. Codec of the file.
+
+    Returns:
+        The text as UTF-8 bytes (`data` itself when it is ASCII or valid
+        UTF-8 already).
+
+    Raises:
+        ValueError: naming file and line when the bytes do not decode.
+    """
+    if data.isascii():
+        return data
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as e:
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        line_number = piece.first_line + data.count(b"\n", 0, e.start)
+        raise ValueError(
+            f"{piece.path}:{line_number}: not valid {encoding} ({e.reason} at byte "
+            f"{e.start - line_start} of the line); pass --input_encoding=latin-1 (or the "
+            "file's encoding) or fix the file."
+        ) from None
+    if codecs.lookup(encoding).name == "utf-8":
+        return data
+    return text.encode("utf-8")

@@ -43,29 +43,24 @@ def _varint(value: int) -> bytes:
 _SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
 
 
-def _varint_array(values: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """Protobuf varints of non-negative ints below 2**28, vectorized.
+class _VarintTable:
+    """Varints of 0..size-1 as little-endian words (bytes in order, zero padded) and byte counts.
 
-    Returns:
-        `(bytes, mask)`: uint8 `[..., width]` with width the longest varint
-        here, and which of those bytes are used (None when all are).
+    A gather from a word table is the fastest way numpy has to turn ids into
+    their variable-length bytes; `_Rows.join` then drops the padding.
     """
-    v = np.asarray(values)
-    top = int(v.max()) if v.size else 0
-    if v.size and (int(v.min()) < 0 or top >= 1 << 28):
-        raise ValueError(f"Value out of the supported range [0, 2**28): {v.min()}..{top}.")
-    if top < 1 << 7:  # The common case (masks, segment ids, positions): one byte each.
-        return v.astype(np.uint8)[..., None], None
-    v = v.astype(np.int32)
-    width = 2 if top < 1 << 14 else 3 if top < 1 << 21 else 4
-    out = np.empty(v.shape + (width,), np.uint8)
-    length = np.ones(v.shape, np.int8)
-    for k in range(width):
-        more = v >= 1 << (7 * (k + 1)) if k < width - 1 else np.zeros(v.shape, bool)
-        out[..., k] = ((v >> (7 * k)) & 0x7F) | (more.astype(np.uint8) << 7)
-        length += more
-    mask = np.arange(width, dtype=np.int8) < length[..., None]
-    return out, mask
+
+    def __init__(self, size: int):
+        v = np.arange(size, dtype=np.int64)
+        self.lengths = _varint_length(v).astype(np.int64)
+        if size > 1 << 28:
+            raise ValueError(f"Values up to {size - 1} need more than 4 varint bytes.")
+        table = np.zeros((size, 4), np.uint8)
+        for k in range(4):
+            more = self.lengths > k + 1
+            table[:, k] = np.where(self.lengths > k, ((v >> (7 * k)) & 0x7F) | (more << 7), 0)
+        self.words4 = table.view("<u4").reshape(size)
+        self.words2 = np.ascontiguousarray(table[:, :2]).view("<u2").reshape(size)
 
 
 def _varint_length(values: np.ndarray) -> np.ndarray:
@@ -73,35 +68,55 @@ def _varint_length(values: np.ndarray) -> np.ndarray:
     return 1 + (v >= 1 << 7) + (v >= 1 << 14) + (v >= 1 << 21)
 
 
-class _Blocks:
-    """Rows of bytes built from fixed-width blocks with per-row used-byte masks."""
+class _Rows:
+    """Records under construction: per row, fixed-width byte blocks and which bytes are used."""
 
     def __init__(self, n: int):
         self.n = n
         self.data: list[np.ndarray] = []
-        self.masks: list[np.ndarray | None] = []  # None: all bytes used.
+        self.masks: list[np.ndarray | None] = []  # None: every byte used.
+        self.lengths = np.zeros(n, np.int64)  # Used bytes so far, per row.
 
     def const(self, data: bytes) -> None:
-        self.data.append(np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data))))
-        self.masks.append(None)
-
-    def varints(self, values: np.ndarray) -> None:
-        data, mask = _varint_array(values)
-        self.data.append(data.reshape(self.n, -1))
-        self.masks.append(None if mask is None else mask.reshape(self.n, -1))
+        if data:
+            self.data.append(np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data))))
+            self.masks.append(None)
+            self.lengths += len(data)
 
     def raw(self, data: np.ndarray) -> None:
         self.data.append(data)
         self.masks.append(None)
+        self.lengths += data.shape[1]
+
+    def varints(self, values: np.ndarray, table: "_VarintTable") -> None:
+        """Adds the varints of int `values` `[n, k]`, in order."""
+        if values.size and int(values.max()) < 1 << 7:  # Masks, segment ids: one byte each.
+            self.raw(values.astype(np.uint8))
+            return
+        lengths = np.take(table.lengths, values)
+        width = int(lengths.max()) if values.size else 1
+        words = table.words2 if width <= 2 else table.words4
+        data = np.take(words, values).view(np.uint8).reshape(self.n, -1)
+        self.data.append(data)
+        per_value = data.shape[1] // max(values.shape[1], 1)
+        if int(lengths.min(initial=per_value)) == per_value:
+            self.masks.append(None)
+        else:
+            self.masks.append((np.arange(per_value) < lengths[..., None]).reshape(self.n, -1))
+        self.lengths += lengths.sum(axis=1)
 
     def join(self) -> tuple[bytes, np.ndarray]:
         data = np.concatenate(self.data, axis=1)
-        mask = np.concatenate(
-            [np.ones(d.shape, bool) if m is None else m for d, m in zip(self.data, self.masks)],
-            axis=1,
-        )
         offsets = np.zeros(self.n + 1, np.int64)
-        np.cumsum(mask.sum(axis=1), out=offsets[1:])
+        np.cumsum(self.lengths, out=offsets[1:])
+        if all(m is None for m in self.masks):
+            return data.tobytes(), offsets
+        mask = np.ones(data.shape, bool)
+        column = 0
+        for d, m in zip(self.data, self.masks):
+            if m is not None:
+                mask[:, column : column + d.shape[1]] = m
+            column += d.shape[1]
         return data[mask].tobytes(), offsets
 
 
@@ -144,6 +159,9 @@ class ExampleEncoder:
         self.max_predictions_per_seq = max_predictions_per_seq
         self.next_sentence = next_sentence
         self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length) + 1)]
+        # Also covers the length prefixes (a record is well under 2**14 bytes
+        # per 1000 tokens).
+        self._table = _VarintTable(max(vocab_size, max_seq_length, 1 << 16) + 1)
         self._keys = {
             name: _length_delimited(b"\x0a", name.encode())
             for name in PRETRAINING_FEATURE_NAMES
@@ -164,23 +182,28 @@ class ExampleEncoder:
         feature = _length_delimited(b"\x12", float_list)  # Feature.float_list = 2
         return _length_delimited(b"\x0a", self._keys[name] + _length_delimited(b"\x12", feature))
 
-    def _int_entry_blocks(self, blocks: _Blocks, name: str, values: np.ndarray) -> np.ndarray:
-        """Adds one int64 feature entry to each row; returns its byte counts."""
-        packed_len = _varint_length(values).sum(axis=1)
+    def _int_entry_rows(self, name: str, values: np.ndarray) -> _Rows:
+        """One int64 feature map entry per row, as a `_Rows` of its own."""
+        n = values.shape[0]
+        body = _Rows(n)
+        body.varints(values, self._table)
+        packed_len = body.lengths
         list_len = 1 + _varint_length(packed_len) + packed_len
         feature_len = 1 + _varint_length(list_len) + list_len
-        key = self._keys[name]
-        entry_len = len(key) + 1 + _varint_length(feature_len) + feature_len
-        blocks.const(b"\x0a")
-        blocks.varints(entry_len[:, None])
-        blocks.const(key + b"\x12")
-        blocks.varints(feature_len[:, None])
-        blocks.const(b"\x1a")
-        blocks.varints(list_len[:, None])
-        blocks.const(b"\x0a")
-        blocks.varints(packed_len[:, None])
-        blocks.varints(values)
-        return 1 + _varint_length(entry_len) + entry_len
+        entry_len = len(self._keys[name]) + 1 + _varint_length(feature_len) + feature_len
+        rows = _Rows(n)
+        rows.const(b"\x0a")
+        rows.varints(entry_len[:, None], self._table)
+        rows.const(self._keys[name] + b"\x12")
+        rows.varints(feature_len[:, None], self._table)
+        rows.const(b"\x1a")
+        rows.varints(list_len[:, None], self._table)
+        rows.const(b"\x0a")
+        rows.varints(packed_len[:, None], self._table)
+        rows.data += body.data
+        rows.masks += body.masks
+        rows.lengths += body.lengths
+        return rows
 
     def encode_batch(
         self,
@@ -219,32 +242,36 @@ class ExampleEncoder:
             )
         if self.next_sentence and next_sentence_labels is None:
             raise ValueError("next_sentence_labels are needed: the encoder writes next_sentence_labels.")
-        blocks = _Blocks(n)
-        blocks.const(b"\x0a")
-        features_len_index = len(blocks.data)
-        blocks.const(b"")  # Placeholder for varint(features length), filled below.
-        total = self._int_entry_blocks(blocks, "input_ids", token_ids)
-        input_mask = (np.arange(s)[None, :] < lengths[:, None]).astype(np.int64)
-        total = total + self._int_entry_blocks(blocks, "input_mask", input_mask)
-        total = total + self._int_entry_blocks(blocks, "segment_ids", segment_ids)
-        total = total + self._int_entry_blocks(blocks, "masked_lm_positions", masked_lm_positions)
-        total = total + self._int_entry_blocks(blocks, "masked_lm_ids", masked_lm_ids)
-        # masked_lm_weights: a fixed-size float entry.
-        weights = (np.arange(p)[None, :] < num_masked[:, None]).astype("<f4")
+        fields = [
+            ("input_ids", token_ids),
+            ("input_mask", (np.arange(s)[None, :] < lengths[:, None]).astype(np.int64)),
+            ("segment_ids", segment_ids),
+            ("masked_lm_positions", masked_lm_positions),
+            ("masked_lm_ids", masked_lm_ids),
+        ]
+        entries = [self._int_entry_rows(name, np.asarray(values)) for name, values in fields]
+        # masked_lm_weights: a fixed-size float entry; the floats come last.
+        weights = _Rows(n)
         float_list = _length_delimited(b"\x0a", b"\x00" * (4 * p))
         feature = _length_delimited(b"\x12", float_list)
-        entry_body = self._keys["masked_lm_weights"] + _length_delimited(b"\x12", feature)
-        entry = _length_delimited(b"\x0a", entry_body)
-        blocks.const(entry[: len(entry) - 4 * p])  # The floats come last.
-        blocks.raw(weights.view(np.uint8).reshape(n, 4 * p))
-        total = total + len(entry)
+        entry = _length_delimited(
+            b"\x0a", self._keys["masked_lm_weights"] + _length_delimited(b"\x12", feature)
+        )
+        weights.const(entry[: len(entry) - 4 * p])
+        mask = (np.arange(p)[None, :] < num_masked[:, None]).astype("<f4")
+        weights.raw(mask.view(np.uint8).reshape(n, 4 * p))
+        entries.append(weights)
         if self.next_sentence:
             labels = np.asarray(next_sentence_labels, np.int64)[:, None]
-            total = total + self._int_entry_blocks(blocks, "next_sentence_labels", labels)
-        data, mask = _varint_array(total[:, None])
-        blocks.data[features_len_index] = data.reshape(n, -1)
-        blocks.masks[features_len_index] = None if mask is None else mask.reshape(n, -1)
-        return blocks.join()
+            entries.append(self._int_entry_rows("next_sentence_labels", labels))
+        record = _Rows(n)
+        record.const(b"\x0a")  # Example.features = 1
+        record.varints(sum(e.lengths for e in entries)[:, None], self._table)
+        for e in entries:
+            record.data += e.data
+            record.masks += e.masks
+            record.lengths += e.lengths
+        return record.join()
 
     def encode(self, instance: TrainingInstance) -> bytes:
         """Returns the serialized `tf.train.Example` of one instance."""

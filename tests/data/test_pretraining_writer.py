@@ -1,6 +1,7 @@
 import json
 import os
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -170,3 +171,32 @@ def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=120,
     )
     assert bad.returncode != 0 and "--input_file: no file matches" in bad.stderr
+
+
+def test_cached_tokens_give_the_same_output(tmp_path, vocab_file, sentence_corpus, monkeypatch):
+    from kbert.data import pretraining_writer
+
+    kwargs = dict(SMALL, dupe_factor=3, chunk_bytes=4000, input_file=[sentence_corpus, MOBY_CRLF])
+    cached = str(tmp_path / "cached.tfrecord")
+    loads = []
+    load_tokens = pretraining_writer._load_tokens
+    monkeypatch.setattr(pretraining_writer, "_load_tokens", lambda p: loads.append(p) or load_tokens(p))
+    meta = create_pretraining_data(output_file=cached, vocab_file=vocab_file, **kwargs)
+    num_chunks = len(set(loads))
+    assert len(loads) == 2 * num_chunks and num_chunks > 4  # Dupes 1 and 2 of every chunk.
+
+    class NeverCached(set):
+        def add(self, item):
+            pass
+
+    iter_tasks = pretraining_writer._iter_tasks
+    monkeypatch.setattr(
+        pretraining_writer, "_iter_tasks",
+        lambda files, dupes, size, cache_dir, chunks: iter_tasks(files, dupes, size, cache_dir, NeverCached()),
+    )
+    fresh = str(tmp_path / "fresh.tfrecord")
+    meta_fresh = create_pretraining_data(output_file=fresh, vocab_file=vocab_file, **kwargs)
+    assert len(loads) == 2 * num_chunks  # Every dupe tokenized again this time.
+    assert open(cached, "rb").read() == open(fresh, "rb").read()
+    assert meta["counts"] == meta_fresh["counts"] and meta["counts"]["lines"] > 500
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kbert-tokens-")]

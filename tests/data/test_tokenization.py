@@ -162,3 +162,65 @@ def test_vocab_without_specials_is_refused(tmp_path):
         BertTokenizer(str(path))
     with pytest.raises(ValueError, match="does not exist"):
         BertTokenizer(str(tmp_path / "missing.txt"))
+
+
+ASCII_LINES = [
+    "".join(chr(c) for c in range(128) if c != 10),  # Every ASCII character but the line feed.
+    "MiXeD\tCase\rwith\x0bvertical\x0cfeed\x1fand\x7fdel\x00nul, CRLF end\r",
+    "   leading and trailing spaces   ",
+]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_tokenize_text_matches_original_line_by_line(tmp_path, do_lower_case):
+    ascii_lines = ASCII_LINES + [line for line in _real_lines() if line.isascii()]
+    all_lines = ASCII_LINES + TRICKY + _real_lines()
+    expected = {t: _reference_basic_tokenize(t, do_lower_case) for t in all_lines}
+    words = sorted({w for tokens in expected.values() for w in tokens})
+    vocab_path = tmp_path / "vocab.txt"
+    vocab_path.write_text(
+        "".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]),
+        encoding="utf-8",
+    )
+    tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+    # ASCII-only text takes the bytes.translate path, the rest the string ops.
+    for lines in (ascii_lines, all_lines):
+        text = "\n".join(lines).encode("utf-8")
+        assert text.isascii() == (lines is ascii_lines)
+        got = tokenizer.tokenize_text(text)
+        assert len(got.row_splits) == len(lines) + 1 and got.num_truncated == 0
+        for i, line in enumerate(lines):
+            ids = got.flat_ids[got.row_splits[i] : got.row_splits[i + 1]].tolist()
+            assert tokenizer.convert_ids_to_tokens(ids) == expected[line], line
+    if do_lower_case:
+        assert "abcdefghijklmnopqrstuvwxyz" in expected[ASCII_LINES[0]]
+
+
+def test_normalize_ascii_equals_normalize_text():
+    import tensorflow as tf
+
+    from kbert.data.bert_wordpiece_tokenizer import normalize_ascii
+    from kbert.data.bert_wordpiece_tokenizer import normalize_text
+
+    text = bytes(range(128)) * 2
+    for do_lower_case in (True, False):
+        want = normalize_text(tf.constant(text), do_lower_case).numpy()
+        # The string ops turn tab, line feed and carriage return into spaces;
+        # normalize_ascii keeps them for the tokenizer, which splits on them.
+        got = normalize_ascii(text, do_lower_case).translate(bytes.maketrans(b"\t\n\r", b"   "))
+        assert got == want
+        assert (b"abc" in got) and ((b"ABC" in got) != do_lower_case)
+
+
+def test_tokenize_text_blank_lines_and_truncation(vocab_file):
+    tokenizer = BertTokenizer(vocab_file, do_lower_case=True)
+    lines = ["the", "", "  \t\r", "\u00a0\u3000", "\x00", "ab" * 8, "é" * 9, "one"]
+    got = tokenizer.tokenize_text("\n".join(lines).encode("utf-8"), max_line_chars=6)
+    # Blank as Python's str.strip() sees it; a NUL-only line is not blank.
+    assert got.blank.tolist() == [False, True, True, True, False, False, False, False]
+    assert got.num_truncated == 2
+    lengths = (got.row_splits[1:] - got.row_splits[:-1]).tolist()
+    assert lengths[:5] == [1, 0, 0, 0, 0]
+    cut = tokenizer.tokenize_to_ids(["ababab", "éééééé"])
+    rows = [got.flat_ids[got.row_splits[i] : got.row_splits[i + 1]].tolist() for i in (5, 6)]
+    assert rows == cut

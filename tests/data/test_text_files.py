@@ -1,0 +1,50 @@
+import pytest
+
+from kbert.data import text_files
+from tests.data.conftest import MOBY_CRLF
+from tests.data.conftest import PERSUASION
+
+
+@pytest.mark.parametrize("piece_bytes", [1, 300, 4000, 1 << 20])
+def test_pieces_cover_the_file_and_end_after_blank_lines(piece_bytes):
+    data = open(PERSUASION, "rb").read()
+    pieces = list(text_files.iter_text_pieces(PERSUASION, piece_bytes))
+    assert b"".join(p.data for p in pieces) == data
+    offset, line = 0, 1
+    for piece in pieces:
+        assert (piece.offset, piece.first_line, piece.length) == (offset, line, len(piece.data))
+        assert piece.without_data().read() == piece.data
+        offset += piece.length
+        line += piece.data.count(b"\n")
+    if piece_bytes == 4000:
+        assert len(pieces) > 5
+        # Each piece but the last ends with a blank line: documents stay whole.
+        assert all(p.data.endswith(b"\n\n") for p in pieces[:-1])
+        assert all(p.length <= 4000 for p in pieces)
+        assert sum(p.length for p in pieces[:-1]) > 2000 * (len(pieces) - 1)
+
+
+def test_long_line_and_missing_final_newline(tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"x" * 10_000 + b"\nshort\n\nlast line without newline")
+    pieces = list(text_files.iter_text_pieces(str(path), 1000))
+    assert pieces[0].data == b"x" * 10_000 + b"\n"
+    assert b"".join(p.data for p in pieces) == path.read_bytes()
+
+
+def test_chunks_group_whole_files():
+    chunks = list(text_files.iter_text_chunks([PERSUASION, MOBY_CRLF], 1 << 30))
+    assert len(chunks) == 1 and [p.path for p in chunks[0]] == [PERSUASION, MOBY_CRLF]
+    chunks = list(text_files.iter_text_chunks([PERSUASION, MOBY_CRLF], 5000))
+    assert len(chunks) > 4 and all(sum(p.length for p in c) >= 5000 for c in chunks[:-1])
+
+
+def test_decode_piece_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")
+    piece = next(text_files.iter_text_pieces(str(path), 1 << 20))
+    with pytest.raises(ValueError, match=r"bad.txt:3: not valid utf-8 .*at byte 4 of the line"):
+        text_files.decode_piece(piece, piece.data, "utf-8")
+    assert text_files.decode_piece(piece, piece.data, "latin-1") == "fine\nalso fine\nbad \u00ff byte\n".encode()
+    good = b"caf\xc3\xa9\n"
+    assert text_files.decode_piece(piece, good, "utf-8") is good
