@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
 import hashlib
 import multiprocessing
 import os
@@ -550,7 +551,12 @@ def create_pretraining_data(
             _init_worker(*init_args, in_pool=False)
             results: Iterator[_Result] = map(_process, tasks)
         else:
-            pool = multiprocessing.get_context(worker_start_method()).Pool(
+            start_method = worker_start_method()
+            if start_method == "fork":
+                # Keeps the collector from touching, and so copying, every
+                # object inherited from this process in each worker.
+                gc.freeze()
+            pool = multiprocessing.get_context(start_method).Pool(
                 num_workers, initializer=_init_worker, initargs=init_args
             )
             results = _bounded_imap(pool, _process, tasks, window=2 * num_workers)

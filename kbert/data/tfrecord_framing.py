@@ -56,12 +56,19 @@ def frame_records(blob: bytes, offsets: np.ndarray) -> tuple[bytes, np.ndarray]:
     [b'ab', b'cde']
     """
     bounds = np.asarray(offsets).tolist()
-    pack_length, pack_crc = struct.Struct("<Q").pack, struct.Struct("<I").pack
+    pack_crc = struct.Struct("<I").pack
+    headers: dict[int, bytes] = {}  # Records of a batch share few lengths.
     parts = []
+    append = parts.append
     for begin, end in zip(bounds[:-1], bounds[1:]):
+        header = headers.get(end - begin)
+        if header is None:
+            length = struct.pack("<Q", end - begin)
+            header = headers[end - begin] = length + pack_crc(masked_crc32c(length))
         record = blob[begin:end]
-        length = pack_length(end - begin)
-        parts += (length, pack_crc(masked_crc32c(length)), record, pack_crc(masked_crc32c(record)))
+        append(header)
+        append(record)
+        append(pack_crc(masked_crc32c(record)))
     framed_offsets = np.zeros(len(bounds), np.int64)
     np.cumsum(np.diff(np.asarray(offsets, np.int64)) + 16, out=framed_offsets[1:])
     return b"".join(parts), framed_offsets
