@@ -24,6 +24,9 @@ class BertMaskedLMHead(MaskedLMHead):
     - `tf.gather(..., batch_dims=1)` instead of `take_along_axis`, which
       builds a broadcast index tensor and scatters its gradient back.
 
+    Under mixed precision the logits come out in the variable dtype (float32),
+    with the bias added in it, where keras-hub's come out in the compute dtype.
+
     Configurations this fast path does not cover (an untied or quantized
     embedding, `reverse_dtype`, `logit_soft_cap`) run keras-hub's `call`.
 
@@ -61,7 +64,11 @@ class BertMaskedLMHead(MaskedLMHead):
         shape = tf.shape(x)
         table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
         logits = tf.matmul(tf.reshape(x, [-1, shape[-1]]), table, transpose_b=True)
-        logits = tf.nn.bias_add(logits, tf.cast(self._bias, self.compute_dtype))
+        # Under mixed precision the bias is added in the variable dtype: on
+        # CPU oneDNN's fused bfloat16 matmul + bias kernel is several times
+        # slower than the plain matmul, and the loss wants float32 logits.
+        logits = tf.cast(logits, self.variable_dtype)
+        logits = tf.nn.bias_add(logits, tf.cast(self._bias, self.variable_dtype))
         outputs = tf.reshape(logits, tf.concat([shape[:-1], [-1]], axis=0))
         if self.activation is not None:
             outputs = self.activation(outputs)
