@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import keras
-from keras_hub.layers import MaskedLMHead
 
+from kbert.layers import BertMaskedLMHead
 from kbert.layers import NextSentenceHead
 from kbert.layers import get_activation
 from kbert.models.bert_encoder import BertEncoder
@@ -58,7 +58,7 @@ class BertPretrainer(BertTask):
         # === Layers ===
         self.encoder = encoder
         activation = getattr(encoder, "activation", "gelu_approximate")
-        self.masked_lm_head = MaskedLMHead(
+        self.masked_lm_head = BertMaskedLMHead(
             token_embedding=encoder.token_embedding,
             intermediate_activation=get_activation(activation),
             layer_norm_epsilon=getattr(encoder, "layer_norm_epsilon", 1e-12),

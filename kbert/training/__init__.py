@@ -2,6 +2,7 @@
 and fine-tuning loops."""
 
 from kbert.training.finetuning import run_finetuning
+from kbert.training.fused_adamw import FusedAdamW
 from kbert.training.optimizer import create_optimizer
 from kbert.training.pretraining import run_pretraining
 from kbert.training.strategy import STRATEGIES

@@ -26,7 +26,30 @@ def sparse_softmax_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Ten
     >>> kbert.training.losses.sparse_softmax_cross_entropy(
     ...     tf.constant([1]), tf.constant([[0.0, 0.0]]))  # log 2
     """
-    return _cross_entropy(logits, labels)
+    return _cross_entropy(logits, labels)[0]
+
+
+def sparse_softmax_cross_entropy_and_hits(
+    labels: tf.Tensor, logits: tf.Tensor
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """`sparse_softmax_cross_entropy`, plus whether each label has the largest logit.
+
+    The hits are what `argmax(logits) == labels` gives for accuracy, read off
+    the maximum and the label's logit that the loss computes anyway: over a
+    30k-word vocabulary a separate `tf.argmax` pass costs about as much as the
+    loss's exponentials. (On an exact tie for the maximum a label counts as hit
+    wherever it lies, where `argmax` picks the first.)
+
+    Args:
+        labels: int Tensor `[...]` of class ids.
+        logits: float Tensor `[..., num_classes]`.
+
+    Returns:
+        `(loss, hits)`: float Tensors `[...]`; `hits` is 1.0 where the label's
+        logit is the maximum and 0.0 elsewhere, with no gradient.
+    """
+    loss, hits = _cross_entropy(logits, labels)
+    return loss, tf.stop_gradient(hits)
 
 
 @tf.custom_gradient
@@ -38,13 +61,15 @@ def _cross_entropy(logits, labels):
     maximum = tf.reduce_max(logits2d, axis=-1, keepdims=True)
     exponentials = tf.exp(logits2d - maximum)
     total = tf.reduce_sum(exponentials, axis=-1, keepdims=True)
-    loss = (tf.math.log(total) + maximum)[:, 0] - tf.gather_nd(logits2d, indices)
+    label_logits = tf.gather_nd(logits2d, indices)
+    loss = (tf.math.log(total) + maximum)[:, 0] - label_logits
+    hits = tf.cast(label_logits >= maximum[:, 0], logits.dtype)
 
-    def grad(upstream):
+    def grad(upstream, unused_hits_upstream=None):
         upstream = tf.reshape(upstream, [-1])
         # softmax * upstream, minus upstream at each label: one pass over the
         # vocabulary instead of materialising a one-hot matrix.
         scaled = exponentials * (upstream[:, None] / total)
         return tf.reshape(tf.tensor_scatter_nd_sub(scaled, indices, upstream), tf.shape(logits)), None
 
-    return tf.reshape(loss, shape), grad
+    return (tf.reshape(loss, shape), tf.reshape(hits, shape)), grad

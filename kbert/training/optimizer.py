@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 
+from kbert.training.fused_adamw import FusedAdamW
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -27,7 +28,8 @@ def create_optimizer(
 ) -> keras.optimizers.Optimizer:
     """Returns BERT's pre-training optimizer with linear warmup and linear decay.
 
-    `adamw` is `keras.optimizers.AdamW` with the original's settings: weight
+    `adamw` is `keras.optimizers.AdamW` (as `kbert.training.FusedAdamW`, the
+    same update computed by TF's fused kernel) with the original's settings: weight
     decay 0.01 except on LayerNorm and bias variables, epsilon 1e-6, gradients
     clipped to global norm 1.0. (Keras's AdamW corrects the moments' bias,
     which google-research/bert's `AdamWeightDecayOptimizer` does not; it only
@@ -81,7 +83,7 @@ def create_optimizer(
         global_clipnorm=global_clipnorm,
     )
     if name == "adamw":
-        result = keras.optimizers.AdamW(**kwargs)
+        result = FusedAdamW(**kwargs)
     else:
         result = keras.optimizers.Lamb(**kwargs)
     if weight_decay_rate:

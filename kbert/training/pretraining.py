@@ -26,7 +26,7 @@ from kbert.models import load_encoder
 from kbert.models import load_pretrainer
 from kbert.models import save_pretrained
 from kbert.models.pretrained import PRETRAINER_WEIGHTS
-from kbert.training.losses import sparse_softmax_cross_entropy
+from kbert.training.losses import sparse_softmax_cross_entropy_and_hits
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import is_chief
 
@@ -317,7 +317,8 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
         for features, labels, weights in micro_batches:
             with tf.GradientTape() as tape:
                 outputs = pretrainer(features, training=True)
-                mlm_losses = sparse_softmax_cross_entropy(labels["mlm"], outputs["mlm"])
+                mlm_losses, mlm_hits = sparse_softmax_cross_entropy_and_hits(
+                    labels["mlm"], outputs["mlm"])
                 loss = tf.math.divide_no_nan(tf.reduce_sum(mlm_losses * weights["mlm"]),
                                              total_weight)
                 if next_sentence:
@@ -331,9 +332,7 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
             micro_grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
             grads = micro_grads if grads is None else [a + b for a, b in zip(grads, micro_grads)]
             loss_sum += loss
-            predicted = tf.argmax(outputs["mlm"], axis=-1, output_type=tf.int32)
-            mlm_correct += tf.reduce_sum(
-                tf.cast(tf.equal(predicted, labels["mlm"]), tf.float32) * weights["mlm"])
+            mlm_correct += tf.reduce_sum(mlm_hits * weights["mlm"])
             if next_sentence:
                 predicted = tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32)
                 nsp_correct += tf.reduce_sum(tf.cast(tf.equal(predicted, nsp_labels), tf.float32))

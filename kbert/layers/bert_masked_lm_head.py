@@ -1,0 +1,75 @@
+"""keras-hub's masked-LM head with a cheaper gather and tied vocabulary projection."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras_hub.layers import MaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertMaskedLMHead(MaskedLMHead):
+    """`keras_hub.layers.MaskedLMHead` with the same weights and numbers, faster to train.
+
+    The head is keras-hub's (gather at `mask_positions`, dense, LayerNorm,
+    projection onto the tied token embedding, output bias); only `call` is
+    rewritten, because keras-hub's ops cost extra full passes over the
+    vocabulary-sized tensors when training:
+
+    - keras-hub projects with `matmul(x, transpose(embeddings))`, whose gradient
+      is computed as `[hidden, vocabulary]` and then transposed into the
+      table's shape; `tf.matmul(..., transpose_b=True)` yields it in place.
+    - `tf.nn.bias_add` instead of a broadcast add, whose gradient is a
+      dedicated kernel rather than a generic reduction over the logits.
+    - `tf.gather(..., batch_dims=1)` instead of `take_along_axis`, which
+      builds a broadcast index tensor and scatters its gradient back.
+
+    Under mixed precision the logits come out in the variable dtype (float32),
+    with the bias added in it, where keras-hub's come out in the compute dtype.
+
+    Configurations this fast path does not cover (an untied or quantized
+    embedding, `reverse_dtype`, `logit_soft_cap`) run keras-hub's `call`.
+
+    Args:
+        **kwargs: the arguments of `keras_hub.layers.MaskedLMHead`, such as
+            `token_embedding`, `intermediate_activation`, `layer_norm_epsilon`,
+            `kernel_initializer`, `dtype` and `name`.
+
+    Example:
+
+    >>> encoder = kbert.models.BertEncoder(...)
+    >>> head = kbert.layers.BertMaskedLMHead(
+    ...     token_embedding=encoder.token_embedding,
+    ...     intermediate_activation=kbert.layers.get_activation("gelu_approximate"),
+    ...     layer_norm_epsilon=1e-12)
+    >>> logits = head(encoded["sequence_output"], mask_positions=mask_positions)
+    """
+
+    def _has_fast_path(self) -> bool:
+        embedding = self.token_embedding
+        return (
+            embedding is not None
+            and getattr(embedding, "tie_weights", False)
+            and getattr(embedding, "reverse_dtype", None) is None
+            and getattr(embedding, "logit_soft_cap", None) is None
+            and getattr(embedding.dtype_policy, "quantization_mode", None) is None
+        )
+
+    def call(self, inputs, mask_positions):
+        if not self._has_fast_path():
+            return super().call(inputs, mask_positions)
+        x = tf.gather(inputs, tf.cast(mask_positions, "int32"), batch_dims=1)
+        x = self._intermediate_dense(x)
+        x = self._intermediate_layer_norm(x)
+        shape = tf.shape(x)
+        table = tf.cast(self.token_embedding.embeddings, self.compute_dtype)
+        logits = tf.matmul(tf.reshape(x, [-1, shape[-1]]), table, transpose_b=True)
+        # Under mixed precision the bias is added in the variable dtype: on
+        # CPU oneDNN's fused bfloat16 matmul + bias kernel is several times
+        # slower than the plain matmul, and the loss wants float32 logits.
+        logits = tf.cast(logits, self.variable_dtype)
+        logits = tf.nn.bias_add(logits, tf.cast(self._bias, self.variable_dtype))
+        outputs = tf.reshape(logits, tf.concat([shape[:-1], [-1]], axis=0))
+        if self.activation is not None:
+            outputs = self.activation(outputs)
+        return outputs
