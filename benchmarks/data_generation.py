@@ -169,11 +169,13 @@ def main():
     def record(tool, nbytes, dupe, workers, result):
         wall, cpu, rss, pss, _ = result
         processing = max(cpu - startup[tool][1], 1e-3)
-        steady = max(wall - startup[tool][0], 1e-3)
+        # Only meaningful where start-up is a small part of the run (its wall
+        # time varies by a second between runs).
+        steady = nbytes / 1e6 / (wall - startup[tool][0]) if wall > 2 * startup[tool][0] else float("nan")
         rows.append((tool, nbytes, dupe, workers, wall, cpu, nbytes / 1e6 / wall,
-                     nbytes / 1e6 / steady, nbytes / 1e6 / processing, rss, pss))
+                     steady, nbytes / 1e6 / processing, rss, pss))
         print(f"{tool:8s} {nbytes / 1e6:5.2f} MB dupe={dupe} workers={workers}: {wall:6.1f} s wall "
-              f"{cpu:6.1f} s CPU, {nbytes / 1e6 / wall:5.2f} MB/s ({nbytes / 1e6 / steady:5.2f} steady, "
+              f"{cpu:6.1f} s CPU, {nbytes / 1e6 / wall:5.2f} MB/s ({steady:5.2f} steady, "
               f"{nbytes / 1e6 / processing:5.2f} per CPU s), peak RSS {rss:5.0f} MiB, PSS {pss:5.0f} MiB",
               flush=True)
 
