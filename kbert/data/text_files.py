@@ -120,49 +120,6 @@ def _iter_raw_lines(path: str, block_bytes: int = READ_BLOCK_BYTES) -> Iterator[
             yield partial
 
 
-def iter_documents(
-    files: Sequence[str],
-    encoding: str = "utf-8",
-    max_line_chars: int = MAX_LINE_CHARS,
-    max_document_bytes: int | None = None,
-) -> Iterator[tuple[list[str], int, int]]:
-    """Yields documents (lists of non-empty lines) from raw text files.
-
-    A blank (or whitespace-only) line ends a document, and so does the end of
-    a file.
-
-    Args:
-        files: list of str. Text files, read in this order.
-        encoding: str. Codec of the files. Defaults to `"utf-8"`.
-        max_line_chars: int. Longer lines are cut to this many characters.
-        max_document_bytes: int or None. A longer document is yielded in
-            pieces of about this size (at line boundaries), so that memory
-            stays bounded whatever the input. Defaults to None (no limit).
-
-    Yields:
-        `(lines, num_bytes, num_truncated)`: the document's lines, the bytes
-        it took in the input (its lines and the blank lines before it), and
-        how many of its lines were cut.
-    """
-    for path in files:
-        lines: list[str] = []
-        num_bytes = 0
-        num_truncated = 0
-        for _, text, truncated, line_bytes in iter_lines(path, encoding, max_line_chars):
-            num_bytes += line_bytes
-            num_truncated += truncated
-            if text:
-                lines.append(text)
-                if max_document_bytes and num_bytes >= max_document_bytes:
-                    yield lines, num_bytes, num_truncated
-                    lines, num_bytes, num_truncated = [], 0, 0
-            elif lines:
-                yield lines, num_bytes, num_truncated
-                lines, num_bytes, num_truncated = [], 0, 0
-        if lines:
-            yield lines, num_bytes, num_truncated
-
-
 # A blank line: only ASCII whitespace between two line ends. Chunks are cut
 # after one so that documents stay whole.
 _BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")

@@ -151,11 +151,6 @@ class BertTokenizer:
         splits = ids.row_splits.numpy()
         return [flat[a:b] for a, b in zip(splits[:-1].tolist(), splits[1:].tolist())]
 
-    def tokenize_to_arrays(self, lines: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Tokenizes Python strings to `(flat_ids, row_splits)` numpy arrays."""
-        ids = self.tokenize(tf.constant(list(lines)))
-        return ids.flat_values.numpy(), ids.row_splits.numpy()
-
     def tokenize_text(self, text: bytes, max_line_chars: int = MAX_LINE_CHARS) -> TokenizedLines:
         """Tokenizes each line of a UTF-8 text; the same ids as `tokenize` per line.
 
