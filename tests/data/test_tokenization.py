@@ -121,6 +121,16 @@ def _real_lines():
     return lines[::7]  # A spread of real lines, kept small.
 
 
+def _tokenizer_knowing(words, tmp_path, do_lower_case):
+    """A tokenizer whose vocabulary holds every word whole (so WordPiece keeps words)."""
+    vocab_path = tmp_path / "vocab.txt"
+    vocab_path.write_text(
+        "".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]),
+        encoding="utf-8",
+    )
+    return BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+
+
 @pytest.mark.parametrize("do_lower_case", [True, False])
 def test_basic_tokenization_matches_original(tmp_path, do_lower_case):
     texts = TRICKY + _real_lines()
@@ -128,12 +138,7 @@ def test_basic_tokenization_matches_original(tmp_path, do_lower_case):
     # A vocabulary holding every basic token: WordPiece then keeps words
     # whole, so the output is the basic tokenization.
     words = sorted({w for tokens in expected for w in tokens})
-    vocab_path = tmp_path / "vocab.txt"
-    vocab_path.write_text(
-        "".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]),
-        encoding="utf-8",
-    )
-    tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+    tokenizer = _tokenizer_knowing(words, tmp_path, do_lower_case)
     got = [tokenizer.convert_ids_to_tokens(ids) for ids in tokenizer.tokenize_to_ids(texts)]
     for text, want, have in zip(texts, expected, got):
         assert have == want, text
@@ -177,12 +182,7 @@ def test_tokenize_text_matches_original_line_by_line(tmp_path, do_lower_case):
     all_lines = ASCII_LINES + TRICKY + _real_lines()
     expected = {t: _reference_basic_tokenize(t, do_lower_case) for t in all_lines}
     words = sorted({w for tokens in expected.values() for w in tokens})
-    vocab_path = tmp_path / "vocab.txt"
-    vocab_path.write_text(
-        "".join(t + "\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]),
-        encoding="utf-8",
-    )
-    tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+    tokenizer = _tokenizer_knowing(words, tmp_path, do_lower_case)
     # ASCII-only text takes the bytes.translate path, the rest the string ops.
     for lines in (ascii_lines, all_lines):
         text = "\n".join(lines).encode("utf-8")
