@@ -28,6 +28,7 @@ The random-next document comes from the `documents` passed in, which
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import random
@@ -326,7 +327,8 @@ def _randint(rng: random.Random, low: int, high: int) -> int:
     """`rng.randint(low, high)` at a third of the cost.
 
     From one 53-bit float draw: the deviation from uniform is below 2**-40
-    for any range here, far under what sampling could ever show.
+    for any range here, far under what sampling could ever show. The
+    per-document loop below inlines the same formula.
     """
     return low + int(rng.random() * (high - low + 1))
 
@@ -338,95 +340,98 @@ Layout = tuple[int, int, int, int, int]
 
 
 def _document_layouts(
-    documents: Sequence[Sequence[tuple[int, int]]],
+    documents: Sequence[Sequence[int]],
     document_index: int,
     options: InstanceOptions,
     rng: random.Random,
     out: list[Layout],
 ) -> None:
-    """Cuts one document, given as `(begin, end)` token ranges of its segments, into layouts.
+    """Cuts one document, given by its segment boundaries, into layouts.
 
     Segments of a document are consecutive in the flat array, so A, B and a
-    random-next B are each one contiguous range; working on ranges saves
-    building token lists for every candidate instance.
+    random-next B are each one contiguous range, and where the original adds
+    up segment lengths one at a time until a target length, a binary search
+    over the boundaries finds the same segment. This runs once per document
+    and dupe of the whole corpus, so method lookups are bound once and
+    `_randint` is inlined (`low + int(uniform() * span)`); the random draws
+    are the same, in the same order, as the segment-at-a-time form.
     """
-    document = documents[document_index]
+    uniform = rng.random
+    bounds = documents[document_index]
+    n = len(bounds) - 1  # Segments.
     mode = options.next_sentence
     max_num_tokens = options.max_seq_length - options.num_special_tokens
     # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter to
     # lessen the mismatch with short fine-tuning inputs.
     target_seq_length = max_num_tokens
-    if rng.random() < options.short_seq_prob:
-        target_seq_length = _randint(rng, 2, max_num_tokens)
+    if uniform() < options.short_seq_prob:
+        target_seq_length = 2 + int(uniform() * (max_num_tokens - 1))
 
-    chunk_begin = 0  # Index in `document` of the first segment of the current chunk.
-    current_length = 0
-    i = 0
-    n = len(document)
-    while i < n:
-        current_length += document[i][1] - document[i][0]
-        if i == n - 1 or current_length >= target_seq_length:
-            num_segments = i - chunk_begin + 1
-            begin, end = document[chunk_begin][0], document[i][1]
-            if mode == "none":
-                a_front, a_back, _, _ = _truncation(end - begin, 0, max_num_tokens, rng)
-                out.append((begin + a_front, end - a_back, end, end, -1))
-            else:
-                # How many segments of the chunk go into A.
-                a_end = 1
+    chunk_begin = 0  # First segment of the current chunk.
+    while chunk_begin < n:
+        begin = bounds[chunk_begin]
+        # The chunk ends with the first segment that brings it to the target
+        # length, or with the document.
+        last = min(bisect.bisect_left(bounds, begin + target_seq_length, chunk_begin + 1), n) - 1
+        end = bounds[last + 1]
+        num_segments = last - chunk_begin + 1
+        next_chunk = last + 1
+        if mode == "none":
+            a_front, a_back, _, _ = _truncation(end - begin, 0, max_num_tokens, rng)
+            out.append((begin + a_front, end - a_back, end, end, -1))
+        else:
+            # How many segments of the chunk go into A.
+            a_end = 1
+            if num_segments >= 2:
+                a_end = 1 + int(uniform() * (num_segments - 1))
+            a0, a1 = begin, bounds[chunk_begin + a_end]
+            b0 = b1 = a1
+            if mode == "sop":
                 if num_segments >= 2:
-                    a_end = _randint(rng, 1, num_segments - 1)
-                a0, a1 = begin, document[chunk_begin + a_end - 1][1]
-                b0 = b1 = a1
-                if mode == "sop":
-                    if num_segments >= 2:
-                        b0, b1 = a1, end
-                    elif a1 - a0 >= 2:
-                        cut = a0 + _randint(rng, 1, a1 - a0 - 1)
-                        a1, b0, b1 = cut, cut, a1
-                    label = int(rng.random() < 0.5)
-                    if label:
-                        a0, a1, b0, b1 = b0, b1, a0, a1
-                elif num_segments == 1 or rng.random() < 0.5:
-                    label = 1
-                    target_b_length = target_seq_length - (a1 - a0)
-                    # Try not to pick this document (it is chosen anyway
-                    # when the pool has no other).
-                    for _ in range(10):
-                        random_document_index = _randint(rng, 0, len(documents) - 1)
-                        if random_document_index != document_index:
-                            break
-                    random_document = documents[random_document_index]
-                    random_start = _randint(rng, 0, len(random_document) - 1)
-                    b0 = b1 = random_document[random_start][0]
-                    for j in range(random_start, len(random_document)):
-                        b1 = random_document[j][1]
-                        if b1 - b0 >= target_b_length:
-                            break
-                    # The unused segments of this chunk are put back.
-                    i -= num_segments - a_end
-                else:
-                    label = 0
                     b0, b1 = a1, end
-                if a1 > a0 and b1 > b0:
-                    a_front, a_back, b_front, b_back = _truncation(
-                        a1 - a0, b1 - b0, max_num_tokens, rng
-                    )
-                    out.append((a0 + a_front, a1 - a_back, b0 + b_front, b1 - b_back, label))
-            chunk_begin = i + 1
-            current_length = 0
-        i += 1
+                elif a1 - a0 >= 2:
+                    cut = a0 + 1 + int(uniform() * (a1 - a0 - 1))
+                    a1, b0, b1 = cut, cut, a1
+                label = int(uniform() < 0.5)
+                if label:
+                    a0, a1, b0, b1 = b0, b1, a0, a1
+            elif num_segments == 1 or uniform() < 0.5:
+                label = 1
+                target_b_length = target_seq_length - (a1 - a0)
+                # Try not to pick this document (it is chosen anyway when
+                # the pool has no other).
+                for _ in range(10):
+                    random_document_index = int(uniform() * len(documents))
+                    if random_document_index != document_index:
+                        break
+                random_bounds = documents[random_document_index]
+                random_start = int(uniform() * (len(random_bounds) - 1))
+                b0 = random_bounds[random_start]
+                # B runs from a random segment to the target length, or to
+                # the end of that document.
+                b_end = bisect.bisect_left(random_bounds, b0 + target_b_length, random_start + 1)
+                b1 = random_bounds[min(b_end, len(random_bounds) - 1)]
+                # The unused segments of this chunk are put back.
+                next_chunk = chunk_begin + a_end
+            else:
+                label = 0
+                b0, b1 = a1, end
+            if a1 > a0 and b1 > b0:
+                a_front, a_back, b_front, b_back = _truncation(a1 - a0, b1 - b0, max_num_tokens, rng)
+                out.append((a0 + a_front, a1 - a_back, b0 + b_front, b1 - b_back, label))
+        chunk_begin = next_chunk
 
 
 def create_layouts(
-    documents: Sequence[Sequence[tuple[int, int]]], options: InstanceOptions, rng: random.Random
+    documents: Sequence[Sequence[int]], options: InstanceOptions, rng: random.Random
 ) -> list[Layout]:
     """Cuts documents of token ranges into instance layouts (the original's algorithm).
 
     Args:
-        documents: list of documents, each a non-empty list of non-empty
-            `(begin, end)` ranges of consecutive segments in one flat token
-            array. Random next segments come from these.
+        documents: list of documents, each the boundaries `[b_0, ..., b_n]`
+            of its n >= 1 non-empty segments (sentences) in one flat token
+            array: segment i is `flat[b_i:b_(i+1)]`. Random next segments come
+            from these.
         options: `InstanceOptions`.
         rng: `random.Random`. The only source of randomness.
 
@@ -437,7 +442,7 @@ def create_layouts(
 
     Example:
 
-    >>> create_layouts([[(0, 3), (3, 5)]], InstanceOptions(), random.Random(1))
+    >>> create_layouts([[0, 3, 5]], InstanceOptions(), random.Random(1))
     """
     out: list[Layout] = []
     for document_index in range(len(documents)):
@@ -452,33 +457,39 @@ def layouts_to_arrays(
 
     Args:
         flat: int array of token ids.
-        layouts: int64 array `[N, 5]` from `create_layouts`.
+        layouts: int array `[N, 5]` from `create_layouts`.
         options: `InstanceOptions`.
         vocab: `VocabInfo`.
 
     Returns:
-        `(token_ids, segment_ids, lengths)`: int64 `[N, max_seq_length]`
-        matrices, zero padded, `[CLS] A [SEP] B [SEP]` (or `[CLS] A [SEP]`),
-        and the int64 lengths `[N]`.
+        `(token_ids, segment_ids, lengths)`: int32 and uint8
+        `[N, max_seq_length]` matrices, zero padded, `[CLS] A [SEP] B [SEP]`
+        (or `[CLS] A [SEP]`), and the int64 lengths `[N]`.
     """
-    a0, a1, b0, b1 = (layouts[:, k : k + 1] for k in range(4))
-    len_a, len_b = a1 - a0, b1 - b0
+    n, s = len(layouts), options.max_seq_length
+    # One gather from the tokens followed by [CLS], [SEP] and padding builds
+    # every row; int32 halves the memory traffic of int64 (a chunk's token
+    # count is far below 2**31).
+    source = np.concatenate(
+        [np.asarray(flat, np.int32).ravel(), np.array([vocab.cls_id, vocab.sep_id, 0], np.int32)]
+    )
+    cls_index, sep_index, pad_index = len(source) - 3, len(source) - 2, len(source) - 1
+    a0, a1, b0, b1 = (np.asarray(layouts[:, k : k + 1], np.int32) for k in range(4))
+    len_a = a1 - a0
     pair = options.next_sentence != "none"
-    lengths = len_a + 2 + (len_b + 1 if pair else 0)
-    j = np.arange(options.max_seq_length, dtype=np.int64)[None, :]
-    flat = np.asarray(flat, dtype=np.int64)
-    if flat.size == 0:
-        flat = np.zeros(1, np.int64)
-    in_a = (j >= 1) & (j <= len_a)
-    second_sep = len_a + 1
+    lengths = len_a + 2 + (b1 - b0 + 1 if pair else 0)
     b_start = len_a + 2
-    in_b = (j >= b_start) & (j < b_start + len_b)
-    index = np.where(in_a, a0 + j - 1, np.where(in_b, b0 + j - b_start, 0))
-    tokens = np.where(in_a | in_b, flat[np.clip(index, 0, flat.size - 1)], 0)
-    tokens[:, 0] = vocab.cls_id
-    tokens = np.where((j == second_sep) | (pair & (j == lengths - 1)), vocab.sep_id, tokens)
-    segment_ids = ((j >= b_start) & (j < lengths)).astype(np.int64)
-    return tokens, segment_ids, lengths[:, 0]
+    j = np.arange(s, dtype=np.int32)[None, :]
+    index = np.where(j <= len_a, a0 - 1 + j, b0 - b_start + j)
+    index = np.where(j < lengths, index, pad_index)
+    rows = np.arange(n)
+    index[:, 0] = cls_index
+    index[rows, len_a[:, 0] + 1] = sep_index
+    if pair:
+        index[rows, lengths[:, 0] - 1] = sep_index
+    tokens = source[index]
+    segment_ids = ((j >= b_start) & (j < lengths)).view(np.uint8)
+    return tokens, segment_ids, lengths[:, 0].astype(np.int64)
 
 
 def mask_tokens_batch(
@@ -492,26 +503,30 @@ def mask_tokens_batch(
     replaced by `[MASK]` (80%), a random vocabulary id (10%) or kept (10%).
 
     Args:
-        token_ids: int64 `[N, S]`, zero padded.
-        lengths: int64 `[N]`.
+        token_ids: int `[N, S]`, zero padded.
+        lengths: int `[N]`.
         options: `InstanceOptions` (`masked_lm_prob`, `max_predictions_per_seq`).
         vocab: `VocabInfo`.
         rng: `np.random.Generator`.
 
     Returns:
         `(masked_ids, positions, labels, num_masked)`: `[N, S]` ids after
-        masking; `[N, max_predictions_per_seq]` sorted positions and their
-        original ids, zero padded; `[N]` counts.
+        masking (the dtype of `token_ids`); int64 `[N, max_predictions_per_seq]`
+        sorted positions and their original ids, zero padded; int64 `[N]`
+        counts.
     """
     n, s = token_ids.shape
     p = options.max_predictions_per_seq
-    j = np.arange(s)[None, :]
-    candidate = (j < lengths[:, None]) & (token_ids != vocab.cls_id) & (token_ids != vocab.sep_id)
+    candidate = (token_ids != vocab.cls_id) & (token_ids != vocab.sep_id)
+    candidate &= np.arange(s)[None, :] < lengths[:, None]
     # Python's round() and np.rint both round half to even.
     num_masked = np.minimum(p, np.maximum(1, np.rint(lengths * options.masked_lm_prob))).astype(np.int64)
     num_masked = np.minimum(num_masked, candidate.sum(axis=1))
     # Uniform keys; the smallest `num_masked` candidates are a uniform sample.
-    keys = np.where(candidate, rng.random((n, s)), 2.0)
+    # 24-bit float32 keys tie with probability ~s**2 / 2**25 per row, and a
+    # tie only decides which of two equally likely positions is taken.
+    keys = rng.random((n, s), dtype=np.float32)
+    keys[~candidate] = 2.0
     if p < s:
         chosen = np.argpartition(keys, p - 1, axis=1)[:, :p]
     else:
@@ -523,8 +538,8 @@ def mask_tokens_batch(
     valid = positions < s
     positions = np.where(valid, positions, 0)
     rows = np.arange(n)[:, None]
-    labels = np.where(valid, token_ids[rows, positions], 0)
-    u = rng.random((n, p))
+    labels = np.where(valid, token_ids[rows, positions], 0).astype(np.int64)
+    u = rng.random((n, p), dtype=np.float32)
     random_ids = rng.integers(0, vocab.vocab_size, (n, p))
     replacement = np.where(u < 0.8, vocab.mask_id, np.where(u < 0.9, labels, random_ids))
     masked_ids = token_ids.copy()
@@ -533,16 +548,17 @@ def mask_tokens_batch(
     return masked_ids, positions, labels, num_masked
 
 
-def _flatten(documents: Sequence[Sequence[Sequence[int]]]) -> tuple[list[int], list[list[tuple[int, int]]]]:
+def _flatten(documents: Sequence[Sequence[Sequence[int]]]) -> tuple[list[int], list[list[int]]]:
+    """Concatenates documents of segments: `(flat ids, per document its segment boundaries)`."""
     flat: list[int] = []
-    ranges: list[list[tuple[int, int]]] = []
+    bounds: list[list[int]] = []
     for document in documents:
-        doc = []
+        doc = [len(flat)]
         for segment in document:
-            doc.append((len(flat), len(flat) + len(segment)))
             flat.extend(segment)
-        ranges.append(doc)
-    return flat, ranges
+            doc.append(len(flat))
+        bounds.append(doc)
+    return flat, bounds
 
 
 def instance_from_layout(
@@ -595,7 +611,7 @@ def create_instances_from_document(
     ...     [[[7592, 2088], [2129, 2024, 2017]]], 0, InstanceOptions(), vocab,
     ...     random.Random(12345))
     """
-    flat, ranges = _flatten(documents)
+    flat, bounds = _flatten(documents)
     layouts: list[Layout] = []
-    _document_layouts(ranges, document_index, options, rng, layouts)
+    _document_layouts(bounds, document_index, options, rng, layouts)
     return [instance_from_layout(flat, layout, options, vocab, rng) for layout in layouts]

@@ -44,23 +44,29 @@ _SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
 
 
 class _VarintTable:
-    """Varints of 0..size-1 as little-endian words (bytes in order, zero padded) and byte counts.
+    """Varints of 0..size-1 as little-endian words (bytes in order, zero padded).
 
     A gather from a word table is the fastest way numpy has to turn ids into
-    their variable-length bytes; `_Rows.join` then drops the padding.
+    their variable-length bytes; a gather from the matching `used*` table
+    (a 1 byte for every byte of the varint) gives the mask `_Rows.join`
+    drops the padding with.
     """
 
     def __init__(self, size: int):
-        v = np.arange(size, dtype=np.int64)
-        self.lengths = _varint_length(v).astype(np.int64)
         if size > 1 << 28:
             raise ValueError(f"Values up to {size - 1} need more than 4 varint bytes.")
+        v = np.arange(size, dtype=np.int64)
+        lengths = _varint_length(v)
+        self.lengths = lengths.astype(np.uint8)
         table = np.zeros((size, 4), np.uint8)
         for k in range(4):
-            more = self.lengths > k + 1
-            table[:, k] = np.where(self.lengths > k, ((v >> (7 * k)) & 0x7F) | (more << 7), 0)
+            more = lengths > k + 1
+            table[:, k] = np.where(lengths > k, ((v >> (7 * k)) & 0x7F) | (more << 7), 0)
+        used = (np.arange(4)[None, :] < lengths[:, None]).astype(np.uint8)
         self.words4 = table.view("<u4").reshape(size)
+        self.used4 = used.view("<u4").reshape(size)
         self.words2 = np.ascontiguousarray(table[:, :2]).view("<u2").reshape(size)
+        self.used2 = np.ascontiguousarray(used[:, :2]).view("<u2").reshape(size)
 
 
 def _varint_length(values: np.ndarray) -> np.ndarray:
@@ -91,19 +97,18 @@ class _Rows:
     def varints(self, values: np.ndarray, table: "_VarintTable") -> None:
         """Adds the varints of int `values` `[n, k]`, in order."""
         if values.size and int(values.max()) < 1 << 7:  # Masks, segment ids: one byte each.
-            self.raw(values.astype(np.uint8))
+            self.raw(values.astype(np.uint8, copy=False))
             return
         lengths = np.take(table.lengths, values)
+        self.lengths += lengths.sum(axis=1, dtype=np.int64)
         width = int(lengths.max()) if values.size else 1
-        words = table.words2 if width <= 2 else table.words4
-        data = np.take(words, values).view(np.uint8).reshape(self.n, -1)
-        self.data.append(data)
-        per_value = data.shape[1] // max(values.shape[1], 1)
+        words, used = (table.words2, table.used2) if width <= 2 else (table.words4, table.used4)
+        per_value = words.itemsize
+        self.data.append(np.take(words, values).view(np.uint8).reshape(self.n, -1))
         if int(lengths.min(initial=per_value)) == per_value:
             self.masks.append(None)
         else:
-            self.masks.append((np.arange(per_value) < lengths[..., None]).reshape(self.n, -1))
-        self.lengths += lengths.sum(axis=1)
+            self.masks.append(np.take(used, values).view(np.bool_).reshape(self.n, -1))
 
     def join(self) -> tuple[bytes, np.ndarray]:
         data = np.concatenate(self.data, axis=1)
@@ -111,12 +116,10 @@ class _Rows:
         np.cumsum(self.lengths, out=offsets[1:])
         if all(m is None for m in self.masks):
             return data.tobytes(), offsets
-        mask = np.ones(data.shape, bool)
-        column = 0
-        for d, m in zip(self.data, self.masks):
-            if m is not None:
-                mask[:, column : column + d.shape[1]] = m
-            column += d.shape[1]
+        mask = np.concatenate(
+            [np.broadcast_to(np.True_, d.shape) if m is None else m for d, m in zip(self.data, self.masks)],
+            axis=1,
+        )
         return data[mask].tobytes(), offsets
 
 
@@ -244,7 +247,7 @@ class ExampleEncoder:
             raise ValueError("next_sentence_labels are needed: the encoder writes next_sentence_labels.")
         fields = [
             ("input_ids", token_ids),
-            ("input_mask", (np.arange(s)[None, :] < lengths[:, None]).astype(np.int64)),
+            ("input_mask", (np.arange(s)[None, :] < lengths[:, None]).astype(np.uint8)),
             ("segment_ids", segment_ids),
             ("masked_lm_positions", masked_lm_positions),
             ("masked_lm_ids", masked_lm_ids),

@@ -220,10 +220,10 @@ def test_bad_options(kwargs, match):
 def test_batch_masking_properties_and_statistics(tokenized):
     _, vocab, documents = tokenized
     options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
-    flat, ranges = _flatten(documents)
+    flat, bounds = _flatten(documents)
     layouts = []
     for seed in range(6):
-        layouts += create_layouts(ranges, options, random.Random(seed))
+        layouts += create_layouts(bounds, options, random.Random(seed))
     token_ids, segment_ids, lengths = layouts_to_arrays(
         np.array(flat), np.array(layouts), options, vocab)
     masked_ids, positions, labels, num_masked = mask_tokens_batch(

@@ -192,11 +192,12 @@ def test_cached_tokens_give_the_same_output(tmp_path, vocab_file, sentence_corpu
     iter_tasks = pretraining_writer._iter_tasks
     monkeypatch.setattr(
         pretraining_writer, "_iter_tasks",
-        lambda files, dupes, size, cache_dir, chunks: iter_tasks(files, dupes, size, cache_dir, NeverCached()),
+        lambda files, dupes, size, work_dir, chunks, in_pool: iter_tasks(
+            files, dupes, size, work_dir, NeverCached(), in_pool),
     )
     fresh = str(tmp_path / "fresh.tfrecord")
     meta_fresh = create_pretraining_data(output_file=fresh, vocab_file=vocab_file, **kwargs)
     assert len(loads) == 2 * num_chunks  # Every dupe tokenized again this time.
     assert open(cached, "rb").read() == open(fresh, "rb").read()
     assert meta["counts"] == meta_fresh["counts"] and meta["counts"]["lines"] > 500
-    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kbert-tokens-")]
+    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kbert-pretraining-data-")]
