@@ -10,7 +10,7 @@ written in google-research/bert's order.
 from __future__ import annotations
 
 import struct
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -44,12 +44,11 @@ _SMALL_VARINTS = [_varint(i) for i in range(1 << 14)]
 
 
 class _VarintTable:
-    """Varints of 0..size-1 as little-endian words (bytes in order, zero padded).
+    """Varints of 0..size-1 as zero-padded byte words, and which bytes each uses.
 
     A gather from a word table is the fastest way numpy has to turn ids into
     their variable-length bytes; a gather from the matching `used*` table
-    (a 1 byte for every byte of the varint) gives the mask `_Rows.join`
-    drops the padding with.
+    gives the mask `_Rows.join` drops the padding with.
     """
 
     def __init__(self, size: int):
@@ -57,16 +56,17 @@ class _VarintTable:
             raise ValueError(f"Values up to {size - 1} need more than 4 varint bytes.")
         v = np.arange(size, dtype=np.int64)
         lengths = _varint_length(v)
-        self.lengths = lengths.astype(np.uint8)
         table = np.zeros((size, 4), np.uint8)
         for k in range(4):
             more = lengths > k + 1
             table[:, k] = np.where(lengths > k, ((v >> (7 * k)) & 0x7F) | (more << 7), 0)
         used = (np.arange(4)[None, :] < lengths[:, None]).astype(np.uint8)
-        self.words4 = table.view("<u4").reshape(size)
-        self.used4 = used.view("<u4").reshape(size)
-        self.words2 = np.ascontiguousarray(table[:, :2]).view("<u2").reshape(size)
-        self.used2 = np.ascontiguousarray(used[:, :2]).view("<u2").reshape(size)
+        self.lengths = lengths.astype(np.uint8)
+        # uint16 words for values under 2**14, uint32 words for the rest.
+        self.words2 = np.ascontiguousarray(table[:, :2]).view("<u2")[:, 0]
+        self.used2 = np.ascontiguousarray(used[:, :2]).view("<u2")[:, 0]
+        self.words4 = table.view("<u4")[:, 0]
+        self.used4 = used.view("<u4")[:, 0]
 
 
 def _varint_length(values: np.ndarray) -> np.ndarray:
@@ -75,42 +75,83 @@ def _varint_length(values: np.ndarray) -> np.ndarray:
 
 
 class _Rows:
-    """Records under construction: per row, fixed-width byte blocks and which bytes are used."""
+    """Records under construction: per row, fixed-width byte blocks and which bytes are used.
+
+    `join` concatenates the blocks and drops unused bytes with one boolean
+    mask. Narrow blocks are slow to concatenate, so runs of constant bytes
+    are merged into one block and length prefixes come from `lookup`.
+    """
 
     def __init__(self, n: int):
         self.n = n
         self.data: list[np.ndarray] = []
         self.masks: list[np.ndarray | None] = []  # None: every byte used.
         self.lengths = np.zeros(n, np.int64)  # Used bytes so far, per row.
+        self._const = b""  # Constant bytes not yet added as a block.
+
+    def _flush(self) -> None:
+        if self._const:
+            data = np.frombuffer(self._const, np.uint8)
+            self.data.append(np.broadcast_to(data, (self.n, len(data))))
+            self.masks.append(None)
+            self._const = b""
 
     def const(self, data: bytes) -> None:
-        if data:
-            self.data.append(np.broadcast_to(np.frombuffer(data, np.uint8), (self.n, len(data))))
-            self.masks.append(None)
-            self.lengths += len(data)
+        self._const += data
+        self.lengths += len(data)
+
+    def block(self, data: np.ndarray, mask: np.ndarray | None, lengths: np.ndarray | int) -> None:
+        """Adds `data` `[n, w]` uint8 of which `mask` (None: all) is used, `lengths` bytes per row."""
+        self._flush()
+        self.data.append(data)
+        self.masks.append(mask)
+        self.lengths += lengths
 
     def raw(self, data: np.ndarray) -> None:
-        self.data.append(data)
-        self.masks.append(None)
-        self.lengths += data.shape[1]
+        self.block(data, None, data.shape[1])
 
     def varints(self, values: np.ndarray, table: "_VarintTable") -> None:
         """Adds the varints of int `values` `[n, k]`, in order."""
+        n = values.shape[0]
         if values.size and int(values.max()) < 1 << 7:  # Masks, segment ids: one byte each.
             self.raw(values.astype(np.uint8, copy=False))
             return
         lengths = np.take(table.lengths, values)
-        self.lengths += lengths.sum(axis=1, dtype=np.int64)
         width = int(lengths.max()) if values.size else 1
         words, used = (table.words2, table.used2) if width <= 2 else (table.words4, table.used4)
         per_value = words.itemsize
-        self.data.append(np.take(words, values).view(np.uint8).reshape(self.n, -1))
-        if int(lengths.min(initial=per_value)) == per_value:
-            self.masks.append(None)
-        else:
-            self.masks.append(np.take(used, values).view(np.bool_).reshape(self.n, -1))
+        data = np.take(words, values).view(np.uint8).reshape(n, -1)
+        mask = None
+        if int(lengths.min(initial=per_value)) < per_value:
+            mask = np.take(used, values).view(np.bool_).reshape(n, -1)
+        self.block(data, mask, lengths.sum(axis=1, dtype=np.int64))
+
+    def lookup(self, keys: np.ndarray, make: Callable[[int], bytes]) -> None:
+        """Adds `make(key)`'s bytes for each row's int key (few distinct keys)."""
+        distinct, inverse = np.unique(keys, return_inverse=True)
+        pieces = [make(int(key)) for key in distinct]
+        if len(pieces) == 1:
+            self.const(pieces[0])
+            return
+        sizes = np.array([len(piece) for piece in pieces], np.int64)
+        width = int(sizes.max())
+        table = np.zeros((len(pieces), width), np.uint8)
+        for i, piece in enumerate(pieces):
+            table[i, : len(piece)] = np.frombuffer(piece, np.uint8)
+        used = np.arange(width)[None, :] < sizes[:, None]
+        inverse = inverse.reshape(-1)
+        self.block(table[inverse], used[inverse] if sizes.min() < width else None, sizes[inverse])
+
+    def extend(self, other: "_Rows") -> None:
+        """Appends `other`'s blocks (same rows)."""
+        other._flush()
+        self._flush()
+        self.data += other.data
+        self.masks += other.masks
+        self.lengths += other.lengths
 
     def join(self) -> tuple[bytes, np.ndarray]:
+        self._flush()
         data = np.concatenate(self.data, axis=1)
         offsets = np.zeros(self.n + 1, np.int64)
         np.cumsum(self.lengths, out=offsets[1:])
@@ -169,6 +210,7 @@ class ExampleEncoder:
             name: _length_delimited(b"\x0a", name.encode())
             for name in PRETRAINING_FEATURE_NAMES
         }
+        self._headers: dict[tuple[str, int], bytes] = {}
 
     def _int_entry(self, name: str, values: Sequence[int], length: int) -> bytes:
         varints = self._varints
@@ -185,27 +227,28 @@ class ExampleEncoder:
         feature = _length_delimited(b"\x12", float_list)  # Feature.float_list = 2
         return _length_delimited(b"\x0a", self._keys[name] + _length_delimited(b"\x12", feature))
 
+    def _entry_header(self, name: str, packed_len: int) -> bytes:
+        """The bytes of an int64 feature map entry before its `packed_len` bytes of varints."""
+        key = (name, packed_len)
+        header = self._headers.get(key)
+        if header is None:
+            list_len = 1 + len(_varint(packed_len)) + packed_len
+            feature_len = 1 + len(_varint(list_len)) + list_len
+            entry_len = len(self._keys[name]) + 1 + len(_varint(feature_len)) + feature_len
+            header = self._headers[key] = (
+                b"\x0a" + _varint(entry_len) + self._keys[name] + b"\x12" + _varint(feature_len)
+                + b"\x1a" + _varint(list_len) + b"\x0a" + _varint(packed_len)  # Feature.int64_list = 3
+            )
+        return header
+
     def _int_entry_rows(self, name: str, values: np.ndarray) -> _Rows:
         """One int64 feature map entry per row, as a `_Rows` of its own."""
         n = values.shape[0]
         body = _Rows(n)
         body.varints(values, self._table)
-        packed_len = body.lengths
-        list_len = 1 + _varint_length(packed_len) + packed_len
-        feature_len = 1 + _varint_length(list_len) + list_len
-        entry_len = len(self._keys[name]) + 1 + _varint_length(feature_len) + feature_len
         rows = _Rows(n)
-        rows.const(b"\x0a")
-        rows.varints(entry_len[:, None], self._table)
-        rows.const(self._keys[name] + b"\x12")
-        rows.varints(feature_len[:, None], self._table)
-        rows.const(b"\x1a")
-        rows.varints(list_len[:, None], self._table)
-        rows.const(b"\x0a")
-        rows.varints(packed_len[:, None], self._table)
-        rows.data += body.data
-        rows.masks += body.masks
-        rows.lengths += body.lengths
+        rows.lookup(body.lengths, lambda packed_len: self._entry_header(name, packed_len))
+        rows.extend(body)
         return rows
 
     def encode_batch(
@@ -245,6 +288,7 @@ class ExampleEncoder:
             )
         if self.next_sentence and next_sentence_labels is None:
             raise ValueError("next_sentence_labels are needed: the encoder writes next_sentence_labels.")
+        lengths, num_masked = np.asarray(lengths), np.asarray(num_masked)
         fields = [
             ("input_ids", token_ids),
             ("input_mask", (np.arange(s)[None, :] < lengths[:, None]).astype(np.uint8)),
@@ -268,12 +312,10 @@ class ExampleEncoder:
             labels = np.asarray(next_sentence_labels, np.int64)[:, None]
             entries.append(self._int_entry_rows("next_sentence_labels", labels))
         record = _Rows(n)
-        record.const(b"\x0a")  # Example.features = 1
-        record.varints(sum(e.lengths for e in entries)[:, None], self._table)
+        # Example.features = 1
+        record.lookup(sum(e.lengths for e in entries), lambda size: b"\x0a" + _varint(size))
         for e in entries:
-            record.data += e.data
-            record.masks += e.masks
-            record.lengths += e.lengths
+            record.extend(e)
         return record.join()
 
     def encode(self, instance: TrainingInstance) -> bytes:
