@@ -183,7 +183,7 @@ def task_rng(random_seed: int, dupe_index: int, chunk_index: int) -> random.Rand
 
 
 def task_numpy_rng(random_seed: int, dupe_index: int, chunk_index: int) -> np.random.Generator:
-    """The numpy generator (vectorized masking) of one task; independent of workers."""
+    """The numpy generator (shuffles, vectorized masking) of one task; independent of workers."""
     digest = hashlib.sha256(_task_key(random_seed, dupe_index, chunk_index).encode()).digest()
     return np.random.default_rng(np.frombuffer(digest, np.uint32))
 
@@ -257,9 +257,10 @@ def _process(task: _Task) -> _Result:
             _save_tokens(task.cache_file, flat, segments, state.tokenizer.vocab_size)
     documents = _documents(segments)
     rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
-    rng.shuffle(documents)
+    np_rng = task_numpy_rng(state.random_seed, task.dupe_index, task.chunk_index)
+    # Shuffles as numpy permutations: `random.shuffle` is a Python loop.
+    documents = [documents[i] for i in np_rng.permutation(len(documents)).tolist()]
     layouts = create_layouts(documents, options, rng)
-    rng.shuffle(layouts)
     counts = dict.fromkeys(_COUNT_KEYS, 0)
     counts["documents"] = len(documents)
     counts["segments"] = sum(len(d) - 1 for d in documents)
@@ -267,10 +268,12 @@ def _process(task: _Task) -> _Result:
         return _Result(
             task.dupe_index, task.chunk_index, b"", np.zeros(1, np.int64), counts, [], line_counts
         )
-    layout_array = np.array(layouts, dtype=np.int64)
+    layout_array = np.array(layouts, dtype=np.int64)[np_rng.permutation(len(layouts))]
     if options.do_whole_word_mask or options.max_ngram_size > 1:
         flat_list = flat.tolist()
-        instances = [instance_from_layout(flat_list, x, options, vocab, rng) for x in layouts]
+        instances = [
+            instance_from_layout(flat_list, x, options, vocab, rng) for x in layout_array.tolist()
+        ]
         s, p = options.max_seq_length, options.max_predictions_per_seq
         masked_ids = _pad([x.token_ids for x in instances], s)
         segment_ids = _pad([x.segment_ids for x in instances], s)
@@ -280,7 +283,6 @@ def _process(task: _Task) -> _Result:
         num_masked = np.array([len(x.masked_lm_positions) for x in instances], np.int64)
     else:
         token_ids, segment_ids, lengths = layouts_to_arrays(flat, layout_array, options, vocab)
-        np_rng = task_numpy_rng(state.random_seed, task.dupe_index, task.chunk_index)
         masked_ids, positions, labels, num_masked = mask_tokens_batch(
             token_ids, lengths, options, vocab, np_rng
         )

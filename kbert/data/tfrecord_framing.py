@@ -56,19 +56,20 @@ def frame_records(blob: bytes, offsets: np.ndarray) -> tuple[bytes, np.ndarray]:
     [b'ab', b'cde']
     """
     bounds = np.asarray(offsets).tolist()
-    pack_crc = struct.Struct("<I").pack
+    records = [blob[begin:end] for begin, end in zip(bounds[:-1], bounds[1:])]
+    # The CRC must be computed record by record (no batch API); masking and
+    # packing are done for all records at once.
+    crcs = np.fromiter(map(google_crc32c.value, records), np.uint32, len(records))
+    crcs = ((crcs >> 15) | (crcs << 17)) + np.uint32(_MASK_DELTA)  # uint32 arithmetic wraps.
+    crc_bytes = crcs.astype("<u4").tobytes()
     headers: dict[int, bytes] = {}  # Records of a batch share few lengths.
-    parts = []
-    append = parts.append
-    for begin, end in zip(bounds[:-1], bounds[1:]):
-        header = headers.get(end - begin)
-        if header is None:
-            length = struct.pack("<Q", end - begin)
-            header = headers[end - begin] = length + pack_crc(masked_crc32c(length))
-        record = blob[begin:end]
-        append(header)
-        append(record)
-        append(pack_crc(masked_crc32c(record)))
+    for length in set(map(len, records)):
+        size = struct.pack("<Q", length)
+        headers[length] = size + struct.pack("<I", masked_crc32c(size))
+    parts: list[bytes] = [b""] * (3 * len(records))
+    parts[0::3] = [headers[len(record)] for record in records]
+    parts[1::3] = records
+    parts[2::3] = [crc_bytes[i : i + 4] for i in range(0, len(crc_bytes), 4)]
     framed_offsets = np.zeros(len(bounds), np.int64)
     np.cumsum(np.diff(np.asarray(offsets, np.int64)) + 16, out=framed_offsets[1:])
     return b"".join(parts), framed_offsets
