@@ -2,5 +2,6 @@
 
 from kbert.layers.activations import ACTIVATION_NAMES
 from kbert.layers.activations import get_activation
+from kbert.layers.gelu import gelu_approximate
 from kbert.layers.bert_masked_lm_head import BertMaskedLMHead
 from kbert.layers.next_sentence_head import NextSentenceHead
