@@ -8,7 +8,9 @@ from keras_hub.layers import PositionEmbedding
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import TransformerEncoder
 
+from kbert.layers import Dropout
 from kbert.layers import get_activation
+from kbert.layers import use_fast_dropout
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
@@ -116,7 +118,7 @@ class BertEncoder(keras_hub.models.Backbone):
         self.embeddings_layer_norm = keras.layers.LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
         )
-        self.embeddings_dropout = keras.layers.Dropout(
+        self.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
         self.transformer_layers = [
@@ -153,6 +155,10 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_dropout(x)
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
+            # keras-hub builds the block's Dropout layers (residual branches
+            # and attention probabilities) on this first call; half as many
+            # random numbers per mask from here on.
+            use_fast_dropout(transformer_layer)
         pooled_output = self.pooled_dense(x[:, 0, :])
         super().__init__(
             inputs={
