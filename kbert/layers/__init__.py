@@ -4,6 +4,7 @@ from kbert.layers.activations import ACTIVATION_NAMES
 from kbert.layers.activations import get_activation
 from kbert.layers.bert_masked_lm_head import BertMaskedLMHead
 from kbert.layers.dropout import Dropout
-from kbert.layers.dropout import use_fast_dropout
+from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate
+from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.next_sentence_head import NextSentenceHead

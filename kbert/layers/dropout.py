@@ -1,4 +1,4 @@
-"""Keras's Dropout with masks from 16-bit random draws, and a way to use it in keras-hub layers."""
+"""Keras's Dropout with masks from 16-bit random draws."""
 
 from __future__ import annotations
 
@@ -54,18 +54,3 @@ def _keep_mask(shape: tf.Tensor, rate: float, seed: tf.Tensor) -> tf.Tensor:
     threshold = tf.constant(round(rate * 2**_BITS), tf.uint16)
     return tf.reshape(halves >= threshold, shape)
 
-
-def use_fast_dropout(layer: keras.layers.Layer) -> None:
-    """Makes every `keras.layers.Dropout` inside `layer` a `kbert.layers.Dropout`.
-
-    keras-hub's `TransformerEncoder` (and the Keras `MultiHeadAttention` in it)
-    create their Dropout layers inside `build()` with no way to pass another
-    class, so the built layers are switched in place: same objects, same seed
-    generators and checkpoint paths, same configs; only `call` changes.
-
-    Args:
-        layer: a built Keras layer or model.
-    """
-    for sublayer in layer._flatten_layers(include_self=True):
-        if type(sublayer) is keras.layers.Dropout:
-            sublayer.__class__ = Dropout

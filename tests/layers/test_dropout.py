@@ -1,4 +1,4 @@
-"""kbert's Dropout: Keras's layer with cheaper masks; use_fast_dropout swaps it in."""
+"""kbert's Dropout: Keras's layer with cheaper masks; use_fast_layers swaps it in."""
 
 import keras
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.layers import Dropout
-from kbert.layers import use_fast_dropout
+from kbert.layers import use_fast_layers
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
@@ -36,13 +36,13 @@ def test_same_seed_same_masks_and_keras_config():
     assert Dropout.from_config(config).get_config() == config
 
 
-def test_use_fast_dropout_keeps_objects_and_seed_state():
+def test_use_fast_layers_keeps_objects_and_seed_state():
     layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=0.1)
     x = keras.ops.ones((2, 5, 8))
     layer(x, x)
     dropouts = [l for l in layer._flatten_layers() if isinstance(l, keras.layers.Dropout)]
     before = [(id(l), l.seed_generator.state.path) for l in dropouts]
-    use_fast_dropout(layer)
+    use_fast_layers(layer)
     assert all(type(l) is Dropout for l in dropouts)
     assert [(id(l), l.seed_generator.state.path) for l in dropouts] == before
     state = keras.ops.convert_to_numpy(dropouts[0].seed_generator.state)
