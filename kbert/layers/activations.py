@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Callable
 
 import keras
-from keras_hub.src.utils.keras_utils import gelu_approximate
+
+from kbert.layers.gelu import gelu_approximate
 
 # Names as they appear in bert_config.json / HF config.json, mapped to Keras
-# callables. keras-hub's `gelu_approximate` is the serializable tanh GELU its
-# BertBackbone uses, so kbert and keras-hub share the exact same function.
+# callables. kbert's `gelu_approximate` computes the same values as the tanh
+# GELU keras-hub's BertBackbone uses (the same ops), with a fused gradient.
 _ACTIVATIONS: dict[str, Callable] = {
     "gelu_approximate": gelu_approximate,
     "gelu_new": gelu_approximate,

@@ -25,7 +25,9 @@ class BertMaskedLMHead(MaskedLMHead):
       builds a broadcast index tensor and scatters its gradient back.
 
     Under mixed precision the logits come out in the variable dtype (float32),
-    with the bias added in it, where keras-hub's come out in the compute dtype.
+    with the bias added in it, where keras-hub's come out in the compute dtype;
+    when training, that cast and bias add (and their gradient) run as XLA
+    fusions.
 
     Configurations this fast path does not cover (an untied or quantized
     embedding, `reverse_dtype`, `logit_soft_cap`) run keras-hub's `call`.
@@ -55,7 +57,7 @@ class BertMaskedLMHead(MaskedLMHead):
             and getattr(embedding.dtype_policy, "quantization_mode", None) is None
         )
 
-    def call(self, inputs, mask_positions):
+    def call(self, inputs, mask_positions, training=None):
         if not self._has_fast_path():
             return super().call(inputs, mask_positions)
         x = tf.gather(inputs, tf.cast(mask_positions, "int32"), batch_dims=1)
@@ -67,9 +69,37 @@ class BertMaskedLMHead(MaskedLMHead):
         # Under mixed precision the bias is added in the variable dtype: on
         # CPU oneDNN's fused bfloat16 matmul + bias kernel is several times
         # slower than the plain matmul, and the loss wants float32 logits.
-        logits = tf.cast(logits, self.variable_dtype)
-        logits = tf.nn.bias_add(logits, tf.cast(self._bias, self.variable_dtype))
+        bias = tf.cast(self._bias, self.variable_dtype)
+        if training and logits.dtype != bias.dtype:
+            logits = _cast_and_add_bias(logits, bias)
+        else:
+            logits = tf.nn.bias_add(tf.cast(logits, bias.dtype), bias)
         outputs = tf.reshape(logits, tf.concat([shape[:-1], [-1]], axis=0))
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs
+
+
+# Under mixed precision the cast of the [predictions, vocabulary] logits to
+# float32, the bias add, and in the backward pass the cast back and the bias
+# gradient are four full passes with TF's kernels; XLA fuses each direction
+# into one (about 4 ms of a 90 ms tiny-BERT step on 2 CPU cores). Training
+# only, so inference and saved graphs run no XLA.
+@tf.custom_gradient
+def _cast_and_add_bias(logits, bias):
+    """`tf.cast(logits, bias.dtype) + bias`, each direction one XLA function."""
+
+    def grad(upstream):
+        return _cast_and_add_bias_gradient(upstream, logits.dtype)
+
+    return _cast_and_add_bias_forward(logits, bias), grad
+
+
+@tf.function(jit_compile=True)
+def _cast_and_add_bias_forward(logits, bias):
+    return tf.cast(logits, bias.dtype) + bias
+
+
+@tf.function(jit_compile=True)
+def _cast_and_add_bias_gradient(upstream, logits_dtype):
+    return tf.cast(upstream, logits_dtype), tf.reduce_sum(upstream, axis=0)

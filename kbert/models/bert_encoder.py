@@ -8,7 +8,10 @@ from keras_hub.layers import PositionEmbedding
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import TransformerEncoder
 
+from kbert.layers import Dropout
+from kbert.layers import LayerNormalization
 from kbert.layers import get_activation
+from kbert.layers import use_fast_layers
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
@@ -113,10 +116,10 @@ class BertEncoder(keras_hub.models.Backbone):
             name="segment_embedding",
         )
         self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
-        self.embeddings_layer_norm = keras.layers.LayerNormalization(
+        self.embeddings_layer_norm = LayerNormalization(
             epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
         )
-        self.embeddings_dropout = keras.layers.Dropout(
+        self.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
         self.transformer_layers = [
@@ -153,6 +156,9 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_dropout(x)
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
+            # keras-hub builds the block's Dropout and LayerNormalization
+            # layers on this first call; kbert's faster ones from here on.
+            use_fast_layers(transformer_layer)
         pooled_output = self.pooled_dense(x[:, 0, :])
         super().__init__(
             inputs={

@@ -60,3 +60,28 @@ def test_registered_and_mixed_precision_dtype():
     logits = head(keras.ops.ones((BATCH, SEQ, H)), mask_positions=keras.ops.zeros((BATCH, 2), "int32"))
     # bfloat16 matmul, float32 bias and logits (what the loss wants).
     assert logits.dtype == "float32" and tuple(logits.shape) == (BATCH, 2, V)
+
+
+def test_mixed_precision_training_path_matches_inference_path():
+    # training=True adds the bias through an XLA fusion under mixed precision;
+    # values and gradients must be those of the plain ops.
+    embedding = ReversibleEmbedding(V, H, dtype="mixed_bfloat16")
+    embedding.build((None,))
+    head = BertMaskedLMHead(token_embedding=embedding, dtype="mixed_bfloat16")
+    head.build((None, SEQ, H))
+    rng = np.random.default_rng(2)
+    head._bias.assign(rng.normal(size=(V,)).astype("float32"))
+    inputs = tf.constant(rng.normal(size=(BATCH, SEQ, H)), tf.float32)
+    positions = tf.constant(np.sort(rng.integers(0, SEQ, (BATCH, PREDICTIONS))), tf.int32)
+    upstream = tf.constant(rng.normal(size=(BATCH, PREDICTIONS, V)), tf.float32)
+    results = []
+    for training in (True, False):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            logits = head(inputs, mask_positions=positions, training=training)
+            loss = tf.reduce_sum(logits * upstream)
+        grads = tape.gradient(loss, [inputs, embedding.embeddings, head._bias])
+        results.append([logits] + [tf.convert_to_tensor(g) for g in grads])
+    assert results[0][0].dtype == "float32"
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
