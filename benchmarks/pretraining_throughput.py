@@ -147,6 +147,7 @@ def main():
           f"{keras_hub.__version__}; batch {BATCH}, seq {SEQ}, predictions {PREDICTIONS}")
     print(f"{'config':<8}{'dtype':<16}{'keras-hub seq/s':>16}{'kbert seq/s':>13}{'ratio':>7}"
           f"{'MFU hub':>9}{'MFU kbert':>11}")
+    throughput = {}  # (config, dtype) -> (keras-hub seq/s, kbert seq/s)
     for config in args.configs.split(","):
         L, H, A, I = SIZES[config]
         steps = max(2, int(STEPS[config] * args.steps_scale))
@@ -163,11 +164,17 @@ def main():
             keras.backend.clear_session()
             keras.config.set_dtype_policy("float32")
             hub, mine = BATCH / results["hub"], BATCH / results["kbert"]
+            throughput[config, dtype] = hub, mine
             print(f"{config:<8}{dtype:<16}{hub:>16.2f}{mine:>13.2f}{mine / hub:>7.2f}"
                   f"{flops / results['hub'] / peaks[dtype]:>9.1%}"
                   f"{flops / results['kbert'] / peaks[dtype]:>11.1%}", flush=True)
     for d, peak in peaks.items():
         print(f"matmul peak {d} (best measured): {peak / 1e9:.1f} GFLOP/s")
+    for config in args.configs.split(","):
+        if (config, "float32") in throughput and (config, "mixed_bfloat16") in throughput:
+            (hub32, kbert32), (_, kbert16) = throughput[config, "float32"], throughput[config, "mixed_bfloat16"]
+            print(f"{config}: kbert mixed_bfloat16 / keras-hub float32 {kbert16 / hub32:.2f}, "
+                  f"kbert mixed_bfloat16 / kbert float32 {kbert16 / kbert32:.2f}")
 
 
 if __name__ == "__main__":
