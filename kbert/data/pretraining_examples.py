@@ -276,30 +276,25 @@ def create_masked_lm_predictions(
 def _truncation(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> tuple[int, int, int, int]:
     """How many tokens the original's truncation walk cuts: `(a_front, a_back, b_front, b_back)`.
 
-    The original removes one token at a time from the longer segment (A on
-    ties), from the front or back with probability 1/2 each. Which segment
-    loses each token does not depend on the coin flips, so the counts per
-    segment are computed directly and the front/back split of each is one
+    The original removes one token at a time from the longer segment (B on
+    ties: `tokens_a if len(tokens_a) > len(tokens_b) else tokens_b`), from
+    the front or back with probability 1/2 each. Which segment loses each
+    token does not depend on the coin flips, so the counts per segment are
+    computed directly and the front/back split of each is one
     Binomial(n, 1/2) draw (the popcount of n random bits): the same
     distribution in O(1) Python operations instead of one per token.
     """
     excess = len_a + len_b - max_num_tokens
     if excess <= 0:
         return 0, 0, 0, 0
-    if len_a >= len_b:
-        gap = len_a - len_b
-        if excess <= gap:
-            trim_a, trim_b = excess, 0
-        else:
-            rest = excess - gap  # Alternating from a tie, which A loses first.
-            trim_a, trim_b = gap + (rest + 1) // 2, rest // 2
+    # The longer one is cut down to a tie, then they alternate, B first.
+    gap = abs(len_a - len_b)
+    first, rest = min(excess, gap), max(0, excess - gap)
+    trim_a, trim_b = rest // 2, (rest + 1) // 2
+    if len_a > len_b:
+        trim_a += first
     else:
-        gap = len_b - len_a
-        if excess <= gap:
-            trim_a, trim_b = 0, excess
-        else:
-            rest = excess - gap
-            trim_a, trim_b = (rest + 1) // 2, gap + rest // 2
+        trim_b += first
     a_front = bin(rng.getrandbits(trim_a)).count("1") if trim_a else 0
     b_front = bin(rng.getrandbits(trim_b)).count("1") if trim_b else 0
     return a_front, trim_a - a_front, b_front, trim_b - b_front
@@ -308,7 +303,7 @@ def _truncation(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random)
 def truncate_seq_pair(
     tokens_a: list[int], tokens_b: list[int], max_num_tokens: int, rng: random.Random
 ) -> tuple[list[int], list[int]]:
-    """Trims the longer of A and B, one token at a time from front or back.
+    """Trims the longer of A and B (B on ties), one token at a time from front or back.
 
     The same distribution as the original's `truncate_seq_pair` random walk,
     in O(1) draws (see `_truncation`).

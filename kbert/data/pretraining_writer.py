@@ -440,6 +440,11 @@ def _check_outputs(output_files: Sequence[str]) -> None:
     if len(set(output_files)) != len(output_files):
         raise ValueError(f"--output_file lists a file twice: {list(output_files)}.")
     for output_file in output_files:
+        if tf.io.gfile.isdir(output_file):
+            raise ValueError(
+                f"--output_file={output_file!r} is a directory; name a file in it, such as "
+                f"{posixpath.join(output_file, 'train-0.tfrecord')!r}."
+            )
         directory = posixpath.dirname(output_file) if "://" in output_file else os.path.dirname(output_file)
         if directory and not tf.io.gfile.isdir(directory):
             raise ValueError(
@@ -593,6 +598,7 @@ def create_pretraining_data(
     counts = dict.fromkeys(_COUNT_KEYS, 0)
     line_counts = {"lines": 0, "truncated_lines": 0}
     instances_per_file = [0] * len(output_files)
+    sidecars: list[str] = []
     work_dir = None
     done = False
     try:
@@ -668,6 +674,56 @@ def create_pretraining_data(
             )
         for writer in writers:
             writer.close()
+        seconds = time.time() - start
+        instances = counts["instances"]
+        metadata: dict[str, Any] = {
+            "format": METADATA_FORMAT,
+            "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions_per_seq,
+            "next_sentence": next_sentence,
+            "do_lower_case": do_lower_case,
+            "vocab_file": vocab_file,
+            "vocab_sha256": vocab_sha256(vocab_file),
+            "vocab_size": len(vocab),
+            "input_files": input_files,
+            "output_files": output_files,
+            "chunk_bytes": chunk_bytes,
+            "flags": flags
+            if flags is not None
+            else {
+                "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
+                "output_file": ",".join(output_files),
+                "vocab_file": vocab_file,
+                "do_lower_case": do_lower_case,
+                "do_whole_word_mask": do_whole_word_mask,
+                "max_seq_length": max_seq_length,
+                "max_predictions_per_seq": max_predictions_per_seq,
+                "random_seed": random_seed,
+                "dupe_factor": dupe_factor,
+                "masked_lm_prob": masked_lm_prob,
+                "short_seq_prob": short_seq_prob,
+                "max_ngram_size": max_ngram_size,
+                "next_sentence": next_sentence,
+                "input_encoding": input_encoding,
+            },
+            "counts": {
+                "input_bytes": input_bytes,
+                **line_counts,
+                **counts,
+                "masked_fraction": counts["masked_tokens"] / max(1, counts["tokens"]),
+                "random_next_fraction": (
+                    None if next_sentence == "none" else counts["random_next"] / max(1, instances)
+                ),
+            },
+            "seconds": round(seconds, 3),
+            "input_mb_per_s": round(input_bytes / 1e6 / max(seconds, 1e-9), 3),
+        }
+        # Sidecars first: data that is in place always has its sidecar, so the
+        # trainer's checks never silently find none.
+        for output, num in zip(output_files, instances_per_file):
+            sidecars.append(
+                write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
+            )
         for output, temp in zip(output_files, temp_files):
             tf.io.gfile.rename(temp, output, overwrite=True)
         done = True
@@ -678,56 +734,10 @@ def create_pretraining_data(
             except Exception:  # pylint: disable=broad-except
                 pass
         if not done:
-            for temp in temp_files:
+            for temp in [*temp_files, *sidecars]:
                 if tf.io.gfile.exists(temp):
                     tf.io.gfile.remove(temp)
         if work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
 
-    seconds = time.time() - start
-    instances = counts["instances"]
-    metadata: dict[str, Any] = {
-        "format": METADATA_FORMAT,
-        "max_seq_length": max_seq_length,
-        "max_predictions_per_seq": max_predictions_per_seq,
-        "next_sentence": next_sentence,
-        "do_lower_case": do_lower_case,
-        "vocab_file": vocab_file,
-        "vocab_sha256": vocab_sha256(vocab_file),
-        "vocab_size": len(vocab),
-        "input_files": input_files,
-        "output_files": output_files,
-        "chunk_bytes": chunk_bytes,
-        "flags": flags
-        if flags is not None
-        else {
-            "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
-            "output_file": ",".join(output_files),
-            "vocab_file": vocab_file,
-            "do_lower_case": do_lower_case,
-            "do_whole_word_mask": do_whole_word_mask,
-            "max_seq_length": max_seq_length,
-            "max_predictions_per_seq": max_predictions_per_seq,
-            "random_seed": random_seed,
-            "dupe_factor": dupe_factor,
-            "masked_lm_prob": masked_lm_prob,
-            "short_seq_prob": short_seq_prob,
-            "max_ngram_size": max_ngram_size,
-            "next_sentence": next_sentence,
-            "input_encoding": input_encoding,
-        },
-        "counts": {
-            "input_bytes": input_bytes,
-            **line_counts,
-            **counts,
-            "masked_fraction": counts["masked_tokens"] / max(1, counts["tokens"]),
-            "random_next_fraction": (
-                None if next_sentence == "none" else counts["random_next"] / max(1, instances)
-            ),
-        },
-        "seconds": round(seconds, 3),
-        "input_mb_per_s": round(input_bytes / 1e6 / max(seconds, 1e-9), 3),
-    }
-    for output, num in zip(output_files, instances_per_file):
-        write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
     return metadata

@@ -113,8 +113,9 @@ def run_pretraining(
 
     Returns:
         The summary dict also written to `model_dir/summary.json`:
-        `global_step`, `loss`, `masked_lm_accuracy`, `next_sentence_accuracy`,
-        `examples_per_second`, `resumed_from_step`, `wall_seconds`.
+        `global_step`, `loss`, `masked_lm_accuracy`, `next_sentence_accuracy`
+        (None for an MLM-only model), `examples_per_second`,
+        `resumed_from_step`, `wall_seconds`.
 
     Example:
 
@@ -207,7 +208,8 @@ def run_pretraining(
     train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
                                   accumulation, jit_compile, next_batch)
     writer = tf.summary.create_file_writer(model_dir) if chief else tf.summary.create_noop_writer()
-    step, interval, last = resumed_from_step, _Interval(), {}
+    new_interval = lambda: _Interval(pretrainer.next_sentence)  # noqa: E731
+    step, interval, last = resumed_from_step, new_interval(), {}
     timed_examples, timed_seconds = 0, 0.0
     first_call = True
     while step < num_train_steps:
@@ -238,7 +240,7 @@ def run_pretraining(
         if step // log_every_steps > (step - num_steps) // log_every_steps or step == num_train_steps:
             last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
                                    writer, print_fn)
-            interval = _Interval()
+            interval = new_interval()
     if not chief and tf.io.gfile.exists(write_dir):
         tf.io.gfile.rmtree(write_dir)
 
@@ -314,6 +316,10 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
         # batch, so every replica and micro-batch divides by the same total.
         total_weight = context.all_reduce(tf.distribute.ReduceOp.SUM, local_weight)
         grads, loss_sum, mlm_correct, nsp_correct = None, 0.0, 0.0, 0.0
+        # Indices of the variables the loss reaches, known when tracing: an
+        # MLM-only model (next_sentence=False) never uses the pooler, which
+        # then gets neither an update nor weight decay.
+        used = None
         for features, labels, weights in micro_batches:
             with tf.GradientTape() as tape:
                 outputs = pretrainer(features, training=True)
@@ -329,7 +335,10 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
                 if pretrainer.losses:
                     loss += tf.add_n(pretrainer.losses) / contributions
                 scaled_loss = optimizer.scale_loss(loss)
-            micro_grads = [tf.convert_to_tensor(g) for g in tape.gradient(scaled_loss, variables)]
+            raw_grads = tape.gradient(scaled_loss, variables)
+            if used is None:
+                used = [i for i, g in enumerate(raw_grads) if g is not None]
+            micro_grads = [tf.convert_to_tensor(raw_grads[i]) for i in used]
             grads = micro_grads if grads is None else [a + b for a, b in zip(grads, micro_grads)]
             loss_sum += loss
             mlm_correct += tf.reduce_sum(mlm_hits * weights["mlm"])
@@ -337,7 +346,7 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
                 predicted = tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32)
                 nsp_correct += tf.reduce_sum(tf.cast(tf.equal(predicted, nsp_labels), tf.float32))
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        optimizer.apply_gradients(zip(grads, variables))
+        optimizer.apply_gradients(zip(grads, [variables[i] for i in used]))
         return loss_sum, mlm_correct, local_weight, nsp_correct
 
     step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
@@ -364,7 +373,8 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
 class _Interval:
     """Sums per-step statistics between two progress lines."""
 
-    def __init__(self):
+    def __init__(self, next_sentence: bool = True):
+        self.next_sentence = next_sentence
         self.steps, self.loss, self.mlm_correct, self.mlm_weight, self.nsp_correct = 0, 0.0, 0.0, 0.0, 0.0
         self.examples, self.seconds = 0, 0.0
 
@@ -382,17 +392,19 @@ class _Interval:
         values = {
             "loss": self.loss / self.steps,
             "masked_lm_accuracy": self.mlm_correct / max(self.mlm_weight, 1e-9),
-            "next_sentence_accuracy": self.nsp_correct / max(self.examples, 1),
+            # None for MLM-only models (BertPretrainer.next_sentence=False).
+            "next_sentence_accuracy": (self.nsp_correct / max(self.examples, 1)
+                                       if self.next_sentence else None),
             "learning_rate": learning_rate,
             "examples_per_second": self.examples / max(self.seconds, 1e-9),
         }
         with writer.as_default():
             for name, value in values.items():
-                if name != "loss":
+                if name != "loss" and value is not None:
                     _scalar(name, value, step)
+        nsp = (f"nsp_acc {values['next_sentence_accuracy']:.4f}  " if self.next_sentence else "")
         print_fn(f"step {step}/{total}  loss {values['loss']:.4f}  "
-                 f"mlm_acc {values['masked_lm_accuracy']:.4f}  "
-                 f"nsp_acc {values['next_sentence_accuracy']:.4f}  "
+                 f"mlm_acc {values['masked_lm_accuracy']:.4f}  {nsp}"
                  f"lr {learning_rate:.3e}  examples/s {values['examples_per_second']:.1f}")
         return values
 
@@ -456,10 +468,15 @@ def _check_data_vocab(metadata, pretrainer, vocab_file, files) -> None:
             f"{metadata['vocab_size']} recorded in {where}; pass --gin_params="
             f"'BertEncoder.vocabulary_size = {metadata['vocab_size']}' or regenerate the data."
         )
-    if "next_sentence" in metadata and bool(metadata["next_sentence"]) != pretrainer.next_sentence:
+    # The sidecar records the data tool's --next_sentence: "nsp" and "sop" data
+    # carry next_sentence_labels, "none" data does not. An MLM-only model reads
+    # either kind (the labels are not parsed); an NSP head needs the labels.
+    if pretrainer.next_sentence and metadata.get("next_sentence") in ("none", False):
         raise ValueError(
-            f"BertPretrainer.next_sentence={pretrainer.next_sentence} does not match "
-            f"next_sentence={metadata['next_sentence']} recorded in {where}."
+            f"BertPretrainer.next_sentence=True needs next_sentence_labels, but {where} records "
+            f"next_sentence={metadata['next_sentence']!r} (data written with "
+            "--next_sentence=none has none); pass --gin_params='BertPretrainer.next_sentence = "
+            "False' for MLM-only training or regenerate the data with --next_sentence=nsp or sop."
         )
     if vocab_file and metadata.get("vocab_sha256"):
         with tf.io.gfile.GFile(vocab_file, "rb") as f:

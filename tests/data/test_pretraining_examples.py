@@ -202,6 +202,30 @@ def test_truncate_seq_pair_trims_the_longer():
     assert len(a) == 6 and len(b) == 6
 
 
+def _original_truncation_counts(len_a, len_b, max_num_tokens):
+    """Tokens the original's `truncate_seq_pair` walk takes from A and from B."""
+    trim_a = trim_b = 0
+    while (len_a - trim_a) + (len_b - trim_b) > max_num_tokens:
+        # google-research/bert: `tokens_a if len(tokens_a) > len(tokens_b) else tokens_b`.
+        if len_a - trim_a > len_b - trim_b:
+            trim_a += 1
+        else:
+            trim_b += 1
+    return trim_a, trim_b
+
+
+def test_truncation_takes_from_each_segment_what_the_original_takes():
+    # Ties go to B, as in the original: (3, 3) cut to 5 keeps A whole.
+    assert truncate_seq_pair([1, 2, 3], [4, 5, 6], 5, random.Random(0))[0] == [1, 2, 3]
+    rng = random.Random(0)
+    for len_a in range(1, 14):
+        for len_b in range(1, 14):
+            for max_num_tokens in range(2, len_a + len_b + 1):
+                a, b = truncate_seq_pair(list(range(len_a)), list(range(len_b)), max_num_tokens, rng)
+                expected = _original_truncation_counts(len_a, len_b, max_num_tokens)
+                assert (len_a - len(a), len_b - len(b)) == expected, (len_a, len_b, max_num_tokens)
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -138,11 +138,16 @@ def test_bad_inputs_leave_no_output(tmp_path, vocab_file):
         create_pretraining_data(PERSUASION, out, vocab_file, **{**SMALL, "max_predictions_per_seq": 40})
     with pytest.raises(ValueError, match="directory .*missing.* does not exist"):
         create_pretraining_data(PERSUASION, str(tmp_path / "missing" / "o.tfrecord"), vocab_file, **SMALL)
+    with pytest.raises(ValueError, match=r"--output_file='.*out' is a directory; name a file in it"):
+        create_pretraining_data(PERSUASION, str(tmp_path / "out"), vocab_file, **SMALL)
     assert os.listdir(tmp_path / "out") == []
-    if os.geteuid() != 0:  # root can write anywhere
-        os.chmod(tmp_path / "out", 0o500)
-        with pytest.raises(ValueError, match="cannot be written"):
-            create_pretraining_data(PERSUASION, out, vocab_file, **SMALL)
+    # A directory nobody may create files in: sysfs refuses even root (as CI runs).
+    unwritable = "/sys" if os.geteuid() == 0 else str(tmp_path / "out")
+    if unwritable != "/sys":
+        os.chmod(unwritable, 0o500)
+    with pytest.raises(ValueError, match=r"--output_file='.*o.tfrecord' cannot be written"):
+        create_pretraining_data(PERSUASION, os.path.join(unwritable, "o.tfrecord"), vocab_file, **SMALL)
+    assert not os.path.exists(os.path.join(unwritable, "o.tfrecord.incomplete"))
 
 
 def test_tool_runs_and_prints_examples(tmp_path, vocab_file):

@@ -7,18 +7,22 @@ import socket
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO
+from tests.conftest import V
 from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
+from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
 from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import write_pretraining_data
 
+from kbert.data import create_pretraining_data
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.models import load_encoder
@@ -200,6 +204,52 @@ def test_data_config_mismatch_names_both_values(tmp_path):
         _run(data, tmp_path / "model", max_seq_length=32)
     with pytest.raises(ValueError, match=r"vocabulary_size=99 does not match vocab_size=30522"):
         _run(data, tmp_path / "model")
+
+
+@pytest.fixture(scope="module")
+def tool_data(tmp_path_factory):
+    """The data tool's own output (TFRecords and sidecars) per --next_sentence mode."""
+    directory = tmp_path_factory.mktemp("tool_data")
+    vocab_file = directory / "vocab.txt"
+    vocab_file.write_text("\n".join(build_vocab(V)[0]) + "\n")
+    files = {}
+    for mode in ("nsp", "none"):
+        files[mode] = str(directory / f"{mode}.tfrecord")
+        create_pretraining_data(
+            os.path.join(TESTDATA, "emma_chapter1.txt"), files[mode], str(vocab_file),
+            max_seq_length=RUN["max_seq_length"],
+            max_predictions_per_seq=RUN["max_predictions_per_seq"], dupe_factor=2,
+            next_sentence=mode, num_workers=1)
+    return files
+
+
+def test_trains_on_the_data_tools_output_in_each_sentence_mode(tool_data, tmp_path):
+    steps = dict(num_train_steps=2, save_checkpoints_steps=2, log_every_steps=1)
+    summary, _ = _run(tool_data["nsp"], tmp_path / "nsp", **steps)
+    assert summary["global_step"] == 2 and 0.0 <= summary["next_sentence_accuracy"] <= 1.0
+    # RoBERTa-style: --next_sentence=none data and an MLM-only model; no NSP accuracy.
+    lines = []
+    summary = run_pretraining(
+        tool_data["none"], str(tmp_path / "none"),
+        lambda: BertPretrainer(BertEncoder(**tiny_encoder_kwargs()), next_sentence=False),
+        print_fn=lines.append, **{**RUN, **steps})
+    assert summary["global_step"] == 2 and summary["next_sentence_accuracy"] is None
+    assert [line for line in lines if line.startswith("step ")][-1].split()[4] == "mlm_acc"
+    assert "nsp_acc" not in "".join(lines)
+    # The pooler, unused without NSP, keeps its initial weights (no update, no decay).
+    keras.utils.set_random_seed(RUN["seed"])
+    initial, trained = BertEncoder(**tiny_encoder_kwargs()), load_encoder(str(tmp_path / "none"))
+    for before, after in zip(initial.pooled_dense.get_weights(), trained.pooled_dense.get_weights()):
+        np.testing.assert_array_equal(after, before)
+    assert not np.array_equal(trained.token_embedding.embeddings.numpy(),
+                              initial.token_embedding.embeddings.numpy())
+    # An NSP head on data without next_sentence_labels is refused before training.
+    with pytest.raises(ValueError, match=r"BertPretrainer.next_sentence=True needs "
+                                         r"next_sentence_labels, but the data's sidecar "
+                                         r"\(.*none.tfrecord.meta.json\) records "
+                                         r"next_sentence='none'"):
+        _run(tool_data["none"], tmp_path / "refused", **steps)
+    assert not os.path.exists(tmp_path / "refused" / "summary.json")
 
 
 def test_batch_not_divisible_names_the_multiple(data_file, tmp_path):
