@@ -16,7 +16,9 @@ Differences from google-research/bert's tool, which holds the corpus and all
   size of the text) in a temporary directory (`tempfile`, so `TMPDIR`), and
   the later dupes load them instead of reading and tokenizing again. Pool
   workers hand their records to the parent through files there too
-  (`_process_in_pool`). The directory is removed at the end.
+  (`_process_in_pool`), grouped by output file (`_file_groups`), and the
+  parent appends each group to its output with one in-kernel copy
+  (`OutputFile.copy_range`). The directory is removed at the end.
 - Determinism. A task's randomness is `random.Random` seeded with
   `(random_seed, dupe index, chunk index)` only, and results are written in
   task order, so the output is byte-identical for any `num_workers`.
@@ -62,6 +64,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import text_files
+from kbert.data.output_file import OutputFile
 from kbert.data.pretraining_examples import InstanceOptions
 from kbert.data.pretraining_examples import TrainingInstance
 from kbert.data.pretraining_examples import VocabInfo
@@ -106,23 +109,16 @@ class _Task:
 class _Result:
     dupe_index: int
     chunk_index: int
-    # Record i is records[offsets[i]:offsets[i + 1]]; empty when a pool
-    # worker left them in `records_file`.
+    # The framed records grouped by output file (see `_file_groups`): group k
+    # is records[group_bounds[k]:group_bounds[k + 1]], group_sizes[k] records.
+    # `records` is empty when a pool worker left them in `records_file`.
     records: bytes
-    offsets: np.ndarray
+    group_bounds: list[int]
+    group_sizes: list[int]
     counts: dict[str, int]
     examples: list[TrainingInstance]
     line_counts: dict[str, int]
     records_file: str | None = None
-
-    def take_records(self) -> bytes:
-        """The framed records, read (and the file removed) if a worker left them in a file."""
-        if self.records_file is None:
-            return self.records
-        with open(self.records_file, "rb") as f:
-            records = f.read()
-        os.remove(self.records_file)
-        return records
 
 
 @dataclasses.dataclass
@@ -134,6 +130,7 @@ class _WorkerState:
     random_seed: int
     num_examples: int
     input_encoding: str
+    num_output_files: int
 
 
 _STATE: _WorkerState | None = None
@@ -167,6 +164,7 @@ def _init_worker(
     random_seed: int,
     num_examples: int,
     input_encoding: str,
+    num_output_files: int,
     in_pool: bool = True,
 ) -> None:
     global _STATE
@@ -191,6 +189,7 @@ def _init_worker(
         random_seed=random_seed,
         num_examples=num_examples,
         input_encoding=input_encoding,
+        num_output_files=num_output_files,
     )
 
 
@@ -268,6 +267,21 @@ def _pad(rows: list[list[int]], width: int) -> np.ndarray:
     return out
 
 
+def _file_groups(num_records: int, num_files: int) -> tuple[np.ndarray | None, list[int]]:
+    """Row order that groups a task's records by output file, and the group sizes.
+
+    Instances go round-robin over the output files, so group k holds records
+    k, k + num_files, k + 2 * num_files, ... in order. The parent sends group
+    k to file `(first + k) % num_files`, where `first` is the file the task's
+    first record goes to: each file gets its records as one contiguous range.
+    Returns `(None, [num_records])` for one file (no reordering).
+    """
+    sizes = [len(range(k, num_records, num_files)) for k in range(num_files)]
+    if num_files == 1:
+        return None, sizes
+    return np.concatenate([np.arange(k, num_records, num_files) for k in range(num_files)]), sizes
+
+
 def _process(task: _Task) -> _Result:
     state = _STATE
     options, vocab = state.options, state.vocab
@@ -288,8 +302,10 @@ def _process(task: _Task) -> _Result:
     counts["documents"] = len(documents)
     counts["segments"] = sum(len(d) - 1 for d in documents)
     if not layouts:
+        num_files = state.num_output_files
         return _Result(
-            task.dupe_index, task.chunk_index, b"", np.zeros(1, np.int64), counts, [], line_counts
+            task.dupe_index, task.chunk_index, b"", [0] * (num_files + 1), [0] * num_files,
+            counts, [], line_counts,
         )
     layout_array = np.array(layouts, dtype=np.int64)[np_rng.permutation(len(layouts))]
     if options.do_whole_word_mask or options.max_ngram_size > 1:
@@ -315,10 +331,13 @@ def _process(task: _Task) -> _Result:
     counts["tokens"] = int(lengths.sum())
     counts["masked_tokens"] = int(num_masked.sum())
     counts["random_next"] = int(next_labels.sum()) if next_sentence else 0
-    records, offsets = frame_records(*state.encoder.encode_batch(
-        masked_ids, lengths, segment_ids, positions, labels, num_masked, next_labels
-    ))
-    examples = []
+    columns = [masked_ids, lengths, segment_ids, positions, labels, num_masked, next_labels]
+    order, group_sizes = _file_groups(len(layouts), state.num_output_files)
+    if order is not None:
+        columns = [None if c is None else c[order] for c in columns]
+    records, offsets = frame_records(*state.encoder.encode_batch(*columns))
+    group_bounds = offsets[np.cumsum([0, *group_sizes])].tolist()
+    examples = []  # The first ones in instance (output) order.
     for i in range(min(state.num_examples, len(layouts))):
         n, k = int(lengths[i]), int(num_masked[i])
         examples.append(
@@ -330,7 +349,10 @@ def _process(task: _Task) -> _Result:
                 bool(next_labels[i]) if next_sentence else None,
             )
         )
-    return _Result(task.dupe_index, task.chunk_index, records, offsets, counts, examples, line_counts)
+    return _Result(
+        task.dupe_index, task.chunk_index, records, group_bounds, group_sizes, counts, examples,
+        line_counts,
+    )
 
 
 def _process_in_pool(task: _Task) -> _Result:
@@ -415,23 +437,31 @@ def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
         yield pending.popleft().get()
 
 
-def _write_round_robin(
-    writers: Sequence[Any], instances_per_file: list[int], first: int, records: bytes,
-    offsets: np.ndarray,
+def _write_result(
+    writers: Sequence[OutputFile], instances_per_file: list[int], first: int, result: _Result
 ) -> int:
-    """Writes framed records round-robin from `writers[first]`; returns the next writer index."""
-    num_records, num_files = len(offsets) - 1, len(writers)
-    if num_files == 1:
-        writers[0].write(records)
-    else:
-        bounds = offsets.tolist()
-        for k in range(min(num_files, num_records)):
-            writers[(first + k) % num_files].write(
-                b"".join([records[bounds[i] : bounds[i + 1]] for i in range(k, num_records, num_files)])
-            )
-    for k in range(num_files):
-        instances_per_file[(first + k) % num_files] += len(range(k, num_records, num_files))
-    return (first + num_records) % num_files
+    """Writes a task's records round-robin from `writers[first]`; returns the next writer index.
+
+    Group k of the result goes to `writers[(first + k) % len(writers)]`; a pool
+    worker's records file is copied range by range (by the kernel where it
+    can) and removed.
+    """
+    num_files, bounds = len(writers), result.group_bounds
+    source_fd = os.open(result.records_file, os.O_RDONLY) if result.records_file else None
+    try:
+        view = memoryview(result.records)
+        for k in range(num_files):
+            writer, size = writers[(first + k) % num_files], bounds[k + 1] - bounds[k]
+            if size and source_fd is not None:
+                writer.copy_range(source_fd, bounds[k], size)
+            elif size:
+                writer.write(view[bounds[k] : bounds[k + 1]])
+            instances_per_file[(first + k) % num_files] += result.group_sizes[k]
+    finally:
+        if source_fd is not None:
+            os.close(source_fd)
+            os.remove(result.records_file)
+    return (first + sum(result.group_sizes)) % num_files
 
 
 def _check_outputs(output_files: Sequence[str]) -> None:
@@ -594,7 +624,7 @@ def create_pretraining_data(
     input_bytes = sum(tf.io.gfile.stat(f).length for f in input_files)
 
     temp_files = [f + ".incomplete" for f in output_files]
-    writers: list[tf.io.gfile.GFile] = []
+    writers: list[OutputFile] = []
     counts = dict.fromkeys(_COUNT_KEYS, 0)
     line_counts = {"lines": 0, "truncated_lines": 0}
     instances_per_file = [0] * len(output_files)
@@ -604,12 +634,12 @@ def create_pretraining_data(
     try:
         for output, temp in zip(output_files, temp_files):
             try:
-                writers.append(tf.io.gfile.GFile(temp, "wb"))
-                writers[-1].write(b"")  # GFile opens lazily: fail here, not mid-run.
+                writers.append(OutputFile(temp))
             except (tf.errors.OpError, OSError) as e:
                 raise ValueError(f"--output_file={output!r} cannot be written: {e}") from None
         init_args = (
-            vocab_file, do_lower_case, options, random_seed, num_verbose_examples, input_encoding
+            vocab_file, do_lower_case, options, random_seed, num_verbose_examples, input_encoding,
+            len(output_files),
         )
         # Token caches and the records of pool workers (removed at the end).
         work_dir = tempfile.mkdtemp(prefix="kbert-pretraining-data-")
@@ -635,9 +665,7 @@ def create_pretraining_data(
             writer_index = 0
             examples_left = num_verbose_examples
             for result in results:
-                writer_index = _write_round_robin(
-                    writers, instances_per_file, writer_index, result.take_records(), result.offsets
-                )
+                writer_index = _write_result(writers, instances_per_file, writer_index, result)
                 for key, value in result.counts.items():
                     if key != "documents" or result.dupe_index == 0:
                         counts[key] += value
