@@ -28,7 +28,6 @@ The random-next document comes from the `documents` passed in, which
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import itertools
 import random
@@ -318,131 +317,170 @@ def truncate_seq_pair(
     )
 
 
-def _randint(rng: random.Random, low: int, high: int) -> int:
-    """`rng.randint(low, high)` at a third of the cost.
-
-    From one 53-bit float draw: the deviation from uniform is below 2**-40
-    for any range here, far under what sampling could ever show. The
-    per-document loop below inlines the same formula.
-    """
-    return low + int(rng.random() * (high - low + 1))
-
-
 # A layout is one instance before masking: token ranges `[a0, a1)` and
 # `[b0, b1)` of a flat token array (`b0 == b1` with next_sentence="none") and
 # the label (1 random next / swapped, 0 not, -1 none).
 Layout = tuple[int, int, int, int, int]
 
 
-def _document_layouts(
-    documents: Sequence[Sequence[int]],
-    document_index: int,
-    options: InstanceOptions,
-    rng: random.Random,
-    out: list[Layout],
-) -> None:
-    """Cuts one document, given by its segment boundaries, into layouts.
+def _trim_counts(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens `truncate_seq_pair` cuts from A and from B, for arrays of lengths (see `_truncation`)."""
+    excess = len_a + len_b - max_num_tokens
+    gap = np.abs(len_a - len_b)
+    # The longer one is cut down to a tie, then they alternate, B first.
+    first = np.clip(np.minimum(excess, gap), 0, None)
+    rest = np.clip(excess - gap, 0, None)
+    a_longer = len_a > len_b
+    return rest // 2 + np.where(a_longer, first, 0), (rest + 1) // 2 + np.where(a_longer, 0, first)
 
-    Segments of a document are consecutive in the flat array, so A, B and a
-    random-next B are each one contiguous range, and where the original adds
-    up segment lengths one at a time until a target length, a binary search
-    over the boundaries finds the same segment. This runs once per document
-    and dupe of the whole corpus, so method lookups are bound once and
-    `_randint` is inlined (`low + int(uniform() * span)`); the random draws
-    are the same, in the same order, as the segment-at-a-time form.
+
+def _floor_uniform(rng: np.random.Generator, span: np.ndarray) -> np.ndarray:
+    """Uniform ints in `[0, span)`, one per element (`int(random() * span)`, as the original's draws)."""
+    return (rng.random(span.shape) * span).astype(np.int64)
+
+
+def cut_layouts(
+    bounds: np.ndarray,
+    starts: np.ndarray,
+    options: InstanceOptions,
+    rng: np.random.Generator,
+    documents: np.ndarray | None = None,
+) -> np.ndarray:
+    """Cuts documents into instance layouts: the original's algorithm, for many documents at once.
+
+    The original walks each document (`create_instances_from_document`),
+    adding whole segments to a chunk until a target length, splitting the
+    chunk into A and B at a random segment boundary and, half the time (NSP),
+    taking B from a random segment of another document and putting the
+    chunk's unused segments back. Here every document's walk advances
+    together, one chunk per round, with numpy: the segments of a document are
+    contiguous in the flat token array, so a chunk, A, B and a random-next B
+    are each one token range, and a binary search over the sorted boundaries
+    finds where the original's segment-by-segment sums stop. The draws have
+    the original's distributions (`int(random() * span)` for its `randint`s,
+    a Binomial(n, 1/2) front/back split for its truncation coin flips), from
+    `rng` in a different order, so outputs differ from the per-document walk
+    for the same seed.
+
+    Args:
+        bounds: int array. Every document's segment boundaries, documents in
+            flat-array order: document d's are `bounds[starts[d]:starts[d + 1]]`,
+            `[b_0, ..., b_n]` for its n >= 1 non-empty segments (segment i is
+            `flat[b_i:b_(i+1)]`). Non-decreasing. Random-next segments come
+            from all of them.
+        starts: int array `[D + 1]`. Where each document's boundaries start.
+        options: `InstanceOptions`.
+        rng: `np.random.Generator`. The only source of randomness.
+        documents: int array or None. The documents to cut (default: all).
+
+    Returns:
+        int64 `[N, 5]` rows `(a0, a1, b0, b1, label)`: A is `flat[a0:a1]`, B
+        is `flat[b0:b1]` (empty with next_sentence="none"), already truncated;
+        label 1 = random next (NSP) / swapped (SOP), 0 = not, -1 = none.
+        Ordered by chunk round, then document.
+
+    Example:
+
+    >>> cut_layouts(np.array([0, 3, 5]), np.array([0, 3]), InstanceOptions(),
+    ...             np.random.default_rng(1))
     """
-    uniform = rng.random
-    bounds = documents[document_index]
-    n = len(bounds) - 1  # Segments.
+    bounds = np.asarray(bounds, np.int64)
+    starts = np.asarray(starts, np.int64)
+    num_docs = len(starts) - 1
+    if np.any(np.diff(bounds) < 0):
+        raise ValueError("cut_layouts: document boundaries must be in flat-array order")
+    segments = np.diff(starts) - 1  # Per document.
     mode = options.next_sentence
     max_num_tokens = options.max_seq_length - options.num_special_tokens
+    active = np.arange(num_docs, dtype=np.int64) if documents is None else np.asarray(documents, np.int64)
     # Mostly fill the sequence; sometimes (short_seq_prob) aim shorter to
     # lessen the mismatch with short fine-tuning inputs.
-    target_seq_length = max_num_tokens
-    if uniform() < options.short_seq_prob:
-        target_seq_length = 2 + int(uniform() * (max_num_tokens - 1))
-
-    chunk_begin = 0  # First segment of the current chunk.
-    while chunk_begin < n:
-        begin = bounds[chunk_begin]
+    target = np.full(len(active), max_num_tokens, np.int64)
+    short = rng.random(len(active)) < options.short_seq_prob
+    target[short] = 2 + _floor_uniform(rng, np.full(int(short.sum()), max_num_tokens - 1))
+    chunk_begin = np.zeros(len(active), np.int64)  # First segment of each one's next chunk.
+    rounds = []
+    while len(active):
+        base, n, first = starts[active], segments[active], chunk_begin
+        begin = bounds[base + first]
         # The chunk ends with the first segment that brings it to the target
         # length, or with the document.
-        last = min(bisect.bisect_left(bounds, begin + target_seq_length, chunk_begin + 1), n) - 1
-        end = bounds[last + 1]
-        num_segments = last - chunk_begin + 1
+        last = np.minimum(np.searchsorted(bounds, begin + target, "left") - base, n) - 1
+        end = bounds[base + last + 1]
+        num_segments = last - first + 1
         next_chunk = last + 1
         if mode == "none":
-            a_front, a_back, _, _ = _truncation(end - begin, 0, max_num_tokens, rng)
-            out.append((begin + a_front, end - a_back, end, end, -1))
+            a0, a1, b0, b1 = begin, end, end, end
+            label = np.full(len(active), -1, np.int64)
         else:
             # How many segments of the chunk go into A.
-            a_end = 1
-            if num_segments >= 2:
-                a_end = 1 + int(uniform() * (num_segments - 1))
-            a0, a1 = begin, bounds[chunk_begin + a_end]
-            b0 = b1 = a1
+            a_end = 1 + _floor_uniform(rng, np.maximum(num_segments - 1, 1))
+            a0, a1 = begin, bounds[base + first + a_end]
+            b0, b1 = a1.copy(), end.copy()
             if mode == "sop":
-                if num_segments >= 2:
-                    b0, b1 = a1, end
-                elif a1 - a0 >= 2:
-                    cut = a0 + 1 + int(uniform() * (a1 - a0 - 1))
-                    a1, b0, b1 = cut, cut, a1
-                label = int(uniform() < 0.5)
-                if label:
-                    a0, a1, b0, b1 = b0, b1, a0, a1
-            elif num_segments == 1 or uniform() < 0.5:
-                label = 1
-                target_b_length = target_seq_length - (a1 - a0)
-                # Try not to pick this document (it is chosen anyway when
-                # the pool has no other).
-                for _ in range(10):
-                    random_document_index = int(uniform() * len(documents))
-                    if random_document_index != document_index:
-                        break
-                random_bounds = documents[random_document_index]
-                random_start = int(uniform() * (len(random_bounds) - 1))
-                b0 = random_bounds[random_start]
-                # B runs from a random segment to the target length, or to
-                # the end of that document.
-                b_end = bisect.bisect_left(random_bounds, b0 + target_b_length, random_start + 1)
-                b1 = random_bounds[min(b_end, len(random_bounds) - 1)]
-                # The unused segments of this chunk are put back.
-                next_chunk = chunk_begin + a_end
+                # A single segment is cut at a random token instead.
+                single = (num_segments == 1) & (a1 - a0 >= 2)
+                cut = a0 + 1 + _floor_uniform(rng, np.maximum(a1 - a0 - 1, 1))
+                a1, b0, b1 = np.where(single, cut, a1), np.where(single, cut, b0), np.where(single, a1, b1)
+                label = (rng.random(len(active)) < 0.5).astype(np.int64)
+                swap = label == 1
+                a0, a1, b0, b1 = (np.where(swap, b0, a0), np.where(swap, b1, a1),
+                                  np.where(swap, a0, b0), np.where(swap, a1, b1))
             else:
-                label = 0
-                b0, b1 = a1, end
-            if a1 > a0 and b1 > b0:
-                a_front, a_back, b_front, b_back = _truncation(a1 - a0, b1 - b0, max_num_tokens, rng)
-                out.append((a0 + a_front, a1 - a_back, b0 + b_front, b1 - b_back, label))
-        chunk_begin = next_chunk
+                label = ((num_segments == 1) | (rng.random(len(active)) < 0.5)).astype(np.int64)
+                r = np.nonzero(label)[0]
+                # B from a random segment of another document (10 tries, as
+                # the original; the last try is kept when all hit this one),
+                # to the target length or that document's end.
+                tries = _floor_uniform(rng, np.full((len(r), 10), num_docs))
+                other = tries != active[r, None]
+                pick = np.where(other.any(axis=1), other.argmax(axis=1), 9)
+                random_doc = tries[np.arange(len(r)), pick]
+                random_start = _floor_uniform(rng, segments[random_doc])
+                rbase, rn = starts[random_doc], segments[random_doc]
+                b0[r] = bounds[rbase + random_start]
+                target_b = target[r] - (a1[r] - a0[r])
+                b_end = np.searchsorted(bounds, b0[r] + target_b, "left") - rbase
+                b1[r] = bounds[rbase + np.clip(b_end, random_start + 1, rn)]
+                # The chunk's unused segments are put back.
+                next_chunk[r] = first[r] + a_end[r]
+        len_a, len_b = a1 - a0, b1 - b0
+        keep = (len_a > 0) & (len_b > 0) if mode != "none" else len_a > 0
+        trim_a, trim_b = _trim_counts(len_a[keep], len_b[keep], max_num_tokens)
+        a_front, b_front = rng.binomial(trim_a, 0.5), rng.binomial(trim_b, 0.5)
+        a0, a1, b0, b1 = a0[keep], a1[keep], b0[keep], b1[keep]
+        rounds.append(np.stack([a0 + a_front, a1 - (trim_a - a_front), b0 + b_front,
+                                b1 - (trim_b - b_front), label[keep]], axis=1))
+        more = next_chunk < n
+        active, target, chunk_begin = active[more], target[more], next_chunk[more]
+    if not rounds:
+        return np.zeros((0, 5), np.int64)
+    return np.concatenate(rounds).astype(np.int64)
 
 
 def create_layouts(
-    documents: Sequence[Sequence[int]], options: InstanceOptions, rng: random.Random
-) -> list[Layout]:
+    documents: Sequence[Sequence[int]], options: InstanceOptions, rng: np.random.Generator
+) -> np.ndarray:
     """Cuts documents of token ranges into instance layouts (the original's algorithm).
 
     Args:
         documents: list of documents, each the boundaries `[b_0, ..., b_n]`
             of its n >= 1 non-empty segments (sentences) in one flat token
-            array: segment i is `flat[b_i:b_(i+1)]`. Random next segments come
-            from these.
+            array (segment i is `flat[b_i:b_(i+1)]`), in flat-array order.
+            Random next segments come from these.
         options: `InstanceOptions`.
-        rng: `random.Random`. The only source of randomness.
+        rng: `np.random.Generator`. The only source of randomness.
 
     Returns:
-        A list of `(a0, a1, b0, b1, label)`: A is `flat[a0:a1]`, B is
-        `flat[b0:b1]` (empty with next_sentence="none"), already truncated;
-        label 1 = random next (NSP) / swapped (SOP), 0 = not, -1 = none.
+        int64 `[N, 5]` rows `(a0, a1, b0, b1, label)` (see `cut_layouts`).
 
     Example:
 
-    >>> create_layouts([[0, 3, 5]], InstanceOptions(), random.Random(1))
+    >>> create_layouts([[0, 3, 5]], InstanceOptions(), np.random.default_rng(1))
     """
-    out: list[Layout] = []
-    for document_index in range(len(documents)):
-        _document_layouts(documents, document_index, options, rng, out)
-    return out
+    starts = np.cumsum([0, *(len(d) for d in documents)])
+    bounds = np.fromiter(itertools.chain.from_iterable(documents), np.int64, int(starts[-1]))
+    return cut_layouts(bounds, starts, options, rng)
 
 
 def layouts_to_arrays(
@@ -452,7 +490,7 @@ def layouts_to_arrays(
 
     Args:
         flat: int array of token ids.
-        layouts: int array `[N, 5]` from `create_layouts`.
+        layouts: int array `[N, 5]` from `cut_layouts`.
         options: `InstanceOptions`.
         vocab: `VocabInfo`.
 
@@ -586,7 +624,7 @@ def create_instances_from_document(
     """Cuts one document into masked training instances.
 
     The one-document, list-based form of what `create_pretraining_data` does
-    for a whole chunk with `create_layouts` and `mask_tokens_batch`.
+    for a whole chunk with `cut_layouts` and `mask_tokens_batch`.
 
     Args:
         documents: list of documents, each a list of segments (sentences),
@@ -607,6 +645,9 @@ def create_instances_from_document(
     ...     random.Random(12345))
     """
     flat, bounds = _flatten(documents)
-    layouts: list[Layout] = []
-    _document_layouts(bounds, document_index, options, rng, layouts)
-    return [instance_from_layout(flat, layout, options, vocab, rng) for layout in layouts]
+    starts = np.cumsum([0, *(len(d) for d in bounds)])
+    layouts = cut_layouts(
+        np.concatenate(bounds), starts, options, np.random.default_rng(rng.getrandbits(128)),
+        documents=np.array([document_index]),
+    )
+    return [instance_from_layout(flat, layout, options, vocab, rng) for layout in layouts.tolist()]

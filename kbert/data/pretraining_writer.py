@@ -19,12 +19,13 @@ Differences from google-research/bert's tool, which holds the corpus and all
   (`_process_in_pool`), grouped by output file (`_file_groups`), and the
   parent appends each group to its output with one in-kernel copy
   (`OutputFile.copy_range`). The directory is removed at the end.
-- Determinism. A task's randomness is `random.Random` seeded with
-  `(random_seed, dupe index, chunk index)` only, and results are written in
-  task order, so the output is byte-identical for any `num_workers`.
-- Bounded pools. Documents are shuffled, random-next segments drawn and
-  instances shuffled within a chunk, where the original does each over the
-  whole corpus. A random next sentence therefore comes from the same chunk
+- Determinism. A task's randomness (numpy and `random.Random` generators)
+  is seeded with `(random_seed, dupe index, chunk index)` only, and results
+  are written in task order, so the output is byte-identical for any
+  `num_workers`.
+- Bounded pools. Random-next segments are drawn and instances shuffled
+  within a chunk, where the original does both over the whole corpus (its
+  document shuffle only orders instances that it shuffles anyway). A random next sentence therefore comes from the same chunk
   (~`chunk_bytes` of text, many documents for typical corpora; if a chunk
   holds a single document, from that document, as the original also does
   when it finds no other). The TFRecord reader's shuffle buffer mixes
@@ -68,7 +69,7 @@ from kbert.data.output_file import OutputFile
 from kbert.data.pretraining_examples import InstanceOptions
 from kbert.data.pretraining_examples import TrainingInstance
 from kbert.data.pretraining_examples import VocabInfo
-from kbert.data.pretraining_examples import create_layouts
+from kbert.data.pretraining_examples import cut_layouts
 from kbert.data.pretraining_examples import instance_from_layout
 from kbert.data.pretraining_examples import layouts_to_arrays
 from kbert.data.pretraining_examples import mask_tokens_batch
@@ -236,17 +237,22 @@ def _tokenize_chunk(pieces: list[text_files.TextPiece]) -> tuple[np.ndarray, np.
     return tokenized.flat_ids, segments, line_counts
 
 
-def _documents(segments: np.ndarray) -> list[list[int]]:
-    """Per document, the boundaries of its segments (from `_tokenize_chunk`; see `create_layouts`)."""
-    if not len(segments):
-        return []
-    # A document's segments are consecutive in the flat ids: its first
-    # segment's begin followed by every segment's end.
-    ends = segments[:, 1].tolist()
-    firsts = [0, *(np.nonzero(np.diff(segments[:, 2]))[0] + 1).tolist()]
-    begins = segments[firsts, 0].tolist()
-    lasts = [*firsts[1:], len(ends)]
-    return [[begin, *ends[a:b]] for begin, a, b in zip(begins, firsts, lasts)]
+def _document_bounds(segments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Segments from `_tokenize_chunk` as `cut_layouts`'s `(bounds, starts)`.
+
+    A document's segments are consecutive in the flat ids, so its boundaries
+    are its first segment's begin followed by every segment's end.
+    """
+    num_segments = len(segments)
+    new_document = np.ones(num_segments, bool)
+    new_document[1:] = segments[1:, 2] != segments[:-1, 2]
+    firsts = np.nonzero(new_document)[0]  # Each document's first segment.
+    rank = np.cumsum(new_document) - 1  # Each segment's document.
+    bounds = np.empty(num_segments + len(firsts), np.int64)
+    bounds[np.arange(num_segments) + rank + 1] = segments[:, 1]
+    starts = np.append(firsts + np.arange(len(firsts)), len(bounds))
+    bounds[starts[:-1]] = segments[firsts, 0]
+    return bounds, starts
 
 
 def _save_tokens(path: str, flat: np.ndarray, segments: np.ndarray, vocab_size: int) -> None:
@@ -292,22 +298,22 @@ def _process(task: _Task) -> _Result:
         flat, segments, line_counts = _tokenize_chunk(task.pieces)
         if task.write_cache:
             _save_tokens(task.cache_file, flat, segments, state.tokenizer.vocab_size)
-    documents = _documents(segments)
+    bounds, starts = _document_bounds(segments)
     rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
     np_rng = task_numpy_rng(state.random_seed, task.dupe_index, task.chunk_index)
-    # Shuffles as numpy permutations: `random.shuffle` is a Python loop.
-    documents = [documents[i] for i in np_rng.permutation(len(documents)).tolist()]
-    layouts = create_layouts(documents, options, rng)
+    layouts = cut_layouts(bounds, starts, options, np_rng)
     counts = dict.fromkeys(_COUNT_KEYS, 0)
-    counts["documents"] = len(documents)
-    counts["segments"] = sum(len(d) - 1 for d in documents)
-    if not layouts:
+    counts["documents"] = len(starts) - 1
+    counts["segments"] = len(segments)
+    if not len(layouts):
         num_files = state.num_output_files
         return _Result(
             task.dupe_index, task.chunk_index, b"", [0] * (num_files + 1), [0] * num_files,
             counts, [], line_counts,
         )
-    layout_array = np.array(layouts, dtype=np.int64)[np_rng.permutation(len(layouts))]
+    # The original shuffles all instances (numpy's permutation: `random.shuffle`
+    # is a Python loop).
+    layout_array = layouts[np_rng.permutation(len(layouts))]
     if options.do_whole_word_mask or options.max_ngram_size > 1:
         flat_list = flat.tolist()
         instances = [

@@ -10,6 +10,7 @@ from kbert.data import create_instances_from_document
 from kbert.data import create_masked_lm_predictions
 from kbert.data import TrainingInstance
 from kbert.data.pretraining_examples import _flatten
+from kbert.data.pretraining_examples import _trim_counts
 from kbert.data.pretraining_examples import create_layouts
 from kbert.data.pretraining_examples import layouts_to_arrays
 from kbert.data.pretraining_examples import mask_tokens_batch
@@ -217,13 +218,20 @@ def _original_truncation_counts(len_a, len_b, max_num_tokens):
 def test_truncation_takes_from_each_segment_what_the_original_takes():
     # Ties go to B, as in the original: (3, 3) cut to 5 keeps A whole.
     assert truncate_seq_pair([1, 2, 3], [4, 5, 6], 5, random.Random(0))[0] == [1, 2, 3]
-    rng = random.Random(0)
+    rng, cases = random.Random(0), []
     for len_a in range(1, 14):
         for len_b in range(1, 14):
             for max_num_tokens in range(2, len_a + len_b + 1):
                 a, b = truncate_seq_pair(list(range(len_a)), list(range(len_b)), max_num_tokens, rng)
                 expected = _original_truncation_counts(len_a, len_b, max_num_tokens)
                 assert (len_a - len(a), len_b - len(b)) == expected, (len_a, len_b, max_num_tokens)
+                cases.append((len_a, len_b, max_num_tokens, *expected))
+    # cut_layouts' vectorized counts.
+    len_a, len_b, max_num_tokens, trim_a, trim_b = np.array(cases).T
+    for m in np.unique(max_num_tokens):
+        rows = max_num_tokens == m
+        counts = _trim_counts(len_a[rows], len_b[rows], int(m))
+        np.testing.assert_array_equal(np.stack(counts), np.stack([trim_a[rows], trim_b[rows]]))
 
 
 @pytest.mark.parametrize(
@@ -241,13 +249,79 @@ def test_bad_options(kwargs, match):
         InstanceOptions(**kwargs).validate()
 
 
+def _walk_like_the_original(documents, max_seq_length, short_seq_prob, rng):
+    """`(len A, len B, label)` per instance: google-research/bert's per-document walk, on lengths."""
+    max_num_tokens = max_seq_length - 3
+    out = []
+    for index, document in enumerate(documents):
+        target = max_num_tokens
+        if rng.random() < short_seq_prob:
+            target = rng.randint(2, max_num_tokens)
+        chunk, length, i = [], 0, 0
+        while i < len(document):
+            chunk.append(len(document[i]))
+            length += chunk[-1]
+            if i == len(document) - 1 or length >= target:
+                a_end = rng.randint(1, len(chunk) - 1) if len(chunk) >= 2 else 1
+                len_a = sum(chunk[:a_end])
+                if len(chunk) == 1 or rng.random() < 0.5:
+                    label, len_b = 1, 0
+                    for _ in range(10):
+                        other = rng.randint(0, len(documents) - 1)
+                        if other != index:
+                            break
+                    start = rng.randint(0, len(documents[other]) - 1)
+                    for segment in documents[other][start:]:
+                        len_b += len(segment)
+                        if len_b >= target - len_a:
+                            break
+                    i -= len(chunk) - a_end
+                else:
+                    label, len_b = 0, sum(chunk[a_end:])
+                trim_a, trim_b = _original_truncation_counts(len_a, len_b, max_num_tokens)
+                out.append((len_a - trim_a, len_b - trim_b, label))
+                chunk, length = [], 0
+            i += 1
+    return out
+
+
+def test_cut_layouts_has_the_original_walks_statistics(tokenized):
+    # cut_layouts draws in another order than the per-document walk, so the
+    # two agree in distribution, not instance by instance: compare per-pass
+    # statistics over independent seed groups with a t-test.
+    _, _, documents = tokenized
+    # Short documents too, so that chunks of one segment and random starts near
+    # a document's end are common.
+    documents = documents + [d[:3] for d in documents] + [d[:1] for d in documents]
+    options = InstanceOptions(max_seq_length=64, short_seq_prob=0.3)
+    _, bounds = _flatten(documents)
+
+    def statistics(rows):  # (len A, len B, label) rows of one pass.
+        return [len(rows), *rows.mean(axis=0), np.mean(rows[:, 0] + rows[:, 1] == 61)]
+
+    reference, ours = [], []
+    for seed in range(120):
+        reference.append(statistics(np.array(_walk_like_the_original(documents, 64, 0.3, random.Random(seed)))))
+        layouts = create_layouts(bounds, options, np.random.default_rng(seed))
+        rows = np.stack([layouts[:, 1] - layouts[:, 0], layouts[:, 3] - layouts[:, 2], layouts[:, 4]], 1)
+        assert (rows[:, :2] >= 1).all() and (rows[:, 0] + rows[:, 1] <= 61).all()
+        ours.append(statistics(rows))
+    # 8 groups of 15 passes each: group means are close to normal.
+    reference = np.array(reference).reshape(8, 15, -1).mean(axis=1)
+    ours = np.array(ours).reshape(8, 15, -1).mean(axis=1)
+    standard_error = np.sqrt(reference.var(axis=0, ddof=1) / 8 + ours.var(axis=0, ddof=1) / 8)
+    t = (ours.mean(axis=0) - reference.mean(axis=0)) / standard_error
+    # instances per pass, mean len A, mean len B, random-next rate, full-length rate
+    assert np.all(np.abs(t) < 4), t
+
+
 def test_batch_masking_properties_and_statistics(tokenized):
     _, vocab, documents = tokenized
     options = InstanceOptions(max_seq_length=64, max_predictions_per_seq=10)
     flat, bounds = _flatten(documents)
     layouts = []
     for seed in range(6):
-        layouts += create_layouts(bounds, options, random.Random(seed))
+        layouts += create_layouts(bounds, options, np.random.default_rng(seed)).tolist()
     token_ids, segment_ids, lengths = layouts_to_arrays(
         np.array(flat), np.array(layouts), options, vocab)
     masked_ids, positions, labels, num_masked = mask_tokens_batch(
