@@ -45,10 +45,20 @@ def build():
 
 losses = []
 settings = {**RUN, "num_train_steps": int(os.environ.get("STEPS", 6))}
+if mode == "mirrored":
+    # A global batch the replicas cannot share is refused before anything is built.
+    try:
+        run_pretraining(data_file, os.path.join(out_dir, "refused"), build, strategy,
+                        **{**settings, "train_batch_size": 7})
+        refusal = None
+    except ValueError as e:
+        refusal = str(e)
 summary = run_pretraining(data_file, os.path.join(out_dir, "model"), build, strategy,
                           print_fn=losses.append, **settings)
 weights = np.concatenate([w.ravel() for w in built[0].get_weights()])
 result = {"replicas": strategy.num_replicas_in_sync, "global_step": summary["global_step"],
           "checksum": float(np.abs(weights).sum()), "first_weights": weights[:50].tolist()}
+if mode == "mirrored":
+    result["refusal"] = refusal
 with open(os.path.join(out_dir, f"result_{task}.json"), "w") as f:
     json.dump(result, f)

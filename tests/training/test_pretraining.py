@@ -137,6 +137,9 @@ def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, 
                     data_file, str(tmp_path)], check=True, timeout=300, env=_env())
     result = json.load(open(tmp_path / "result_0.json"))
     assert result["replicas"] == 2 and result["global_step"] == 6
+    assert result["refusal"] == (
+        "run_pretraining.train_batch_size=7 is not divisible by 2 replica(s) x "
+        "gradient_accumulation_steps=1; use a multiple of 2.")
     np.testing.assert_allclose(read_losses(str(tmp_path / "model"))[0], no_dropout, atol=1e-4)
 
 
