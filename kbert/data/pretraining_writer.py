@@ -194,6 +194,12 @@ def _init_worker(
     )
 
 
+def _release_worker_state() -> None:
+    """Drops the state `_init_worker` made in this process (its tokenizer holds TensorFlow resources)."""
+    global _STATE
+    _STATE = None
+
+
 def _task_key(random_seed: int, dupe_index: int, chunk_index: int) -> str:
     return f"kbert.pretraining:{random_seed}:{dupe_index}:{chunk_index}"
 
@@ -773,5 +779,7 @@ def create_pretraining_data(
                     tf.io.gfile.remove(temp)
         if work_dir:
             shutil.rmtree(work_dir, ignore_errors=True)
+        if num_workers == 1:
+            _release_worker_state()
 
     return metadata

@@ -8,6 +8,7 @@ clips each replica's partial gradient before summing them across replicas).
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import os
@@ -198,52 +199,63 @@ def run_pretraining(
         _load_init_checkpoint(pretrainer, init_checkpoint)
         print_fn(f"initialised from {init_checkpoint}")
     resumed_from_step = int(global_step.numpy())
-    summary_path = os.path.join(model_dir, SUMMARY_FILE)
-    if resumed_from_step >= num_train_steps and tf.io.gfile.exists(summary_path):
-        # summary.json is written last, so the run had finished: nothing to do.
-        print_fn(f"{model_dir} is already at step {resumed_from_step}; nothing to train")
-        with tf.io.gfile.GFile(summary_path) as f:
-            return json.load(f)
+    train_loop = None
+    try:
+        summary_path = os.path.join(model_dir, SUMMARY_FILE)
+        if resumed_from_step >= num_train_steps and tf.io.gfile.exists(summary_path):
+            # summary.json is written last, so the run had finished: nothing to do.
+            print_fn(f"{model_dir} is already at step {resumed_from_step}; nothing to train")
+            with tf.io.gfile.GFile(summary_path) as f:
+                return json.load(f)
 
-    train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
-                                  accumulation, jit_compile, next_batch)
-    writer = tf.summary.create_file_writer(model_dir) if chief else tf.summary.create_noop_writer()
-    new_interval = lambda: _Interval(pretrainer.next_sentence)  # noqa: E731
-    step, interval, last = resumed_from_step, new_interval(), {}
-    timed_examples, timed_seconds = 0, 0.0
-    first_call = True
-    while step < num_train_steps:
-        next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-        num_steps = min(steps_per_execution, next_save - step, num_train_steps - step)
-        call_start = time.time()
-        stats = [t.numpy() for t in train_loop(tf.constant(num_steps, tf.int32))]
-        seconds = time.time() - call_start
-        if not first_call:  # The first call traces the step function.
-            timed_examples += num_steps * train_batch_size
-            timed_seconds += seconds
-        first_call = False
-        losses = stats[0]
-        bad = np.flatnonzero(~np.isfinite(losses))
-        if bad.size:
-            raise ValueError(
-                f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping. The last good "
-                f"checkpoint is {manager.latest_checkpoint or 'none (none was written yet)'}. "
-                "Lower run_pretraining.learning_rate or raise num_warmup_steps and resume."
-            )
-        with writer.as_default():
-            for i, loss in enumerate(losses):
-                _scalar("loss", loss, step + i + 1)
-        interval.add(stats, num_steps * train_batch_size, seconds)
-        step += num_steps
-        if step % save_checkpoints_steps == 0 or step == num_train_steps:
-            manager.save(checkpoint_number=step)
-        if step // log_every_steps > (step - num_steps) // log_every_steps or step == num_train_steps:
-            last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
-                                   writer, print_fn)
-            interval = new_interval()
-    if not chief and tf.io.gfile.exists(write_dir):
-        tf.io.gfile.rmtree(write_dir)
+        train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
+                                      accumulation, jit_compile, next_batch)
+        writer = (tf.summary.create_file_writer(model_dir) if chief
+                  else tf.summary.create_noop_writer())
+        new_interval = lambda: _Interval(pretrainer.next_sentence)  # noqa: E731
+        step, interval, last = resumed_from_step, new_interval(), {}
+        timed_examples, timed_seconds = 0, 0.0
+        first_call = True
+        while step < num_train_steps:
+            next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
+            num_steps = min(steps_per_execution, next_save - step, num_train_steps - step)
+            call_start = time.time()
+            stats = [t.numpy() for t in train_loop(tf.constant(num_steps, tf.int32))]
+            seconds = time.time() - call_start
+            if not first_call:  # The first call traces the step function.
+                timed_examples += num_steps * train_batch_size
+                timed_seconds += seconds
+            first_call = False
+            losses = stats[0]
+            bad = np.flatnonzero(~np.isfinite(losses))
+            if bad.size:
+                raise ValueError(
+                    f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping. The last good "
+                    f"checkpoint is {manager.latest_checkpoint or 'none (none was written yet)'}. "
+                    "Lower run_pretraining.learning_rate or raise num_warmup_steps and resume."
+                )
+            with writer.as_default():
+                for i, loss in enumerate(losses):
+                    _scalar("loss", loss, step + i + 1)
+            interval.add(stats, num_steps * train_batch_size, seconds)
+            step += num_steps
+            if step % save_checkpoints_steps == 0 or step == num_train_steps:
+                manager.save(checkpoint_number=step)
+            if step // log_every_steps > (step - num_steps) // log_every_steps or step == num_train_steps:
+                last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
+                                       writer, print_fn)
+                interval = new_interval()
+        if not chief and tf.io.gfile.exists(write_dir):
+            tf.io.gfile.rmtree(write_dir)
 
+    finally:
+        # The input iterator and the traced loop reference each other, so only
+        # the garbage collector frees them. Collect now (also after an error,
+        # where the traceback still holds this frame): an iterator left for the
+        # interpreter's exit is destroyed there, and its tf.data threads, busy
+        # until then, can hold up the exit for minutes.
+        del train_loop, next_batch, iterator, checkpoint, manager
+        gc.collect()
     summary = {
         "global_step": step,
         "loss": last.get("loss"),
