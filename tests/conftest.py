@@ -1,6 +1,5 @@
 """Shared test settings: quiet TF, tiny sizes in one place, shared built models."""
 
-import gc
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -15,18 +14,6 @@ BATCH, SEQ, PREDICTIONS = 3, 7, 2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-
-@pytest.fixture(autouse=True)
-def _collect_garbage_after_each_test():
-    """Frees what a test left in reference cycles, tf.data iterators above all.
-
-    An iterator over a repeated dataset keeps its background threads busy
-    until it is freed: left to the collector's own schedule, those of finished
-    tests slowed later ones, and the iterators still alive at the end held up
-    the interpreter's exit by minutes.
-    """
-    yield
-    gc.collect()
 
 
 def tiny_encoder_kwargs(**overrides):

@@ -272,6 +272,17 @@ def create_masked_lm_predictions(
     return output, masked, [token_ids[i] for i in masked]
 
 
+def _trim_counts(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens `truncate_seq_pair` cuts from A and from B, for arrays of lengths (see `_truncation`)."""
+    excess = len_a + len_b - max_num_tokens
+    gap = np.abs(len_a - len_b)
+    # The longer one is cut down to a tie, then they alternate, B first.
+    first = np.clip(np.minimum(excess, gap), 0, None)
+    rest = np.clip(excess - gap, 0, None)
+    a_longer = len_a > len_b
+    return rest // 2 + np.where(a_longer, first, 0), (rest + 1) // 2 + np.where(a_longer, 0, first)
+
+
 def _truncation(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random) -> tuple[int, int, int, int]:
     """How many tokens the original's truncation walk cuts: `(a_front, a_back, b_front, b_back)`.
 
@@ -283,17 +294,7 @@ def _truncation(len_a: int, len_b: int, max_num_tokens: int, rng: random.Random)
     Binomial(n, 1/2) draw (the popcount of n random bits): the same
     distribution in O(1) Python operations instead of one per token.
     """
-    excess = len_a + len_b - max_num_tokens
-    if excess <= 0:
-        return 0, 0, 0, 0
-    # The longer one is cut down to a tie, then they alternate, B first.
-    gap = abs(len_a - len_b)
-    first, rest = min(excess, gap), max(0, excess - gap)
-    trim_a, trim_b = rest // 2, (rest + 1) // 2
-    if len_a > len_b:
-        trim_a += first
-    else:
-        trim_b += first
+    trim_a, trim_b = (int(x) for x in _trim_counts(np.int64(len_a), np.int64(len_b), max_num_tokens))
     a_front = bin(rng.getrandbits(trim_a)).count("1") if trim_a else 0
     b_front = bin(rng.getrandbits(trim_b)).count("1") if trim_b else 0
     return a_front, trim_a - a_front, b_front, trim_b - b_front
@@ -321,17 +322,6 @@ def truncate_seq_pair(
 # `[b0, b1)` of a flat token array (`b0 == b1` with next_sentence="none") and
 # the label (1 random next / swapped, 0 not, -1 none).
 Layout = tuple[int, int, int, int, int]
-
-
-def _trim_counts(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
-    """Tokens `truncate_seq_pair` cuts from A and from B, for arrays of lengths (see `_truncation`)."""
-    excess = len_a + len_b - max_num_tokens
-    gap = np.abs(len_a - len_b)
-    # The longer one is cut down to a tie, then they alternate, B first.
-    first = np.clip(np.minimum(excess, gap), 0, None)
-    rest = np.clip(excess - gap, 0, None)
-    a_longer = len_a > len_b
-    return rest // 2 + np.where(a_longer, first, 0), (rest + 1) // 2 + np.where(a_longer, 0, first)
 
 
 def _floor_uniform(rng: np.random.Generator, span: np.ndarray) -> np.ndarray:
@@ -459,7 +449,10 @@ def cut_layouts(
 
 
 def create_layouts(
-    documents: Sequence[Sequence[int]], options: InstanceOptions, rng: np.random.Generator
+    documents: Sequence[Sequence[int]],
+    options: InstanceOptions,
+    rng: np.random.Generator,
+    cut: Sequence[int] | None = None,
 ) -> np.ndarray:
     """Cuts documents of token ranges into instance layouts (the original's algorithm).
 
@@ -470,6 +463,7 @@ def create_layouts(
             Random next segments come from these.
         options: `InstanceOptions`.
         rng: `np.random.Generator`. The only source of randomness.
+        cut: indices of the documents to cut, or None for all of them.
 
     Returns:
         int64 `[N, 5]` rows `(a0, a1, b0, b1, label)` (see `cut_layouts`).
@@ -480,7 +474,7 @@ def create_layouts(
     """
     starts = np.cumsum([0, *(len(d) for d in documents)])
     bounds = np.fromiter(itertools.chain.from_iterable(documents), np.int64, int(starts[-1]))
-    return cut_layouts(bounds, starts, options, rng)
+    return cut_layouts(bounds, starts, options, rng, None if cut is None else np.asarray(cut))
 
 
 def layouts_to_arrays(
@@ -645,9 +639,7 @@ def create_instances_from_document(
     ...     random.Random(12345))
     """
     flat, bounds = _flatten(documents)
-    starts = np.cumsum([0, *(len(d) for d in bounds)])
-    layouts = cut_layouts(
-        np.concatenate(bounds), starts, options, np.random.default_rng(rng.getrandbits(128)),
-        documents=np.array([document_index]),
+    layouts = create_layouts(
+        bounds, options, np.random.default_rng(rng.getrandbits(128)), cut=[document_index]
     )
     return [instance_from_layout(flat, layout, options, vocab, rng) for layout in layouts.tolist()]
