@@ -15,7 +15,6 @@ BATCH, SEQ, PREDICTIONS = 3, 7, 2
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
 def tiny_encoder_kwargs(**overrides):
     kwargs = dict(
         vocabulary_size=V, num_layers=L, num_heads=A, hidden_dim=H,
