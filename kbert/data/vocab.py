@@ -10,16 +10,29 @@ it counts and prunes words in Python/TF ops over many iterations. Measured in
 
 The output is a plain `vocab.txt` laid out like the released BERT
 vocabularies: `[PAD]` (id 0), `[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`,
-`[SEP]`, `[MASK]`, then the learned tokens with `##` marking word
-continuations. With the default `num_unused=99` the special ids are those of
-bert-base (`[UNK]`=100, `[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
+`[SEP]`, `[MASK]`, every character of the alphabet, its `##` form, then the
+learned tokens with `##` marking word continuations. With the default
+`num_unused=99` the special ids are those of bert-base (`[UNK]`=100,
+`[CLS]`=101, `[SEP]`=102, `[MASK]`=103).
+
+Determinism: the same corpus and flags give the same `vocab.txt`, byte for
+byte. Left to itself the trainer does not (huggingface/tokenizers#1794): it
+numbers the `##c` tokens in hash-map order as it meets them, and those
+numbers break ties between equally frequent merges, so every run learns a
+slightly different vocabulary. `build_vocab` therefore counts the alphabet
+first (one cheap pass, `_alphabet`), fixes it with `initial_alphabet`, and
+hands the trainer every `##c` up front as a special token so that all ids
+are assigned in a fixed order. Giving every character a `##` form is also
+what the released vocabularies do (bert-base-uncased has 997 of each).
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from typing import Any, Sequence
 
+import numpy as np
 import tensorflow as tf
 from tokenizers import Tokenizer
 from tokenizers import models
@@ -58,15 +71,17 @@ def build_vocab(
         num_unused: int. `[unusedN]` placeholders after `[PAD]`. Defaults to 99.
         input_encoding: str. Codec of the input. Defaults to "utf-8".
         min_frequency: int. Least count of a merged pair. Defaults to 2.
-        limit_alphabet: int. Most distinct characters kept. Defaults to 1000.
+        limit_alphabet: int. Most distinct characters kept (the most frequent;
+            ties go to the lower code point). Defaults to 1000.
 
     Returns:
         A dict with `vocab_size` (written), `input_files`, `input_bytes`.
 
     Raises:
         ValueError: for missing input, undecodable text (naming file and
-            line), an empty corpus, a too small `vocab_size` or an output
-            directory that does not exist.
+            line), an empty corpus, a `vocab_size` too small for the reserved
+            tokens and the alphabet, or an output directory that does not
+            exist.
 
     Example:
 
@@ -85,6 +100,22 @@ def build_vocab(
         raise ValueError(
             f"--output_file={output_file!r}: directory {directory!r} does not exist; create it first."
         )
+    normalizer = normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=do_lower_case,
+        lowercase=do_lower_case,
+    )
+    alphabet = _alphabet(files, input_encoding, normalizer, limit_alphabet)
+    if not alphabet:
+        raise ValueError(f"--input_file={','.join(files)!r} holds no text: nothing to learn.")
+    continuations = ["##" + c for c in alphabet]
+    if vocab_size < len(reserved) + 2 * len(alphabet):
+        raise ValueError(
+            f"--vocab_size={vocab_size} is too small: the {len(reserved)} reserved tokens, the "
+            f"{len(alphabet)} characters of the corpus and their ## forms need "
+            f"{len(reserved) + 2 * len(alphabet)}; raise --vocab_size or lower --limit_alphabet."
+        )
     num_lines = 0
 
     def lines() -> Iterator[str]:
@@ -96,29 +127,29 @@ def build_vocab(
                     yield text
 
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
-    tokenizer.normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=True,
-        strip_accents=do_lower_case,
-        lowercase=do_lower_case,
-    )
+    tokenizer.normalizer = normalizer
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
         show_progress=False,
-        special_tokens=reserved,
-        limit_alphabet=limit_alphabet,
+        # The ## forms as special tokens get fixed ids (see the module docstring).
+        special_tokens=reserved + continuations,
+        # Exactly this alphabet: the initial one is kept first, the rest cut.
+        initial_alphabet=alphabet,
+        limit_alphabet=len(alphabet),
         continuing_subword_prefix="##",
     )
     tokenizer.train_from_iterator(lines(), trainer=trainer)
     if num_lines == 0:
         raise ValueError(f"--input_file={','.join(files)!r} holds no text: nothing to learn.")
     learned = tokenizer.get_vocab()
-    tokens = [t for t, _ in sorted(learned.items(), key=lambda kv: kv[1])]
-    # Reserved tokens come first in the given order (the trainer assigns them
-    # ids 0..k-1); keep that and drop any duplicate just in case.
-    ordered = list(reserved) + [t for t in tokens if t not in set(reserved)]
+    fixed = set(reserved) | set(continuations)
+    merged = [t for t, _ in sorted(learned.items(), key=lambda kv: kv[1]) if t not in fixed]
+    # As the released vocabularies: reserved tokens, characters, their ## forms,
+    # then the learned pieces in the order they were learned.
+    characters = [t for t in merged if len(t) == 1]
+    ordered = reserved + characters + continuations + [t for t in merged if len(t) > 1]
     ordered = ordered[:vocab_size]
     tmp = output_file + ".incomplete"
     try:
@@ -135,3 +166,47 @@ def build_vocab(
         "input_bytes": sum(tf.io.gfile.stat(f).length for f in files),
         "lines": num_lines,
     }
+
+
+def _alphabet(
+    files: Sequence[str], encoding: str, normalizer: normalizers.Normalizer, limit: int
+) -> list[str]:
+    """The characters the trainer starts from: normalized, no whitespace, the `limit` most frequent.
+
+    Counts raw characters (a byte histogram for ASCII text, which is most of
+    a typical corpus, `collections.Counter` otherwise) and normalizes each
+    distinct character once: BERT's normalization (lower case, accents
+    stripped, control characters dropped, CJK characters spaced) works
+    character by character, so this gives the trainer's alphabet without
+    normalizing the corpus twice.
+
+    Args:
+        files: list of str. The corpus.
+        encoding: str. Codec of the files.
+        normalizer: the trainer's `BertNormalizer`.
+        limit: int. Most characters kept.
+
+    Returns:
+        The characters, sorted by code point.
+
+    Raises:
+        ValueError: naming file and line when the text does not decode.
+    """
+    ascii_counts = np.zeros(128, np.int64)
+    other: collections.Counter[str] = collections.Counter()
+    for path in files:
+        for piece in text_files.iter_text_pieces(path, text_files.READ_BLOCK_BYTES):
+            data = text_files.decode_piece(piece, piece.data, encoding)
+            if data.isascii():
+                ascii_counts += np.bincount(np.frombuffer(data, np.uint8), minlength=128)
+            else:
+                other.update(data.decode("utf-8"))
+    raw = collections.Counter({chr(b): int(n) for b, n in enumerate(ascii_counts) if n})
+    raw.update(other)
+    counts: collections.Counter[str] = collections.Counter()
+    for char, n in raw.items():
+        for normalized in normalizer.normalize_str(char):
+            if not normalized.isspace():
+                counts[normalized] += n
+    kept = sorted(counts, key=lambda c: (-counts[c], c))[:limit]
+    return sorted(kept)

@@ -7,6 +7,7 @@ from kbert.data import BertTokenizer
 from kbert.data import build_vocab
 from kbert.data import load_vocab
 from tests.data.conftest import CAESAR_LATIN1
+from tests.data.conftest import MOBY_CRLF
 from tests.data.conftest import NUM_UNUSED
 from tests.data.conftest import PERSUASION
 from tests.data.conftest import VOCAB_SIZE
@@ -23,6 +24,27 @@ def test_layout_matches_released_vocabularies(vocab_file):
     assert all(t == t.strip() and t for t in vocab)
     # Uncased: no upper-case letters were learned.
     assert not any(c.isupper() for t in vocab[5 + NUM_UNUSED :] for c in t)
+
+
+def test_every_character_has_its_continuation_form(vocab_file):
+    # As in the released vocabularies: c and ##c for every character, the
+    # characters in code-point order right after the reserved tokens.
+    vocab = load_vocab(vocab_file)
+    characters = [t for t in vocab if len(t) == 1]
+    assert vocab[5 + NUM_UNUSED : 5 + NUM_UNUSED + len(characters)] == sorted(characters)
+    assert {t[2:] for t in vocab if t.startswith("##") and len(t) == 3} == set(characters)
+    assert len(characters) > 40
+
+
+def test_same_corpus_same_vocabulary(vocab_file, tmp_path):
+    # Hugging Face's trainer alone gives a different vocabulary on every run
+    # (huggingface/tokenizers#1794); two runs here must agree byte for byte.
+    # The session's vocab_file was built with these arguments.
+    again = str(tmp_path / "again.txt")
+    build_vocab([PERSUASION, CAESAR_LATIN1, MOBY_CRLF], again, vocab_size=VOCAB_SIZE,
+                num_unused=NUM_UNUSED, input_encoding="latin-1")
+    with open(vocab_file, "rb") as a, open(again, "rb") as b:
+        assert a.read() == b.read()
 
 
 def test_default_unused_gives_bert_base_special_ids(tmp_path):
@@ -57,6 +79,8 @@ def test_bad_inputs(tmp_path):
         build_vocab(CAESAR_LATIN1, str(tmp_path / "v.txt"))
     with pytest.raises(ValueError, match="--vocab_size=50"):
         build_vocab(PERSUASION, str(tmp_path / "v.txt"), vocab_size=50)
+    with pytest.raises(ValueError, match="--vocab_size=150 is too small.*--limit_alphabet"):
+        build_vocab(PERSUASION, str(tmp_path / "v.txt"), vocab_size=150)
     with pytest.raises(ValueError, match="does not exist"):
         build_vocab(PERSUASION, str(tmp_path / "nodir" / "v.txt"))
     assert not os.path.exists(tmp_path / "v.txt")
