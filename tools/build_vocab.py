@@ -1,9 +1,10 @@
 """Learns a BERT WordPiece vocabulary (`vocab.txt`) from raw text.
 
 The layout follows the released BERT vocabularies: `[PAD]` (id 0),
-`[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, then learned
-tokens (`##` marks continuations). Both tensorflow-text's `FastBertTokenizer`
-and google-research/bert's `FullTokenizer` read it.
+`[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, every character
+and its `##` form, then learned tokens (`##` marks continuations). Both
+tensorflow-text's `FastBertTokenizer` and google-research/bert's `FullTokenizer`
+read it. The same input and flags give the same file, byte for byte.
 
 Example:
 
@@ -33,6 +34,9 @@ flags.DEFINE_integer(
 )
 flags.DEFINE_string("input_encoding", "utf-8", "Encoding of the input files, e.g. latin-1.")
 flags.DEFINE_integer("min_frequency", 2, "Least count of a pair to merge.")
+flags.DEFINE_integer(
+    "limit_alphabet", 1000, "Most distinct characters kept (the most frequent); others become [UNK]."
+)
 
 
 def main(argv):
@@ -49,6 +53,7 @@ def main(argv):
             num_unused=FLAGS.num_unused,
             input_encoding=FLAGS.input_encoding,
             min_frequency=FLAGS.min_frequency,
+            limit_alphabet=FLAGS.limit_alphabet,
         )
     except ValueError as e:
         sys.exit(f"build_vocab: error: {e}")
