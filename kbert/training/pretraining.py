@@ -29,6 +29,7 @@ from kbert.models import save_pretrained
 from kbert.models.pretrained import PRETRAINER_WEIGHTS
 from kbert.training.losses import sparse_softmax_cross_entropy_and_hits
 from kbert.training.optimizer import create_optimizer
+from kbert.training.strategy import cpu_has_native_bfloat16
 from kbert.training.strategy import is_chief
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -150,6 +151,11 @@ def run_pretraining(
         vocab_file = vocab_file or _sidecar_vocab(metadata)
         do_lower_case = metadata.get("do_lower_case") if do_lower_case is None else do_lower_case
 
+    if (dtype_policy == "mixed_bfloat16" and chief and not tf.config.list_logical_devices("GPU")
+            and not isinstance(strategy, tf.distribute.TPUStrategy)
+            and cpu_has_native_bfloat16() is False):
+        print_fn("note: this CPU has no bfloat16 matmul instructions (avx512_bf16, amx_bf16); "
+                 "mixed_bfloat16 runs slower than float32 on it (see BENCHMARKS.md)")
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(dtype_policy)
     keras.utils.set_random_seed(seed)

@@ -6,6 +6,7 @@ import tensorflow as tf
 from kbert.training import STRATEGIES
 from kbert.training import create_strategy
 from kbert.training import is_chief
+from kbert.training.strategy import cpu_has_native_bfloat16
 
 
 def test_default_strategy_is_tf_default_and_chief():
@@ -53,3 +54,25 @@ def test_num_cpu_devices_after_initialisation_is_a_clear_error():
     tf.config.list_logical_devices("CPU")  # initialises the runtime
     with pytest.raises(ValueError, match="--num_cpu_devices must be set before"):
         create_strategy("mirrored", num_cpu_devices=3)
+
+
+@pytest.mark.parametrize(
+    "cpuinfo, expected",
+    [
+        ("processor : 0\nflags : fpu sse2 avx2 avx512f avx512_bf16 amx_tile\n\nprocessor : 1\n", True),
+        ("flags\t\t: fpu sse2 avx2 fma amx_bf16 amx_int8\n", True),
+        ("flags : fpu sse2 avx2 fma avx512f avx512bw\n", False),  # AVX-512 without BF16
+        ("processor : 0\nFeatures : fp asimd sve bf16 i8mm\n", True),  # Arm
+        ("processor : 0\nFeatures : fp asimd crc32\n", False),
+        ("model name : something\n", None),
+    ],
+)
+def test_cpu_has_native_bfloat16_reads_the_feature_flags(cpuinfo, expected):
+    assert cpu_has_native_bfloat16(cpuinfo) is expected
+
+
+def test_cpu_has_native_bfloat16_reads_this_machine():
+    with open("/proc/cpuinfo") as f:
+        flags = f.read()
+    expected = any(flag in flags.split() for flag in ("avx512_bf16", "amx_bf16", "bf16"))
+    assert cpu_has_native_bfloat16() is expected
