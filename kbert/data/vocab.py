@@ -141,16 +141,11 @@ def build_vocab(
         continuing_subword_prefix="##",
     )
     tokenizer.train_from_iterator(lines(), trainer=trainer)
-    if num_lines == 0:
-        raise ValueError(f"--input_file={','.join(files)!r} holds no text: nothing to learn.")
-    learned = tokenizer.get_vocab()
-    fixed = set(reserved) | set(continuations)
-    merged = [t for t, _ in sorted(learned.items(), key=lambda kv: kv[1]) if t not in fixed]
+    fixed = set(reserved) | set(alphabet) | set(continuations)
+    learned = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]) if t not in fixed]
     # As the released vocabularies: reserved tokens, characters, their ## forms,
     # then the learned pieces in the order they were learned.
-    characters = [t for t in merged if len(t) == 1]
-    ordered = reserved + characters + continuations + [t for t in merged if len(t) > 1]
-    ordered = ordered[:vocab_size]
+    ordered = (reserved + alphabet + continuations + learned)[:vocab_size]
     tmp = output_file + ".incomplete"
     try:
         with tf.io.gfile.GFile(tmp, "w") as f:
@@ -193,16 +188,15 @@ def _alphabet(
         ValueError: naming file and line when the text does not decode.
     """
     ascii_counts = np.zeros(128, np.int64)
-    other: collections.Counter[str] = collections.Counter()
+    raw: collections.Counter[str] = collections.Counter()  # Raw characters of non-ASCII pieces.
     for path in files:
         for piece in text_files.iter_text_pieces(path, text_files.READ_BLOCK_BYTES):
             data = text_files.decode_piece(piece, piece.data, encoding)
             if data.isascii():
                 ascii_counts += np.bincount(np.frombuffer(data, np.uint8), minlength=128)
             else:
-                other.update(data.decode("utf-8"))
-    raw = collections.Counter({chr(b): int(n) for b, n in enumerate(ascii_counts) if n})
-    raw.update(other)
+                raw.update(data.decode("utf-8"))
+    raw.update({chr(b): int(n) for b, n in enumerate(ascii_counts) if n})
     counts: collections.Counter[str] = collections.Counter()
     for char, n in raw.items():
         for normalized in normalizer.normalize_str(char):
