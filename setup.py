@@ -25,7 +25,7 @@ setup(
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
         "tokenizers>=0.20",
-        # CRC-32C in C for framing TFRecords in bulk (kbert.data.tfrecord_framing).
+        # CRC-32C in C for framing TFRecords in bulk (kbert.data.pretraining.tfrecord_framing).
         "google-crc32c>=1.5",
     ],
     extras_require={

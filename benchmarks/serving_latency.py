@@ -37,7 +37,8 @@ def build_export(vocab_file: str, root: str) -> str:
     import keras
 
     from kbert.export.saved_model import export_saved_model
-    from kbert.models import BertClassifier, BertEncoder, TaskConfig, save_finetuned
+    from kbert.checkpoints import TaskConfig, save_finetuned
+    from kbert.models import BertClassifier, BertEncoder
 
     with open(vocab_file, encoding="utf-8") as f:
         vocabulary_size = len(f.read().split("\n")) - 1

@@ -25,7 +25,7 @@ def make_tiny_pretrained(directory, max_sequence_length=96, do_lower_case=True, 
     import keras
 
     from kbert.models import BertEncoder
-    from kbert.models import save_pretrained
+    from kbert.checkpoints import save_pretrained
 
     keras.utils.set_random_seed(seed)
     vocabulary = character_vocabulary()

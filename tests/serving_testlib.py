@@ -53,7 +53,7 @@ def build_task_model(name: str, seed: int = 0):
     from kbert.models import BertEncoder
     from kbert.models import BertSpanLabeler
     from kbert.models import BertTokenClassifier
-    from kbert.models import TaskConfig
+    from kbert.checkpoints import TaskConfig
 
     model_type, config, outputs = TASKS[name]
     keras.utils.set_random_seed(seed)
@@ -76,8 +76,8 @@ def exported_models() -> dict:
     """
     from kbert.export.saved_model import export_saved_model
     from kbert.models import BertEncoder
-    from kbert.models import save_finetuned
-    from kbert.models import save_pretrained
+    from kbert.checkpoints import save_finetuned
+    from kbert.checkpoints import save_pretrained
 
     root = tempfile.mkdtemp(prefix="kbert-serving-test-")
     atexit.register(shutil.rmtree, root, ignore_errors=True)

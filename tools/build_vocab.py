@@ -41,7 +41,7 @@ flags.DEFINE_integer(
 
 def main(argv):
     del argv
-    from kbert.data.vocab import build_vocab  # Imports TensorFlow.
+    from kbert.data.vocab_builder import build_vocab  # Imports TensorFlow.
 
     start = time.time()
     try:
@@ -55,7 +55,7 @@ def main(argv):
             min_frequency=FLAGS.min_frequency,
             limit_alphabet=FLAGS.limit_alphabet,
         )
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         sys.exit(f"build_vocab: error: {e}")
     seconds = time.time() - start
     print(

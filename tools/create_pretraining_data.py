@@ -67,10 +67,10 @@ flags.DEFINE_bool("verbose", False, "Print the first 20 instances in readable fo
 def main(argv):
     del argv
     from kbert.data import format_instance  # Imports TensorFlow.
-    from kbert.data import load_vocab
-    from kbert.data.pretraining_writer import create_pretraining_data
+    from kbert.data import read_vocab
+    from kbert.data.pretraining.generator import create_pretraining_data
 
-    vocab = load_vocab(FLAGS.vocab_file) if FLAGS.verbose else None
+    vocab = read_vocab(FLAGS.vocab_file) if FLAGS.verbose else None
     start = time.time()
     last_report = [start]
 
@@ -111,7 +111,7 @@ def main(argv):
             example_callback=show if FLAGS.verbose else None,
             progress_callback=progress,
         )
-    except ValueError as e:
+    except (ValueError, FileNotFoundError) as e:
         sys.exit(f"create_pretraining_data: error: {e}")
     counts = metadata["counts"]
     print(

@@ -29,7 +29,7 @@ flags.DEFINE_enum(
 flags.DEFINE_enum(
     "to", "kbert", ["kbert", "bert_tf1", "keras_hub"],
     "What to write to --output_dir: a kbert pre-trained directory (for --init_checkpoint and "
-    "BertEncoder.from_pretrained), an original-layout TF1 checkpoint with bert_config.json, "
+    "kbert.checkpoints.load_encoder), an original-layout TF1 checkpoint with bert_config.json, "
     "or a keras-hub preset (BertBackbone + BertTokenizer).",
 )
 flags.DEFINE_string("output_dir", None, "Directory to create; written atomically.")
@@ -66,7 +66,7 @@ _SOURCE_FLAG = {"bert_tf1": "checkpoint", "hf": "hf_dir", "kbert": "kbert_dir",
 
 
 def _read():
-    from kbert import export
+    from kbert import checkpoints
 
     if FLAGS.source is None:
         raise ValueError("--source is required: one of bert_tf1, hf, minilm, kbert, keras_hub.")
@@ -74,15 +74,15 @@ def _read():
     if needed and not getattr(FLAGS, needed):
         raise ValueError(f"--source={FLAGS.source} needs --{needed}.")
     if FLAGS.source == "bert_tf1":
-        return export.load_bert_tf1(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file,
+        return checkpoints.load_bert_tf1(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file,
                                     FLAGS.do_lower_case, FLAGS.ignore_unknown_tensors)
     if FLAGS.source == "hf":
-        return export.load_huggingface(FLAGS.hf_dir, FLAGS.ignore_unknown_tensors)
+        return checkpoints.load_huggingface(FLAGS.hf_dir, FLAGS.ignore_unknown_tensors)
     if FLAGS.source == "minilm":
-        return export.load_huggingface(export.minilm_hf_dir(FLAGS.cache_dir))
+        return checkpoints.load_huggingface(checkpoints.minilm_hf_dir(FLAGS.cache_dir))
     if FLAGS.source == "kbert":
-        return export.load_kbert(FLAGS.kbert_dir)
-    return export.load_keras_hub(FLAGS.keras_hub_preset)
+        return checkpoints.load_kbert(FLAGS.kbert_dir)
+    return checkpoints.load_keras_hub(FLAGS.keras_hub_preset)
 
 
 def main(argv: list[str]) -> None:
@@ -90,18 +90,19 @@ def main(argv: list[str]) -> None:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
     if not FLAGS.output_dir:
         raise ValueError("--output_dir is required.")
-    from kbert import export
+    from kbert import checkpoints
+    from kbert import files
 
-    export.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before the slow part
+    files.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before the slow part
     converted = _read()
     print(converted.summary())
     notes = []
     if FLAGS.to == "kbert":
         converted.save_pretrained(FLAGS.output_dir, FLAGS.overwrite)
     elif FLAGS.to == "bert_tf1":
-        notes = export.save_bert_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
+        notes = checkpoints.save_bert_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
     else:
-        export.save_keras_hub_preset(converted, FLAGS.output_dir, FLAGS.overwrite,
+        checkpoints.save_keras_hub_preset(converted, FLAGS.output_dir, FLAGS.overwrite,
                                      FLAGS.allow_numeric_mismatch)
         if converted.pretrainer is not None:
             notes.append("keras-hub backbone presets hold no pre-training heads; they were "

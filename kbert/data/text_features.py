@@ -23,33 +23,10 @@ import tensorflow as tf
 import tensorflow_text as tft
 
 from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
+from kbert.data.vocabulary import INPUT_TOKENS
+from kbert.data.vocabulary import read_vocab
 
 PAD, UNK, CLS, SEP = "[PAD]", "[UNK]", "[CLS]", "[SEP]"
-
-
-def load_vocabulary(vocab_file: str) -> list[str]:
-    """Reads a WordPiece `vocab.txt` (one token per line, id = line number).
-
-    Args:
-        vocab_file: str. The file (`gs://` works).
-
-    Returns:
-        list of str.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: it lacks `[PAD]`, `[UNK]`, `[CLS]` or `[SEP]`.
-    """
-    if not tf.io.gfile.exists(vocab_file):
-        raise FileNotFoundError(f"vocabulary file not found: {vocab_file}")
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        vocabulary = [line.strip() for line in f.read().decode("utf-8").split("\n")]
-    while vocabulary and vocabulary[-1] == "":
-        vocabulary.pop()
-    missing = [token for token in (PAD, UNK, CLS, SEP) if token not in vocabulary]
-    if missing:
-        raise ValueError(f"{vocab_file} lacks the special token(s) {missing}; is it a BERT vocab.txt?")
-    return vocabulary
 
 
 class TextFeaturizer:
@@ -73,7 +50,7 @@ class TextFeaturizer:
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
-        self.vocabulary = load_vocabulary(vocab_file)
+        self.vocabulary = read_vocab(vocab_file, INPUT_TOKENS)
         self.vocabulary_size = len(self.vocabulary)
         ids = {token: i for i, token in enumerate(self.vocabulary)}
         self.pad_id, self.cls_id, self.sep_id = ids[PAD], ids[CLS], ids[SEP]

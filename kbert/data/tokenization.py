@@ -10,7 +10,6 @@ control characters (tested in `tests/data/test_tokenization.py`).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Sequence
 
 import numpy as np
@@ -20,8 +19,10 @@ from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 from kbert.data.bert_wordpiece_tokenizer import normalize_ascii
 from kbert.data.bert_wordpiece_tokenizer import normalize_text
 from kbert.data.text_files import MAX_LINE_CHARS
+from kbert.data.vocabulary import PRETRAINING_TOKENS
+from kbert.data.vocabulary import read_vocab
 
-REQUIRED_SPECIAL_TOKENS = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
+PRETRAINING_PURPOSE = "pre-training needs [UNK], [CLS], [SEP] and [MASK]"
 # What Python's `str.strip()` removes: a line of only these is blank (ends a
 # document), as in the original, which strips each line.
 _BLANK_LINE_PATTERN = r"[\t-\r\x{1c}-\x{1f}\x{85}\p{Z}]*"
@@ -43,49 +44,6 @@ class TokenizedLines:
     row_splits: np.ndarray
     blank: np.ndarray
     num_truncated: int
-
-
-def load_vocab(vocab_file: str) -> list[str]:
-    """Reads a `vocab.txt`: one token per line, the line number is its id.
-
-    Args:
-        vocab_file: str. Path (any `tf.io.gfile` path).
-
-    Returns:
-        The tokens in id order.
-
-    Raises:
-        ValueError: if the file is missing, empty or repeats a token.
-    """
-    if not tf.io.gfile.exists(vocab_file):
-        raise ValueError(f"--vocab_file: {vocab_file!r} does not exist.")
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"--vocab_file: {vocab_file!r} is not UTF-8 ({e.reason}).") from None
-    # Like the original tokenization.load_vocab: strip each line, keep order.
-    tokens = [line.strip() for line in text.split("\n")]
-    if tokens and not tokens[-1]:
-        tokens.pop()
-    if not tokens:
-        raise ValueError(f"--vocab_file: {vocab_file!r} is empty.")
-    seen: dict[str, int] = {}
-    for i, token in enumerate(tokens):
-        if token in seen:
-            raise ValueError(
-                f"--vocab_file: {vocab_file!r} line {i + 1} repeats {token!r} "
-                f"(first on line {seen[token] + 1})."
-            )
-        seen[token] = i
-    return tokens
-
-
-def vocab_sha256(vocab_file: str) -> str:
-    """Returns the hex sha256 of a vocabulary file's bytes."""
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
 
 
 class BertTokenizer:
@@ -111,14 +69,8 @@ class BertTokenizer:
     def __init__(self, vocab_file: str, do_lower_case: bool = True):
         self.vocab_file = vocab_file
         self.do_lower_case = do_lower_case
-        self.vocab = load_vocab(vocab_file)
+        self.vocab = read_vocab(vocab_file, PRETRAINING_TOKENS, PRETRAINING_PURPOSE)
         self.token_to_id = {token: i for i, token in enumerate(self.vocab)}
-        missing = [t for t in REQUIRED_SPECIAL_TOKENS if t not in self.token_to_id]
-        if missing:
-            raise ValueError(
-                f"--vocab_file: {vocab_file!r} lacks {', '.join(missing)}; pre-training "
-                "needs [UNK], [CLS], [SEP] and [MASK]. Build one with tools/build_vocab.py."
-            )
         self.unk_id = self.token_to_id["[UNK]"]
         self.cls_id = self.token_to_id["[CLS]"]
         self.sep_id = self.token_to_id["[SEP]"]

@@ -18,28 +18,20 @@ import uuid
 
 import tensorflow as tf
 
+from kbert.data.vocabulary import read_vocab
 from kbert.export.ops_check import check_ops
 from kbert.export.signatures import build_serving_module
-from kbert.models.finetuned import TASK_CONFIG
-from kbert.models.finetuned import TaskConfig
-from kbert.models.finetuned import load_finetuned
-from kbert.models.pretrained import BERT_CONFIG
-from kbert.models.pretrained import ENCODER_WEIGHTS
-from kbert.models.pretrained import load_encoder
-from kbert.models.pretrained import read_tokenizer_config
+from kbert.checkpoints.finetuned import TASK_CONFIG
+from kbert.checkpoints.finetuned import TaskConfig
+from kbert.checkpoints.finetuned import load_finetuned
+from kbert.checkpoints.pretrained import BERT_CONFIG
+from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
+from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import read_tokenizer_config
 
 EXPORT_INFO = "kbert_export.json"
 
 log = logging.getLogger("kbert.export")
-
-
-def read_vocab(vocab_file: str) -> list[str]:
-    """Reads a `vocab.txt` (one token per line, line number = id)."""
-    with tf.io.gfile.GFile(vocab_file, "rb") as f:
-        tokens = [line.strip() for line in f.read().decode("utf-8").split("\n")]
-    if tokens and not tokens[-1]:
-        tokens.pop()
-    return tokens
 
 
 def versions(export_dir: str) -> list[int]:

@@ -24,7 +24,8 @@ class BertClassifier(BertTask):
 
     Example:
 
-    >>> classifier = kbert.models.BertClassifier.from_pretrained("minilm/", num_classes=2)
+    >>> classifier = kbert.models.BertClassifier(
+    ...     kbert.checkpoints.load_encoder("minilm/"), num_classes=2)
     >>> classifier.compile(optimizer=keras.optimizers.AdamW(2e-5))
     >>> classifier.fit(dataset, epochs=3)
     """

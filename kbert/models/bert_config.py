@@ -7,10 +7,8 @@ This module is the one place that maps between the two.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import tensorflow as tf
 
 # bert_config.json key -> BertEncoder argument.
 _KEY_TO_ARGUMENT = {
@@ -105,42 +103,6 @@ def arguments_to_bert_config(arguments: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _read_json(path: str, what: str) -> dict[str, Any]:
-    """Reads a JSON config through `tf.io.gfile`, naming the file in every error."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{what} not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
-
-
-def read_bert_config(path: str) -> dict[str, Any]:
-    """Reads a `bert_config.json` (via `tf.io.gfile`) into `BertEncoder` arguments.
-
-    Args:
-        path: str. Path of the JSON file.
-
-    Returns:
-        A dict of `BertEncoder` keyword arguments.
-    """
-    return bert_config_to_arguments(_read_json(path, "bert_config.json"), source=path)
-
-
-def write_bert_config(arguments: dict[str, Any], path: str) -> None:
-    """Writes `BertEncoder` arguments as a `bert_config.json`, atomically.
-
-    Args:
-        arguments: dict. `BertEncoder` arguments, e.g. `encoder.get_config()`.
-        path: str. Destination path.
-    """
-    temporary = path + ".tmp"
-    with tf.io.gfile.GFile(temporary, "w") as f:
-        f.write(json.dumps(arguments_to_bert_config(arguments), indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(temporary, path, overwrite=True)
-
-
 # Hugging Face `config.json` (model_type "bert") -> BertEncoder argument. The
 # size keys have the same names as in `bert_config.json`.
 _HF_KEY_TO_ARGUMENT = {**_KEY_TO_ARGUMENT, "layer_norm_eps": "layer_norm_epsilon"}
@@ -215,15 +177,3 @@ def hf_config_to_arguments(config: dict[str, Any], source: str = "config.json") 
     arguments = {argument: config[key] for key, argument in _HF_KEY_TO_ARGUMENT.items()}
     arguments["activation"] = _HF_ACTIVATIONS[config["hidden_act"]]
     return arguments
-
-
-def read_hf_config(path: str) -> dict[str, Any]:
-    """Reads a Hugging Face `config.json` (via `tf.io.gfile`) into `BertEncoder` arguments.
-
-    Args:
-        path: str. Path of the JSON file.
-
-    Returns:
-        A dict of `BertEncoder` keyword arguments (see `hf_config_to_arguments`).
-    """
-    return hf_config_to_arguments(_read_json(path, "Hugging Face config.json"), source=path)

@@ -12,6 +12,7 @@ from kbert.layers import Dropout
 from kbert.layers import LayerNormalization
 from kbert.layers import get_activation
 from kbert.layers import use_fast_layers
+from kbert.models.bert_config import bert_config_to_arguments
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
@@ -205,11 +206,14 @@ class BertEncoder(keras_hub.models.Backbone):
         return config
 
     @classmethod
-    def from_bert_config(cls, path: str, **kwargs) -> "BertEncoder":
-        """Builds an encoder from a google-research/bert `bert_config.json`.
+    def from_bert_config(cls, config: dict, **kwargs) -> "BertEncoder":
+        """Builds an encoder from a google-research/bert `bert_config.json` dict.
+
+        Reading the file is `kbert.checkpoints.read_bert_config(path)`, which
+        returns these arguments already mapped; this takes the parsed JSON.
 
         Args:
-            path: str. Path of the JSON file (`gs://` works).
+            config: dict. The parsed `bert_config.json` (original key names).
             **kwargs: overrides of constructor arguments, such as `dtype`.
 
         Returns:
@@ -217,32 +221,7 @@ class BertEncoder(keras_hub.models.Backbone):
 
         Example:
 
-        >>> encoder = kbert.models.BertEncoder.from_bert_config(
-        ...     "uncased_L-12_H-768_A-12/bert_config.json")
+        >>> config = json.load(open("uncased_L-12_H-768_A-12/bert_config.json"))
+        >>> encoder = kbert.models.BertEncoder.from_bert_config(config)
         """
-        from kbert.models.bert_config import read_bert_config
-
-        return cls(**{**read_bert_config(path), **kwargs})
-
-    @classmethod
-    def from_pretrained(cls, directory: str, **kwargs) -> "BertEncoder":
-        """Loads an encoder and its weights from a kbert pre-trained directory.
-
-        The directory is what `kbert-pretrain` writes to its `model_dir` or what
-        `kbert-convert` writes (see `kbert.models.pretrained`).
-
-        Args:
-            directory: str. The pre-trained model directory (`gs://` works).
-            **kwargs: overrides of constructor arguments, such as `dtype` or
-                `dropout`.
-
-        Returns:
-            A `BertEncoder` holding the saved weights.
-
-        Example:
-
-        >>> encoder = kbert.models.BertEncoder.from_pretrained("minilm/")
-        """
-        from kbert.models.pretrained import load_encoder
-
-        return load_encoder(directory, **kwargs)
+        return cls(**{**bert_config_to_arguments(config), **kwargs})

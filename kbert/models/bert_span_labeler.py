@@ -22,7 +22,7 @@ class BertSpanLabeler(BertTask):
 
     Example:
 
-    >>> qa = kbert.models.BertSpanLabeler.from_pretrained("minilm/")
+    >>> qa = kbert.models.BertSpanLabeler(kbert.checkpoints.load_encoder("minilm/"))
     >>> qa.compile(optimizer=keras.optimizers.AdamW(3e-5))
     >>> outputs = qa.predict(features)  # {"start_logits", "end_logits"}
     """

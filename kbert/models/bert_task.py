@@ -58,21 +58,3 @@ class BertTask(keras.Model):
         if isinstance(config.get("encoder"), dict):
             config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
         return cls(**config)
-
-    @classmethod
-    def from_pretrained(cls, directory: str, encoder_overrides: dict | None = None, **kwargs):
-        """Builds the task model on an encoder loaded from a pre-trained directory.
-
-        Args:
-            directory: str. A kbert pre-trained directory (a `kbert-pretrain`
-                model_dir or a `kbert-convert` output_dir).
-            encoder_overrides: dict or None. `BertEncoder` arguments to change,
-                such as `{"dtype": "mixed_bfloat16"}`.
-            **kwargs: the task model's own arguments, such as `num_classes`.
-
-        Returns:
-            The task model, encoder weights loaded, head freshly initialised.
-        """
-        from kbert.models.pretrained import load_encoder
-
-        return cls(load_encoder(directory, **(encoder_overrides or {})), **kwargs)

@@ -23,7 +23,8 @@ class BertTokenClassifier(BertTask):
 
     Example:
 
-    >>> tagger = kbert.models.BertTokenClassifier.from_pretrained("minilm/", num_classes=9)
+    >>> tagger = kbert.models.BertTokenClassifier(
+    ...     kbert.checkpoints.load_encoder("minilm/"), num_classes=9)
     >>> tagger.compile(optimizer=keras.optimizers.AdamW(5e-5))
     >>> logits = tagger.predict(features)  # [batch, sequence, 9]
     """

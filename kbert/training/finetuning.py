@@ -4,7 +4,7 @@
 (`gin/finetune.gin`). It checks every input before writing anything, trains the
 task model with `kbert.training.create_optimizer` (AdamW with google-research/bert's
 linear warmup and linear decay from step 0, as its `optimization.py`), evaluates with the official metrics, writes predictions and
-saves a fine-tuned model directory (`kbert.models.save_finetuned`).
+saves a fine-tuned model directory (`kbert.checkpoints.save_finetuned`).
 """
 
 from __future__ import annotations
@@ -34,19 +34,20 @@ from kbert.data.squad_postprocessing import postprocess_squad
 from kbert.data.text_features import TextFeaturizer
 from kbert.data.text_features import check_max_seq_length
 from kbert.data.text_features import classification_dataset
-from kbert.data.text_features import load_vocabulary
+from kbert.data.vocabulary import INPUT_TOKENS
+from kbert.data.vocabulary import read_vocab
 from kbert.data.text_features import token_classification_dataset
 from kbert.models.bert_classifier import BertClassifier
-from kbert.models.bert_config import read_bert_config
+from kbert.checkpoints.config_files import read_bert_config
 from kbert.models.bert_span_labeler import BertSpanLabeler
 from kbert.models.bert_token_classifier import BertTokenClassifier
-from kbert.models.finetuned import TASK_CONFIG
-from kbert.models.finetuned import TaskConfig
-from kbert.models.finetuned import load_finetuned
-from kbert.models.finetuned import save_finetuned
-from kbert.models.pretrained import BERT_CONFIG
-from kbert.models.pretrained import load_encoder
-from kbert.models.pretrained import read_tokenizer_config
+from kbert.checkpoints.finetuned import TASK_CONFIG
+from kbert.checkpoints.finetuned import TaskConfig
+from kbert.checkpoints.finetuned import load_finetuned
+from kbert.checkpoints.finetuned import save_finetuned
+from kbert.checkpoints.pretrained import BERT_CONFIG
+from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.training import metrics as metric_functions
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import create_strategy
@@ -320,9 +321,9 @@ def _resolve_vocabulary(init_checkpoint: str, vocab_file: str | None,
             raise FileNotFoundError(
                 f"--init_checkpoint={init_checkpoint} has no vocab.txt; pass --vocab_file.")
         vocab_file = recorded
-    vocabulary = load_vocabulary(vocab_file)
+    vocabulary = read_vocab(vocab_file, INPUT_TOKENS)
     if recorded is not None and vocab_file != recorded:
-        if load_vocabulary(recorded) != vocabulary:
+        if read_vocab(recorded) != vocabulary:
             raise ValueError(
                 f"--vocab_file={vocab_file} differs from the vocabulary {recorded} of "
                 f"--init_checkpoint={init_checkpoint}; drop --vocab_file to use the model's own.")
@@ -432,7 +433,7 @@ def run_finetuning(
     finetuned = tf.io.gfile.exists(os.path.join(init_checkpoint, TASK_CONFIG))
     config = None
     if finetuned and not do_train:
-        from kbert.models.finetuned import read_task_config
+        from kbert.checkpoints.finetuned import read_task_config
 
         config = read_task_config(init_checkpoint)
         if config.task != task:

@@ -23,10 +23,10 @@ import tensorflow as tf
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
 from kbert.models import BertPretrainer
-from kbert.models import load_encoder
-from kbert.models import load_pretrainer
-from kbert.models import save_pretrained
-from kbert.models.pretrained import PRETRAINER_WEIGHTS
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_pretrainer
+from kbert.checkpoints import save_pretrained
+from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.training.losses import sparse_softmax_cross_entropy_and_hits
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import cpu_has_native_bfloat16
@@ -74,7 +74,7 @@ def run_pretraining(
     and input-pipeline position are checkpointed into `model_dir`; calling
     again with the same arguments after a crash resumes from the last
     checkpoint and stops at `num_train_steps`. At the end the chief writes a
-    pre-trained directory into `model_dir` (see `kbert.models.save_pretrained`)
+    pre-trained directory into `model_dir` (see `kbert.checkpoints.save_pretrained`)
     and `summary.json`.
 
     Args:

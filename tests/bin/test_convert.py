@@ -8,8 +8,7 @@ import keras
 import numpy as np
 
 from tests.conftest import REPO, tiny_inputs
-from kbert import export
-from kbert.models import BertEncoder
+from kbert import checkpoints
 
 
 def _convert(*flags):
@@ -20,14 +19,14 @@ def _convert(*flags):
 
 def test_convert_tf1_checkpoint_then_refuse_to_overwrite(tiny_encoder, tmp_path):
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + [f"w{i}" for i in range(tiny_encoder.vocabulary_size - 4)]
-    export.save_bert_tf1(export.ConvertedModel(tiny_encoder, vocabulary=vocab), str(tmp_path / "tf1"))
+    checkpoints.save_bert_tf1(checkpoints.ConvertedModel(tiny_encoder, vocabulary=vocab), str(tmp_path / "tf1"))
     flags = ["--source=bert_tf1", f"--checkpoint={tmp_path / 'tf1' / 'bert_model.ckpt'}",
              "--nodo_lower_case", f"--output_dir={tmp_path / 'out'}"]
     result = _convert(*flags)
     assert result.returncode == 0, result.stderr
     assert "encoder: L=2 H=32 A=4 I=37 V=99" in result.stdout
     assert f"wrote kbert model to {tmp_path / 'out'}" in result.stdout
-    encoder = BertEncoder.from_pretrained(str(tmp_path / "out"))
+    encoder = checkpoints.load_encoder(str(tmp_path / "out"))
     inputs = tiny_inputs()
     np.testing.assert_array_equal(keras.ops.convert_to_numpy(encoder(inputs)["sequence_output"]),
                                   keras.ops.convert_to_numpy(tiny_encoder(inputs)["sequence_output"]))

@@ -33,7 +33,7 @@ def _check_run(result, model_dir):
     for name in ("task_model.keras", "task_config.json", "encoder.weights.h5", "vocab.txt",
                  "bert_config.json", "eval_results.json", "operative_config.gin"):
         assert os.path.exists(os.path.join(model_dir, name)), name
-    assert not [n for n in os.listdir(model_dir) if n.endswith(".tmp")]
+    assert not [n for n in os.listdir(model_dir) if n.endswith((".tmp", ".incomplete"))]
     results = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert results["train_loss"][-1] < results["train_loss"][0], results["train_loss"]
     assert "run_finetuning.learning_rate = 0.003" in open(

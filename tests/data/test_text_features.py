@@ -8,7 +8,8 @@ from kbert.data.text_features import TextFeaturizer
 from kbert.data.text_features import bucket_boundaries
 from kbert.data.text_features import check_max_seq_length
 from kbert.data.text_features import classification_dataset
-from kbert.data.text_features import load_vocabulary
+from kbert.data import INPUT_TOKENS
+from kbert.data import read_vocab
 from kbert.data.text_features import token_classification_dataset
 
 VOCABULARY = character_vocabulary()
@@ -106,9 +107,9 @@ def test_token_labels_truncate_words_past_max_seq_length(featurizer):
 def test_vocabulary_and_length_errors(tmp_path):
     path = tmp_path / "vocab.txt"
     path.write_text("[PAD]\n[UNK]\nhello\n")
-    with pytest.raises(ValueError, match=r"lacks the special token\(s\) \['\[CLS\]', '\[SEP\]'\]"):
-        load_vocabulary(str(path))
-    with pytest.raises(FileNotFoundError, match="vocabulary file not found"):
-        load_vocabulary(str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match=r"vocab.txt' lacks \[CLS\], \[SEP\]"):
+        read_vocab(str(path), INPUT_TOKENS)
+    with pytest.raises(FileNotFoundError, match="missing.txt' does not exist"):
+        read_vocab(str(tmp_path / "missing.txt"))
     with pytest.raises(ValueError, match=r"max_seq_length=600 is larger than the encoder's 512"):
         check_max_seq_length(600, 512)

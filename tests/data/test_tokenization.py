@@ -165,7 +165,7 @@ def test_vocab_without_specials_is_refused(tmp_path):
     path.write_text("[PAD]\n[UNK]\n[CLS]\nhello\n")
     with pytest.raises(ValueError, match=r"vocab\.txt.*lacks \[SEP\], \[MASK\]"):
         BertTokenizer(str(path))
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
         BertTokenizer(str(tmp_path / "missing.txt"))
 
 

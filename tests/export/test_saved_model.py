@@ -11,8 +11,8 @@ import tensorflow as tf
 from tests import serving_testlib as lib
 
 from kbert.export.saved_model import versions
-from kbert.models import load_encoder
-from kbert.models import load_finetuned
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_finetuned
 
 
 @pytest.fixture(scope="module")

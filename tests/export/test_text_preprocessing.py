@@ -10,7 +10,7 @@ from tests.serving_testlib import VOCAB
 from tests.serving_testlib import hf_tokenizer
 from tests.serving_testlib import reference_inputs
 
-from kbert.export.saved_model import read_vocab
+from kbert.data import read_vocab
 from kbert.export.text_preprocessing import TextPreprocessor
 
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 from kbert.data import BertTokenizer
 from kbert.data import TextFeaturizer
 from kbert.data import classification_dataset
-from kbert.export.saved_model import read_vocab
+from kbert.data import read_vocab
 from kbert.export.text_preprocessing import TextPreprocessor
 from tests.data.test_tokenization import TRICKY
 from tests.data.test_tokenization import _reference_basic_tokenize

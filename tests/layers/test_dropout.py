@@ -3,7 +3,6 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kbert.layers import Dropout
 from kbert.layers import use_fast_layers

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import BATCH, H, PREDICTIONS, SEQ, V, tiny_encoder_kwargs, tiny_inputs
+from tests.conftest import BATCH, H, PREDICTIONS, V, tiny_encoder_kwargs, tiny_inputs
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 

@@ -1,4 +1,3 @@
-import os
 
 import keras
 import numpy as np
@@ -7,13 +6,8 @@ import pytest
 from tests.conftest import BATCH, SEQ, tiny_encoder_kwargs, tiny_inputs
 from kbert.models import BertClassifier
 from kbert.models import BertEncoder
-from kbert.models import BertPretrainer
 from kbert.models import BertSpanLabeler
 from kbert.models import BertTokenClassifier
-from kbert.models import load_encoder
-from kbert.models import load_pretrainer
-from kbert.models import read_tokenizer_config
-from kbert.models import save_pretrained
 
 
 def _np(x):
@@ -52,58 +46,3 @@ def test_classifier_fit_lowers_loss():
     model.fit(inputs, labels, epochs=15, verbose=0)
     after = model.evaluate(inputs, labels, verbose=0, return_dict=True)
     assert after["loss"] < 0.5 * before and after["accuracy"] == 1.0
-
-
-def test_pretrained_directory_round_trip(tiny_encoder, tmp_path):
-    directory = str(tmp_path / "pretrained")
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-    pretrainer = BertPretrainer(tiny_encoder)
-    save_pretrained(directory, tiny_encoder, vocab_file=str(vocab), do_lower_case=False,
-                    pretrainer=pretrainer)
-    assert sorted(os.listdir(directory)) == [
-        "bert_config.json", "encoder.weights.h5", "pretrainer.weights.h5",
-        "tokenizer_config.json", "vocab.txt"]
-    inputs = tiny_inputs(seed=4)
-    restored = load_encoder(directory)
-    np.testing.assert_array_equal(_np(restored(inputs)["sequence_output"]),
-                                  _np(tiny_encoder(inputs)["sequence_output"]))
-    assert read_tokenizer_config(directory) == {
-        "vocab_file": os.path.join(directory, "vocab.txt"), "do_lower_case": False}
-    features = dict(inputs, mask_positions=np.ones((BATCH, 2), "int32"))
-    np.testing.assert_array_equal(_np(load_pretrainer(directory)(features)["mlm"]),
-                                  _np(pretrainer(features)["mlm"]))
-    classifier = BertClassifier.from_pretrained(directory, num_classes=2)
-    np.testing.assert_array_equal(_np(classifier.encoder(inputs)["pooled_output"]),
-                                  _np(tiny_encoder(inputs)["pooled_output"]))
-
-
-def test_not_a_pretrained_directory_is_named(tmp_path):
-    with pytest.raises(FileNotFoundError, match="bert_config.json is missing"):
-        load_encoder(str(tmp_path))
-
-
-def test_finetuned_directory_round_trip(tiny_encoder, tmp_path):
-    from kbert.models import TaskConfig, load_finetuned, read_task_config, save_finetuned
-
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
-    model = BertClassifier(tiny_encoder, num_classes=2)
-    config = TaskConfig("classifier", "glue", "sst-2", ["negative", "positive"], do_lower_case=True)
-    directory = str(tmp_path / "run")
-    save_finetuned(directory, model, config, str(vocab))
-    restored, restored_config, vocab_file = load_finetuned(directory)
-    assert restored_config == config and read_task_config(directory) == config
-    assert open(vocab_file).read() == vocab.read_text()
-    inputs = tiny_inputs(seed=5)
-    np.testing.assert_array_equal(_np(restored(inputs)), _np(model(inputs)))
-    assert load_encoder(directory).count_params() == tiny_encoder.count_params()
-
-
-def test_task_config_rejects_unknown_model_type_and_keys():
-    from kbert.models import TaskConfig
-
-    with pytest.raises(ValueError, match="'ranker'"):
-        TaskConfig("ranker", "glue", "x")
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['labels'\]"):
-        TaskConfig.from_dict({"model_type": "classifier", "task": "glue", "task_name": "x", "labels": []})

@@ -9,7 +9,7 @@ import pytest
 from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import character_vocabulary
 from tests.finetune_testing import make_tiny_pretrained
-from kbert.models import read_task_config
+from kbert.checkpoints import read_task_config
 from kbert.training.finetuning import run_finetuning
 
 STSB = os.path.join(TESTDATA, "glue", "STS-B")

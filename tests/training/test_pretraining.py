@@ -25,9 +25,9 @@ from tests.training.pretraining_data import write_pretraining_data
 from kbert.data import create_pretraining_data
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
-from kbert.models import load_encoder
-from kbert.models import load_pretrainer
-from kbert.models import read_tokenizer_config
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_pretrainer
+from kbert.checkpoints import read_tokenizer_config
 from kbert.training import run_pretraining
 from kbert.training.strategy import cpu_has_native_bfloat16
 

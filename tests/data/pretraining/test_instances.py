@@ -9,12 +9,12 @@ from kbert.data import VocabInfo
 from kbert.data import create_instances_from_document
 from kbert.data import create_masked_lm_predictions
 from kbert.data import TrainingInstance
-from kbert.data.pretraining_examples import _flatten
-from kbert.data.pretraining_examples import _trim_counts
-from kbert.data.pretraining_examples import create_layouts
-from kbert.data.pretraining_examples import layouts_to_arrays
-from kbert.data.pretraining_examples import mask_tokens_batch
-from kbert.data.pretraining_examples import truncate_seq_pair
+from kbert.data.pretraining.instances import _flatten
+from kbert.data.pretraining.instances import _trim_counts
+from kbert.data.pretraining.instances import create_layouts
+from kbert.data.pretraining.instances import layouts_to_arrays
+from kbert.data.pretraining.instances import mask_tokens_batch
+from kbert.data.pretraining.instances import truncate_seq_pair
 from tests.data.conftest import PERSUASION
 
 

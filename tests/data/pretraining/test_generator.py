@@ -6,10 +6,12 @@ import sys
 
 import numpy as np
 import pytest
+
+from tests.conftest import REPO
 import tensorflow as tf
 
 from kbert.data import create_pretraining_data
-from kbert.data import load_vocab
+from kbert.data import read_vocab
 from kbert.data import pretraining_feature_spec
 from kbert.data import read_pretraining_metadata
 from kbert.data import vocab_sha256
@@ -51,7 +53,7 @@ def test_exact_features_and_sidecar(tmp_path, vocab_file):
     assert np.all(parsed["masked_lm_positions"].numpy() < n[:, None])
     assert set(np.unique(parsed["next_sentence_labels"].numpy())) == {0, 1}
 
-    vocab = load_vocab(vocab_file)
+    vocab = read_vocab(vocab_file)
     on_disk = read_pretraining_metadata(str(tmp_path / "*"))
     assert on_disk["max_seq_length"] == 32 and on_disk["max_predictions_per_seq"] == 5
     assert on_disk["vocab_sha256"] == vocab_sha256(vocab_file)
@@ -110,7 +112,7 @@ def test_encodings_crlf_and_long_lines(tmp_path, vocab_file):
     create_pretraining_data(CAESAR_LATIN1, out, vocab_file, input_encoding="latin-1", **SMALL)
     assert os.path.exists(out)
     meta = create_pretraining_data(MOBY_CRLF, out, vocab_file, **SMALL)
-    vocab = load_vocab(vocab_file)
+    vocab = read_vocab(vocab_file)
     for record in _records(out)[:50]:
         ids = tf.train.Example.FromString(record).features.feature["input_ids"].int64_list.value
         assert all("\r" not in vocab[i] for i in ids)
@@ -151,7 +153,7 @@ def test_bad_inputs_leave_no_output(tmp_path, vocab_file):
 
 
 def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    root = REPO
     out = str(tmp_path / "t.tfrecord")
     # The tool forks its workers (this test process has run TensorFlow, so
     # in-process runs spawn them); the bytes must not depend on that.
@@ -179,7 +181,7 @@ def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
 
 
 def test_cached_tokens_give_the_same_output(tmp_path, vocab_file, sentence_corpus, monkeypatch):
-    from kbert.data import pretraining_writer
+    from kbert.data.pretraining import generator as pretraining_writer
 
     kwargs = dict(SMALL, dupe_factor=3, chunk_bytes=4000, input_file=[sentence_corpus, MOBY_CRLF])
     cached = str(tmp_path / "cached.tfrecord")

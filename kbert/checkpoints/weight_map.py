@@ -1,7 +1,7 @@
 """kbert variable paths <-> google-research/bert TF1 variable names, in one table.
 
 Every conversion goes through the original TF1 names: a TF1 checkpoint uses
-them directly, Hugging Face names map onto them (`kbert.export.huggingface`),
+them directly, Hugging Face names map onto them (`kbert.checkpoints.huggingface`),
 and writing a TF1 checkpoint reads the same table backwards. So there is one
 place that knows which kbert variable is which original variable, and how the
 arrays are laid out:

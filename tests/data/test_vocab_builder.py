@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from kbert.data import BertTokenizer
 from kbert.data import build_vocab
-from kbert.data import load_vocab
+from kbert.data import read_vocab
 from tests.data.conftest import CAESAR_LATIN1
 from tests.data.conftest import MOBY_CRLF
 from tests.data.conftest import NUM_UNUSED
@@ -14,7 +14,7 @@ from tests.data.conftest import VOCAB_SIZE
 
 
 def test_layout_matches_released_vocabularies(vocab_file):
-    vocab = load_vocab(vocab_file)
+    vocab = read_vocab(vocab_file)
     assert len(vocab) == VOCAB_SIZE
     assert vocab[0] == "[PAD]"
     assert vocab[1 : 1 + NUM_UNUSED] == [f"[unused{i}]" for i in range(NUM_UNUSED)]
@@ -29,7 +29,7 @@ def test_layout_matches_released_vocabularies(vocab_file):
 def test_every_character_has_its_continuation_form(vocab_file):
     # As in the released vocabularies: c and ##c for every character, the
     # characters in code-point order right after the reserved tokens.
-    vocab = load_vocab(vocab_file)
+    vocab = read_vocab(vocab_file)
     characters = [t for t in vocab if len(t) == 1]
     assert vocab[5 + NUM_UNUSED : 5 + NUM_UNUSED + len(characters)] == sorted(characters)
     assert {t[2:] for t in vocab if t.startswith("##") and len(t) == 3} == set(characters)
@@ -50,7 +50,7 @@ def test_same_corpus_same_vocabulary(vocab_file, tmp_path):
 def test_default_unused_gives_bert_base_special_ids(tmp_path):
     out = str(tmp_path / "v.txt")
     build_vocab(PERSUASION, out, vocab_size=600)
-    vocab = load_vocab(out)
+    vocab = read_vocab(out)
     assert [vocab.index(t) for t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")] == [0, 100, 101, 102, 103]
 
 
@@ -65,7 +65,7 @@ def test_fast_bert_tokenizer_reads_it(vocab_file):
 def test_cased(tmp_path):
     out = str(tmp_path / "v.txt")
     build_vocab(PERSUASION, out, vocab_size=600, do_lower_case=False, num_unused=0)
-    assert any(c.isupper() for t in load_vocab(out) for c in t if t[0] != "[")
+    assert any(c.isupper() for t in read_vocab(out) for c in t if t[0] != "[")
 
 
 def test_bad_inputs(tmp_path):

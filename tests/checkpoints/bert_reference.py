@@ -226,6 +226,6 @@ def tf1_source(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def converted_tf1(tf1_source):
-    from kbert.export import load_bert_tf1
+    from kbert.checkpoints import load_bert_tf1
 
     return load_bert_tf1(tf1_source[0])

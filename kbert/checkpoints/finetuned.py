@@ -1,6 +1,6 @@
 """kbert's fine-tuned model directory: what `kbert-finetune` writes and `kbert-export` reads.
 
-A fine-tuned directory is a pre-trained directory (see `kbert.models.pretrained`:
+A fine-tuned directory is a pre-trained directory (see `kbert.checkpoints.pretrained`:
 `bert_config.json`, `vocab.txt`, `tokenizer_config.json`, `encoder.weights.h5`,
 holding the fine-tuned encoder) plus:
 
@@ -21,8 +21,8 @@ import keras
 import tensorflow as tf
 
 from kbert.models.bert_task import BertTask
-from kbert.models.pretrained import read_tokenizer_config
-from kbert.models.pretrained import save_pretrained
+from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.checkpoints.pretrained import save_pretrained
 
 TASK_MODEL = "task_model.keras"
 TASK_CONFIG = "task_config.json"

@@ -13,8 +13,8 @@ from __future__ import annotations
 import keras
 import keras_hub
 
-from kbert.export.atomic_directory import atomic_directory
-from kbert.export.converted_model import ConvertedModel
+from kbert.files import atomic_directory
+from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.models.bert_encoder import BertEncoder
 
 _SIZE_ARGUMENTS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
@@ -55,7 +55,7 @@ def to_keras_hub(
 
     Example:
 
-    >>> backbone = kbert.export.to_keras_hub(kbert.models.BertEncoder.from_pretrained("out/"))
+    >>> backbone = kbert.checkpoints.to_keras_hub(kbert.checkpoints.load_encoder("out/"))
     >>> classifier = keras_hub.models.BertTextClassifier(backbone, num_classes=2,
     ...                                                  preprocessor=None)
     """
@@ -92,7 +92,7 @@ def from_keras_hub(backbone: keras_hub.models.BertBackbone) -> BertEncoder:
 
     Example:
 
-    >>> encoder = kbert.export.from_keras_hub(
+    >>> encoder = kbert.checkpoints.from_keras_hub(
     ...     keras_hub.models.BertBackbone.from_preset("bert_base_en_uncased"))
     """
     encoder = BertEncoder(**{name: getattr(backbone, name) for name in _SIZE_ARGUMENTS},
@@ -145,7 +145,7 @@ def save_keras_hub_preset(
 
     Example:
 
-    >>> kbert.export.save_keras_hub_preset(kbert.export.load_kbert("out/"), "out_keras_hub/")
+    >>> kbert.checkpoints.save_keras_hub_preset(kbert.checkpoints.load_kbert("out/"), "out_keras_hub/")
     """
     backbone = to_keras_hub(converted.encoder, allow_numeric_mismatch)
     with atomic_directory(output_dir, overwrite) as temporary:

@@ -1,28 +1,13 @@
-"""WordPiece vocabularies of converted models: read, extract, write, check."""
+"""WordPiece vocabularies of converted models: extract from `tokenizer.json`, write, check.
+
+Reading a `vocab.txt` is `kbert.data.read_vocab`, the one reader every part of kbert uses.
+"""
 
 from __future__ import annotations
 
 import json
 
 import tensorflow as tf
-
-
-def read_vocab(path: str) -> list[str]:
-    """Reads a `vocab.txt` (one token per line, line number = id), as the original code does.
-
-    Args:
-        path: str. The file (`gs://` works).
-
-    Returns:
-        The tokens, in id order.
-    """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"Vocabulary file not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        lines = f.read().split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.strip() for line in lines]
 
 
 def vocab_from_tokenizer_json(path: str) -> list[str]:

@@ -1,7 +1,7 @@
 import numpy as np
 import tensorflow as tf
 
-from kbert.data.tfrecord_framing import frame_records
+from kbert.data.pretraining.tfrecord_framing import frame_records
 
 
 def test_framing_equals_tfrecord_writer(tmp_path):

@@ -9,19 +9,19 @@ from typing import Callable
 import numpy as np
 import tensorflow as tf
 
-from kbert.export import weight_map
-from kbert.export.atomic_directory import atomic_directory
-from kbert.export.vocabulary import check_vocab_size
-from kbert.export.vocabulary import read_vocab
-from kbert.export.vocabulary import write_vocab
+from kbert.checkpoints import weight_map
+from kbert.files import atomic_directory
+from kbert.checkpoints.tokenizer_files import check_vocab_size
+from kbert.data.vocabulary import read_vocab
+from kbert.checkpoints.tokenizer_files import write_vocab
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_pretrainer import BertPretrainer
-from kbert.models.pretrained import PRETRAINER_WEIGHTS
-from kbert.models.pretrained import VOCAB
-from kbert.models.pretrained import load_encoder
-from kbert.models.pretrained import load_pretrainer
-from kbert.models.pretrained import read_tokenizer_config
-from kbert.models.pretrained import save_pretrained
+from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
+from kbert.checkpoints.pretrained import VOCAB
+from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import load_pretrainer
+from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.checkpoints.pretrained import save_pretrained
 
 
 @dataclasses.dataclass
@@ -46,7 +46,7 @@ class ConvertedModel:
 
     Example:
 
-    >>> converted = kbert.export.load_huggingface("all-MiniLM-L6-v2/")
+    >>> converted = kbert.checkpoints.load_huggingface("all-MiniLM-L6-v2/")
     >>> converted.save_pretrained("minilm/")
     """
 
@@ -69,7 +69,7 @@ class ConvertedModel:
         return self.pretrainer if self.pretrainer is not None else self.encoder
 
     def save_pretrained(self, output_dir: str, overwrite: bool = False) -> None:
-        """Writes a kbert pre-trained directory atomically (see `kbert.models.pretrained`).
+        """Writes a kbert pre-trained directory atomically (see `kbert.checkpoints.pretrained`).
 
         Args:
             output_dir: str. Must not exist unless `overwrite`.
@@ -162,7 +162,7 @@ def load_kbert(directory: str) -> ConvertedModel:
 
     Example:
 
-    >>> kbert.export.save_bert_tf1(kbert.export.load_kbert("minilm/"), "minilm_tf1/")
+    >>> kbert.checkpoints.save_bert_tf1(kbert.checkpoints.load_kbert("minilm/"), "minilm_tf1/")
     """
     settings = read_tokenizer_config(directory)
     vocabulary = read_vocab(settings["vocab_file"]) if settings["vocab_file"] else None

@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 import pytest
+
+from tests.conftest import REPO
 import tensorflow as tf
 
 from kbert.data import ExampleEncoder
@@ -140,8 +142,9 @@ def test_no_next_sentence(tmp_path):
 
 
 def test_data_package_imports_no_models_gin_or_flags():
-    root = os.path.join(os.path.dirname(__file__), "..", "..", "kbert", "data")
-    for path in glob.glob(os.path.join(root, "*.py")):
+    paths = glob.glob(os.path.join(REPO, "kbert", "data", "**", "*.py"), recursive=True)
+    assert len(paths) > 10
+    for path in paths:
         tree = ast.parse(open(path).read())
         for node in ast.walk(tree):
             names = []

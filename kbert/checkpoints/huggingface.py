@@ -17,13 +17,13 @@ import re
 
 import numpy as np
 
-from kbert.export.converted_model import ConvertedModel
-from kbert.export.converted_model import from_tf1_arrays
-from kbert.export.vocabulary import infer_do_lower_case
-from kbert.export.vocabulary import lowercase_from_tokenizer_json
-from kbert.export.vocabulary import read_vocab
-from kbert.export.vocabulary import vocab_from_tokenizer_json
-from kbert.models.bert_config import read_hf_config
+from kbert.checkpoints.converted_model import ConvertedModel
+from kbert.checkpoints.converted_model import from_tf1_arrays
+from kbert.checkpoints.tokenizer_files import infer_do_lower_case
+from kbert.checkpoints.tokenizer_files import lowercase_from_tokenizer_json
+from kbert.data.vocabulary import read_vocab
+from kbert.checkpoints.tokenizer_files import vocab_from_tokenizer_json
+from kbert.checkpoints.config_files import read_hf_config
 
 # Names whose TF1 counterpart is not the mechanical rewrite of `hf_to_tf1_name`.
 _SPECIAL_TO_TF1 = {
@@ -165,7 +165,7 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
 
     Example:
 
-    >>> converted = kbert.export.load_huggingface(kbert.export.minilm_hf_dir())
+    >>> converted = kbert.checkpoints.load_huggingface(kbert.checkpoints.minilm_hf_dir())
     >>> converted.encoder.activation
     'gelu_exact'
     """

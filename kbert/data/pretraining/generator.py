@@ -65,22 +65,23 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data import text_files
-from kbert.data.output_file import OutputFile
-from kbert.data.pretraining_examples import InstanceOptions
-from kbert.data.pretraining_examples import TrainingInstance
-from kbert.data.pretraining_examples import VocabInfo
-from kbert.data.pretraining_examples import cut_layouts
-from kbert.data.pretraining_examples import instance_from_layout
-from kbert.data.pretraining_examples import layouts_to_arrays
-from kbert.data.pretraining_examples import mask_tokens_batch
-from kbert.data.pretraining_metadata import METADATA_FORMAT
-from kbert.data.pretraining_metadata import write_metadata
-from kbert.data.tf_example import ExampleEncoder
-from kbert.data.tfrecord_framing import frame_records
-from kbert.data.tokenization import REQUIRED_SPECIAL_TOKENS
+from kbert.data.pretraining.output_file import OutputFile
+from kbert.data.pretraining.instances import InstanceOptions
+from kbert.data.pretraining.instances import TrainingInstance
+from kbert.data.pretraining.instances import VocabInfo
+from kbert.data.pretraining.instances import cut_layouts
+from kbert.data.pretraining.instances import instance_from_layout
+from kbert.data.pretraining.instances import layouts_to_arrays
+from kbert.data.pretraining.instances import mask_tokens_batch
+from kbert.data.pretraining.metadata import METADATA_FORMAT
+from kbert.data.pretraining.metadata import write_metadata
+from kbert.data.pretraining.tf_example import ExampleEncoder
+from kbert.data.pretraining.tfrecord_framing import frame_records
+from kbert.data.tokenization import PRETRAINING_PURPOSE
 from kbert.data.tokenization import BertTokenizer
-from kbert.data.tokenization import load_vocab
-from kbert.data.tokenization import vocab_sha256
+from kbert.data.vocabulary import PRETRAINING_TOKENS
+from kbert.data.vocabulary import read_vocab
+from kbert.data.vocabulary import vocab_sha256
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 _COUNT_KEYS = (
@@ -495,14 +496,7 @@ def _check_outputs(output_files: Sequence[str]) -> None:
 
 
 def _check_vocab(vocab_file: str) -> list[str]:
-    vocab = load_vocab(vocab_file)
-    missing = [t for t in REQUIRED_SPECIAL_TOKENS if t not in vocab]
-    if missing:
-        raise ValueError(
-            f"--vocab_file: {vocab_file!r} lacks {', '.join(missing)}; pre-training needs "
-            "[UNK], [CLS], [SEP] and [MASK]. Build one with tools/build_vocab.py."
-        )
-    return vocab
+    return read_vocab(vocab_file, PRETRAINING_TOKENS, PRETRAINING_PURPOSE)
 
 
 def format_instance(instance: TrainingInstance, vocab: Sequence[str]) -> str:

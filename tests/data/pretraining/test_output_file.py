@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from kbert.data.output_file import OutputFile
+from kbert.data.pretraining.output_file import OutputFile
 
 
 @pytest.mark.parametrize("kernel_copy", [True, False])

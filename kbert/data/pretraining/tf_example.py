@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from kbert.data.pretraining_examples import TrainingInstance
+from kbert.data.pretraining.instances import TrainingInstance
 
 # google-research/bert's feature names, in its order (the order written here).
 PRETRAINING_FEATURE_NAMES = (

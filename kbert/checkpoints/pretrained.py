@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 
 import keras
 import tensorflow as tf
 
-from kbert.models.bert_config import read_bert_config
-from kbert.models.bert_config import write_bert_config
+from kbert.checkpoints.config_files import read_bert_config
+from kbert.checkpoints.config_files import write_bert_config
+from kbert.files import copy_file
+from kbert.files import local_copy
+from kbert.files import local_output
+from kbert.files import write_text
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_pretrainer import BertPretrainer
 
@@ -35,28 +38,14 @@ PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 
 
 def _save_weights(model: keras.Model, path: str) -> None:
-    # Keras writes h5 to local files only; write locally, then copy and rename
-    # so `gs://` works and a reader never sees a half-written file.
-    with tempfile.TemporaryDirectory() as local:
-        local_path = os.path.join(local, os.path.basename(path))
+    # Keras writes h5 to local files only; `local_output` publishes it atomically.
+    with local_output(path) as local_path:
         model.save_weights(local_path)
-        tf.io.gfile.copy(local_path, path + ".tmp", overwrite=True)
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def _load_weights(model: keras.Model, path: str) -> None:
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"Weights file not found: {path}")
-    with tempfile.TemporaryDirectory() as local:
-        local_path = os.path.join(local, os.path.basename(path))
-        tf.io.gfile.copy(path, local_path)
+    with local_copy(path) as local_path:
         model.load_weights(local_path)
-
-
-def _write_text(path: str, text: str) -> None:
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
 def save_pretrained(
@@ -79,21 +68,16 @@ def save_pretrained(
 
     Example:
 
-    >>> kbert.models.save_pretrained("out/", encoder, vocab_file="vocab.txt",
+    >>> kbert.checkpoints.save_pretrained("out/", encoder, vocab_file="vocab.txt",
     ...                              do_lower_case=True)
     """
     tf.io.gfile.makedirs(directory)
     write_bert_config(encoder.get_config(), os.path.join(directory, BERT_CONFIG))
     if vocab_file is not None:
-        destination = os.path.join(directory, VOCAB)
-        if os.path.normpath(vocab_file) != os.path.normpath(destination):
-            tf.io.gfile.copy(vocab_file, destination + ".tmp", overwrite=True)
-            tf.io.gfile.rename(destination + ".tmp", destination, overwrite=True)
+        copy_file(vocab_file, os.path.join(directory, VOCAB))
     if do_lower_case is not None:
-        _write_text(
-            os.path.join(directory, TOKENIZER_CONFIG),
-            json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n",
-        )
+        write_text(os.path.join(directory, TOKENIZER_CONFIG),
+                   json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n")
     _save_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     if pretrainer is not None:
         _save_weights(pretrainer, os.path.join(directory, PRETRAINER_WEIGHTS))

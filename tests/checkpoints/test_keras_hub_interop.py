@@ -7,9 +7,9 @@ import keras_hub
 import numpy as np
 import pytest
 
-from tests.export.bert_reference import VOCAB, inputs_with_padding
-from tests.export.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
-from kbert import export
+from tests.checkpoints.bert_reference import VOCAB, inputs_with_padding
+from tests.checkpoints.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
+from kbert import checkpoints
 from kbert.models import BertEncoder
 
 
@@ -18,20 +18,20 @@ def _numpy(outputs):
 
 
 def test_to_keras_hub_gives_identical_outputs(converted_tf1):
-    backbone = export.to_keras_hub(converted_tf1.encoder)
+    backbone = checkpoints.to_keras_hub(converted_tf1.encoder)
     assert type(backbone) is keras_hub.models.BertBackbone
     inputs, _ = inputs_with_padding(seed=9)
     expected = _numpy(converted_tf1.encoder(inputs))
     for name, value in _numpy(backbone(inputs)).items():
         np.testing.assert_array_equal(value, expected[name])
-    encoder = export.from_keras_hub(backbone)
+    encoder = checkpoints.from_keras_hub(backbone)
     assert type(encoder) is BertEncoder
     for name, value in _numpy(encoder(inputs)).items():
         np.testing.assert_array_equal(value, expected[name])
 
 
 def test_keras_hub_preset_round_trip(converted_tf1, tmp_path):
-    export.save_keras_hub_preset(converted_tf1, str(tmp_path / "preset"))
+    checkpoints.save_keras_hub_preset(converted_tf1, str(tmp_path / "preset"))
     backbone = keras_hub.models.BertBackbone.from_preset(str(tmp_path / "preset"))
     tokenizer = keras_hub.models.BertTokenizer.from_preset(str(tmp_path / "preset"))
     assert tokenizer.get_vocabulary() == VOCAB and tokenizer.lowercase is True
@@ -39,7 +39,7 @@ def test_keras_hub_preset_round_trip(converted_tf1, tmp_path):
     expected = _numpy(converted_tf1.encoder(inputs))
     np.testing.assert_array_equal(_numpy(backbone(inputs))["sequence_output"],
                                   expected["sequence_output"])
-    back = export.load_keras_hub(str(tmp_path / "preset"))
+    back = checkpoints.load_keras_hub(str(tmp_path / "preset"))
     assert back.vocabulary == VOCAB and back.do_lower_case is True
     np.testing.assert_array_equal(_numpy(back.encoder(inputs))["pooled_output"],
                                   expected["pooled_output"])
@@ -50,8 +50,8 @@ def test_exact_gelu_encoder_is_refused_unless_allowed():
     encoder = BertEncoder(vocabulary_size=11, num_layers=1, num_heads=2, hidden_dim=8,
                           intermediate_dim=5, max_sequence_length=4, activation="gelu_exact")
     with pytest.raises(ValueError, match="activation='gelu_exact' .*--allow_numeric_mismatch"):
-        export.to_keras_hub(encoder)
-    backbone = export.to_keras_hub(encoder, allow_numeric_mismatch=True)
+        checkpoints.to_keras_hub(encoder)
+    backbone = checkpoints.to_keras_hub(encoder, allow_numeric_mismatch=True)
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(backbone.get_layer("pooled_dense").kernel),
         keras.ops.convert_to_numpy(encoder.pooled_dense.kernel))

@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.export.bert_reference import BERT_CONFIG, H, L, V, VOCAB
-from tests.export.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
-from tests.export.bert_reference import inputs_with_padding, reference_bert, tf1_arrays, write_tf1_checkpoint
-from kbert import export
-from kbert.export import weight_map
-from kbert.models import BertEncoder, load_pretrainer
+from tests.checkpoints.bert_reference import BERT_CONFIG, H, L, V, VOCAB
+from tests.checkpoints.bert_reference import converted_tf1, tf1_source  # noqa: F401 (fixtures)
+from tests.checkpoints.bert_reference import inputs_with_padding, reference_bert, tf1_arrays, write_tf1_checkpoint
+from kbert import checkpoints
+from kbert.checkpoints import weight_map
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_pretrainer
 
 
 def _numpy(outputs):
@@ -52,10 +53,10 @@ def test_round_trip_kbert_tf1_kbert_is_exact(converted_tf1, tf1_source, tmp_path
     assert sorted(os.listdir(tmp_path / "kbert")) == [
         "bert_config.json", "encoder.weights.h5", "pretrainer.weights.h5",
         "tokenizer_config.json", "vocab.txt"]
-    reloaded = export.load_kbert(str(tmp_path / "kbert"))
-    notes = export.save_bert_tf1(reloaded, str(tmp_path / "tf1"))
+    reloaded = checkpoints.load_kbert(str(tmp_path / "kbert"))
+    notes = checkpoints.save_bert_tf1(reloaded, str(tmp_path / "tf1"))
     assert notes == []
-    again = export.load_bert_tf1(str(tmp_path / "tf1" / "bert_model.ckpt"))
+    again = checkpoints.load_bert_tf1(str(tmp_path / "tf1" / "bert_model.ckpt"))
     assert again.do_lower_case is True and again.vocabulary == VOCAB
     for original, restored in zip(converted_tf1.pretrainer.weights, again.pretrainer.weights):
         assert original.path == restored.path
@@ -72,7 +73,7 @@ def test_round_trip_kbert_tf1_kbert_is_exact(converted_tf1, tf1_source, tmp_path
 
 
 def test_written_checkpoint_restores_in_the_original_tf1_graph(converted_tf1, tmp_path):
-    export.save_bert_tf1(converted_tf1, str(tmp_path / "tf1"))
+    checkpoints.save_bert_tf1(converted_tf1, str(tmp_path / "tf1"))
     expected = weight_map.tf1_arrays(converted_tf1.pretrainer)
     # What google-research/bert's code does: variables by name, a Saver restores them.
     with tf.Graph().as_default():
@@ -89,7 +90,7 @@ def test_written_checkpoint_restores_in_the_original_tf1_graph(converted_tf1, tm
 def test_pretrained_directory_loads_for_pretraining(converted_tf1, tmp_path):
     converted_tf1.save_pretrained(str(tmp_path / "out"))
     inputs, mask_positions = inputs_with_padding(seed=1)
-    encoder = BertEncoder.from_pretrained(str(tmp_path / "out"))
+    encoder = load_encoder(str(tmp_path / "out"))
     np.testing.assert_array_equal(_numpy(encoder(inputs))["pooled_output"],
                                   _numpy(converted_tf1.encoder(inputs))["pooled_output"])
     pretrainer = load_pretrainer(str(tmp_path / "out"))
@@ -102,10 +103,10 @@ def test_encoder_only_checkpoint_and_explicit_lower_case(tmp_path):
     arrays = tf1_arrays(seed=2, heads=False)
     cased_vocab = VOCAB[:-1] + ["Paris"]
     checkpoint = write_tf1_checkpoint(str(tmp_path / "ckpt"), arrays, vocab=cased_vocab)
-    converted = export.load_bert_tf1(checkpoint)
+    converted = checkpoints.load_bert_tf1(checkpoint)
     assert converted.pretrainer is None and converted.skipped == []
     assert converted.do_lower_case is False  # "Paris" makes the vocabulary cased
-    assert export.load_bert_tf1(checkpoint, do_lower_case=True).do_lower_case is True
+    assert checkpoints.load_bert_tf1(checkpoint, do_lower_case=True).do_lower_case is True
     converted.save_pretrained(str(tmp_path / "out"))
     assert "pretrainer.weights.h5" not in os.listdir(tmp_path / "out")
 
@@ -122,7 +123,7 @@ def test_missing_tensors_are_all_listed(tmp_path):
     del arrays["bert/encoder/layer_0/attention/self/key/bias"]
     del arrays["bert/pooler/dense/kernel"]
     with pytest.raises(ValueError) as error:
-        export.load_bert_tf1(_checkpoint(tmp_path, arrays))
+        checkpoints.load_bert_tf1(_checkpoint(tmp_path, arrays))
     message = str(error.value)
     assert "2 missing tensor(s)" in message
     assert "bert/encoder/layer_0/attention/self/key/bias" in message
@@ -134,14 +135,14 @@ def test_shape_mismatch_names_variable_and_both_shapes(tmp_path):
     arrays["bert/encoder/layer_1/intermediate/dense/bias"] = np.zeros(36, "float32")
     with pytest.raises(ValueError, match=r"bert/encoder/layer_1/intermediate/dense/bias: "
                                          r"source has \[36\], the model needs \[37\]"):
-        export.load_bert_tf1(_checkpoint(tmp_path, arrays))
+        checkpoints.load_bert_tf1(_checkpoint(tmp_path, arrays))
 
 
 def test_config_that_does_not_match_the_checkpoint(tmp_path):
     config = {**BERT_CONFIG, "num_hidden_layers": 3, "hidden_size": 48,
               "num_attention_heads": 4}
     with pytest.raises(ValueError) as error:
-        export.load_bert_tf1(_checkpoint(tmp_path, tf1_arrays(heads=False), config=config))
+        checkpoints.load_bert_tf1(_checkpoint(tmp_path, tf1_arrays(heads=False), config=config))
     message = str(error.value)
     assert "does not match the checkpoint" in message
     assert f"hidden_size=48 but bert/embeddings/word_embeddings has shape [{V}, {H}]" in message
@@ -154,8 +155,8 @@ def test_unknown_tensors_are_reported_not_dropped(tmp_path):
     checkpoint = _checkpoint(tmp_path, arrays)
     with pytest.raises(ValueError, match=r"2 unknown tensor\(s\) that kbert would drop: "
                                          r"output_bias, output_weights"):
-        export.load_bert_tf1(checkpoint)
-    converted = export.load_bert_tf1(checkpoint, ignore_unknown=True)
+        checkpoints.load_bert_tf1(checkpoint)
+    converted = checkpoints.load_bert_tf1(checkpoint, ignore_unknown=True)
     assert converted.skipped == ["output_bias", "output_weights"]
     assert "not converted: 2 tensor(s): output_bias, output_weights" in converted.summary()
 
@@ -163,19 +164,19 @@ def test_unknown_tensors_are_reported_not_dropped(tmp_path):
 def test_vocabulary_size_must_match_embedding_rows(tmp_path):
     with pytest.raises(ValueError, match=f"has {V - 1} tokens but the word embeddings of .* "
                                          f"have {V} rows"):
-        export.load_bert_tf1(_checkpoint(tmp_path, tf1_arrays(heads=False), vocab=VOCAB[:-1]))
+        checkpoints.load_bert_tf1(_checkpoint(tmp_path, tf1_arrays(heads=False), vocab=VOCAB[:-1]))
 
 
 def test_not_a_bert_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="has no bert/\\* variables"):
-        export.load_bert_tf1(_checkpoint(tmp_path, {"dense/kernel": np.zeros((2, 2), "float32")}))
+        checkpoints.load_bert_tf1(_checkpoint(tmp_path, {"dense/kernel": np.zeros((2, 2), "float32")}))
     with pytest.raises(FileNotFoundError, match="bert_model.ckpt.index is missing"):
-        export.load_bert_tf1(str(tmp_path / "nothing" / "bert_model.ckpt"))
+        checkpoints.load_bert_tf1(str(tmp_path / "nothing" / "bert_model.ckpt"))
 
 
 def test_output_dir_is_never_half_written(converted_tf1, tmp_path):
     output_dir = str(tmp_path / "out")
-    broken = export.ConvertedModel(converted_tf1.encoder, vocabulary=VOCAB[:-1] + ["two words"])
+    broken = checkpoints.ConvertedModel(converted_tf1.encoder, vocabulary=VOCAB[:-1] + ["two words"])
     with pytest.raises(ValueError, match="contain whitespace"):
         broken.save_pretrained(output_dir)
     assert os.listdir(tmp_path) == []  # neither the output nor the temporary directory

@@ -13,16 +13,16 @@ import os
 
 import tensorflow as tf
 
-from kbert.export.atomic_directory import atomic_directory
-from kbert.export.converted_model import ConvertedModel
-from kbert.export.converted_model import from_tf1_arrays
-from kbert.export.vocabulary import infer_do_lower_case
-from kbert.export.vocabulary import read_vocab
-from kbert.export.vocabulary import write_vocab
-from kbert.export.weight_map import tf1_arrays
-from kbert.models.bert_config import read_bert_config
-from kbert.models.bert_config import write_bert_config
-from kbert.models.pretrained import TOKENIZER_CONFIG
+from kbert.files import atomic_directory
+from kbert.checkpoints.converted_model import ConvertedModel
+from kbert.checkpoints.converted_model import from_tf1_arrays
+from kbert.checkpoints.tokenizer_files import infer_do_lower_case
+from kbert.data.vocabulary import read_vocab
+from kbert.checkpoints.tokenizer_files import write_vocab
+from kbert.checkpoints.weight_map import tf1_arrays
+from kbert.checkpoints.config_files import read_bert_config
+from kbert.checkpoints.config_files import write_bert_config
+from kbert.checkpoints.pretrained import TOKENIZER_CONFIG
 
 CHECKPOINT_NAME = "bert_model.ckpt"
 # Activations the original modeling.py's `get_activation` understands.
@@ -88,7 +88,7 @@ def load_bert_tf1(
 
     Example:
 
-    >>> converted = kbert.export.load_bert_tf1(
+    >>> converted = kbert.checkpoints.load_bert_tf1(
     ...     "uncased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True)
     >>> converted.save_pretrained("bert_base_uncased/")
     """
@@ -112,7 +112,7 @@ def load_bert_tf1(
         raise ValueError(
             f"{checkpoint} has no bert/* variables, so it is not a google-research/bert "
             f"checkpoint (it has e.g. {sorted(shapes)[:5]}). TF2 object-based checkpoints "
-            "are not supported; kbert models are saved with kbert.models.save_pretrained."
+            "are not supported; kbert models are saved with kbert.checkpoints.save_pretrained."
         )
     return from_tf1_arrays(
         arguments, shapes, reader.get_tensor, source=checkpoint, config_source=bert_config,
@@ -141,8 +141,8 @@ def save_bert_tf1(converted: ConvertedModel, output_dir: str, overwrite: bool = 
 
     Example:
 
-    >>> converted = kbert.export.load_kbert("model_dir/")
-    >>> kbert.export.save_bert_tf1(converted, "tf1_out/")
+    >>> converted = kbert.checkpoints.load_kbert("model_dir/")
+    >>> kbert.checkpoints.save_bert_tf1(converted, "tf1_out/")
     """
     encoder = converted.encoder
     notes = []

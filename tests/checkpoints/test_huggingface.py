@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from tests.export.bert_reference import BERT_CONFIG, H, L, V, VOCAB
-from tests.export.bert_reference import gelu_erf, gelu_tanh, inputs_with_padding, reference_bert
-from tests.export.bert_reference import tf1_arrays, tf1_to_hf_arrays
-from kbert import export
-from kbert.export import weight_map
-from kbert.export.huggingface import hf_to_tf1_name, tf1_to_hf_name
+from tests.checkpoints.bert_reference import BERT_CONFIG, H, L, V, VOCAB
+from tests.checkpoints.bert_reference import gelu_erf, gelu_tanh, inputs_with_padding, reference_bert
+from tests.checkpoints.bert_reference import tf1_arrays, tf1_to_hf_arrays
+from kbert import checkpoints
+from kbert.checkpoints import weight_map
+from kbert.checkpoints.huggingface import hf_to_tf1_name, tf1_to_hf_name
 from kbert.models.bert_config import hf_config_to_arguments
 
 HF_CONFIG = {
@@ -68,7 +68,7 @@ def _numpy(outputs):
 
 def test_hf_pretraining_matches_numpy_reference(hf_pretraining):
     directory, tensors = hf_pretraining
-    converted = export.load_huggingface(directory)
+    converted = checkpoints.load_huggingface(directory)
     assert converted.encoder.activation == "gelu_exact"
     assert converted.encoder.layer_norm_epsilon == 1e-7
     assert converted.vocabulary == VOCAB  # extracted from tokenizer.json, ordered by id
@@ -94,7 +94,7 @@ def test_hf_bert_model_with_vocab_txt(tmp_path):
     tensors = tf1_to_hf_arrays(tf1_arrays(seed=5, heads=False), prefix="")
     config = {**HF_CONFIG, "architectures": ["BertModel"], "hidden_act": "gelu_new"}
     directory = write_hf_dir(str(tmp_path / "hf"), tensors, config=config, vocab_txt=True)
-    converted = export.load_huggingface(directory)
+    converted = checkpoints.load_huggingface(directory)
     assert converted.pretrainer is None
     assert converted.encoder.activation == "gelu_approximate"
     assert converted.do_lower_case is True  # guessed: no upper-case tokens
@@ -144,7 +144,7 @@ def test_hf_bad_inputs_name_hf_tensors(tmp_path):
     tensors["classifier.weight"] = np.zeros((2, H), "float32")
     tensors["encoder.layer.1.intermediate.dense.weight"] = np.zeros((36, H), "float32")
     with pytest.raises(ValueError) as error:
-        export.load_huggingface(write_hf_dir(str(tmp_path / "a"), tensors))
+        checkpoints.load_huggingface(write_hf_dir(str(tmp_path / "a"), tensors))
     message = str(error.value)
     assert "1 missing tensor(s): encoder.layer.1.output.dense.bias" in message
     assert ("encoder.layer.1.intermediate.dense.weight (as [in, out]): source has [32, 36], "
@@ -157,19 +157,19 @@ def test_hf_untied_decoder_and_missing_weights(tmp_path):
     tensors["cls.predictions.decoder.weight"] = np.ones((V, H), "float32")
     with pytest.raises(ValueError, match="cls.predictions.decoder.weight differs from "
                                          "bert.embeddings.word_embeddings.weight"):
-        export.load_huggingface(write_hf_dir(str(tmp_path / "a"), tensors))
+        checkpoints.load_huggingface(write_hf_dir(str(tmp_path / "a"), tensors))
     os.makedirs(tmp_path / "b")
     open(tmp_path / "b" / "pytorch_model.bin", "w").close()
     with open(tmp_path / "b" / "config.json", "w") as f:
         json.dump(HF_CONFIG, f)
     with pytest.raises(FileNotFoundError, match="no model.safetensors.*pytorch_model.bin"):
-        export.load_huggingface(str(tmp_path / "b"))
+        checkpoints.load_huggingface(str(tmp_path / "b"))
 
 
 def test_sharded_safetensors(tmp_path):
     tensors = tf1_to_hf_arrays(tf1_arrays(seed=11, heads=False), prefix="")
     directory = write_hf_dir(str(tmp_path / "hf"), tensors, vocab_txt=True)
-    single = export.load_huggingface(directory)
+    single = checkpoints.load_huggingface(directory)
     os.remove(os.path.join(directory, "model.safetensors"))
     names = sorted(tensors)
     shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
@@ -178,7 +178,7 @@ def test_sharded_safetensors(tmp_path):
         save_file({k: tensors[k] for k in keys}, os.path.join(directory, shard))
     with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
         json.dump({"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}, f)
-    sharded = export.load_huggingface(directory)
+    sharded = checkpoints.load_huggingface(directory)
     assert sharded.source.endswith("model.safetensors.index.json")
     for a, b in zip(single.encoder.weights, sharded.encoder.weights):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))

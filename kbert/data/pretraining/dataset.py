@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.data.pretraining_metadata import list_data_files
-from kbert.data.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
+from kbert.data.pretraining.metadata import list_data_files
+from kbert.data.pretraining.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
 
 
 def pretraining_feature_spec(

@@ -45,7 +45,7 @@ def minilm_hf_dir(cache_dir: str | None = None) -> str:
 
     Example:
 
-    >>> converted = kbert.export.load_huggingface(kbert.export.minilm_hf_dir())
+    >>> converted = kbert.checkpoints.load_huggingface(kbert.checkpoints.minilm_hf_dir())
     """
     archive = minilm_zip_path()
     cache_dir = cache_dir or os.path.join(os.path.expanduser("~"), ".cache", "kbert")
