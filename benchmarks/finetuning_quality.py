@@ -78,7 +78,7 @@ def _xquad_split(path: str, target: str) -> tuple[str, str, int, int]:
 
 
 def _majority_baseline(dev_tsv: str, label_column: str, metric: str) -> float:
-    from kbert.training import metrics
+    from kbert.tasks import metrics
 
     with open(dev_tsv, encoding="utf-8-sig") as f:
         header, *rows = f.read().rstrip("\n").split("\n")
@@ -107,6 +107,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
 
+    from kbert.tasks import SquadConfig
     from kbert.training.finetuning import run_finetuning
 
     data = os.path.abspath(args.data_dir)
@@ -128,7 +129,8 @@ def main() -> None:
         "conll": dict(task="ner", task_name="conll2003", train_batch_size=32,
                       learning_rate=1e-4, num_train_epochs=2.0, max_seq_length=96),
         "xquad": dict(task="squad", train_batch_size=16, learning_rate=1e-4,
-                      num_train_epochs=8.0, max_seq_length=192, doc_stride=96),
+                      num_train_epochs=8.0, max_seq_length=192,
+                      task_options=SquadConfig(doc_stride=96)),
     }
     targets = {"sst2": ("accuracy", 85.0), "mrpc": ("f1", 80.0), "conll": ("f1", 80.0),
                "xquad": ("f1", 50.0)}

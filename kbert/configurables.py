@@ -3,8 +3,9 @@
 The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
-read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False` and
-`run_pretraining.train_batch_size = 256`.
+read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False`,
+`run_pretraining.train_batch_size = 256` and, for each task of `kbert.tasks.TASKS`,
+its config class: `SquadConfig.doc_stride = 128`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import gin
 
 from kbert import models
+from kbert import tasks
 from kbert import training
 from kbert.training import finetuning
 
@@ -39,6 +41,14 @@ BertEncoder = _configurable(models.BertEncoder)
 BertPretrainer = _configurable(models.BertPretrainer)
 # Gin binds hyperparameters only; paths, task and strategy come from flags.
 run_finetuning = _configurable(finetuning.run_finetuning, exclude=finetuning.RUNTIME_ARGUMENTS)
+# Each task's own hyperparameters, bound by class name: `SquadConfig.doc_stride = 128`.
+TASK_CONFIGS = {name: _configurable(task.config_class) for name, task in tasks.TASKS.items()}
+# Bindings that moved into a task's config when tasks got their own folders.
+MOVED_BINDINGS = {
+    f"run_finetuning.{name}": f"SquadConfig.{name}"
+    for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size",
+                 "version_2_with_negative", "null_score_diff_threshold")
+}
 
 # Hyperparameters only: data paths, model_dir, the strategy and the model
 # builder are runtime arguments the binary passes (STYLE.md: gin binds
@@ -85,7 +95,28 @@ def parse_gin(gin_files: list[str], gin_params: list[str] | None = None) -> None
         with _quiet_resource_reader():
             gin.parse_config_files_and_bindings(resolved, gin_params or [], finalize_config=False)
     except (ValueError, KeyError, IOError) as e:
-        raise ValueError(f"gin configuration error: {e}") from None
+        raise ValueError(f"gin configuration error: {e}{_moved_binding_hint(str(e))}") from None
+
+
+def task_options(task: str):
+    """The gin-bound config of a task: `SquadConfig()` with its bindings applied.
+
+    Args:
+        task: str. A key of `kbert.tasks.TASKS`.
+
+    Returns:
+        The task's config dataclass instance.
+    """
+    tasks.get_task(task)  # a clear error for an unknown name
+    return TASK_CONFIGS[task]()
+
+
+def _moved_binding_hint(message: str) -> str:
+    for old, new in MOVED_BINDINGS.items():
+        parameter = old.split(".")[1]
+        if "run_finetuning" in message and repr(parameter) in message:
+            return f"\n{old} is now {new}: bind `{new} = ...` instead."
+    return ""
 
 
 @contextlib.contextmanager

@@ -35,8 +35,9 @@ TASKS = {
     "ner": ("token_classifier", dict(task="ner", task_name="conll2003",
                                      label_names=["O", "B-LOC", "I-LOC", "B-PER", "I-PER"],
                                      max_seq_length=12), 5),
-    "squad": ("span_labeler", dict(task="squad", task_name="squad", max_seq_length=24, doc_stride=5,
-                                   max_query_length=6, max_answer_length=4), 0),
+    "squad": ("span_labeler", dict(task="squad", task_name="squad", max_seq_length=24, text_pair=True,
+                                   options=dict(doc_stride=5, max_query_length=6,
+                                                max_answer_length=4)), 0),
 }
 
 
@@ -260,7 +261,8 @@ def reference_squad(model, question, context, config):
     import numpy as np
 
     tokenizer = hf_tokenizer()
-    q = tokenizer.encode(question, add_special_tokens=False).ids[:config.max_query_length]
+    options = config.options
+    q = tokenizer.encode(question, add_special_tokens=False).ids[:options["max_query_length"]]
     encoding = tokenizer.encode(context, add_special_tokens=False)
     doc = encoding.ids
     max_tokens = config.max_seq_length - len(q) - 3
@@ -270,7 +272,7 @@ def reference_squad(model, question, context, config):
         spans.append((start, length))
         if start + length >= len(doc):
             break
-        start += min(length, config.doc_stride)
+        start += min(length, options["doc_stride"])
 
     def is_max_context(index, position):
         best, best_index = None, None
@@ -293,7 +295,7 @@ def reference_squad(model, question, context, config):
         for i in range(n):
             if not is_max_context(index, s + i):
                 continue
-            for j in range(i, min(n, i + config.max_answer_length)):
+            for j in range(i, min(n, i + options["max_answer_length"])):
                 score = float(start_logits[offset + i] + end_logits[offset + j])
                 if score > best[0]:
                     best = (score, (s + i, s + j))

@@ -16,9 +16,11 @@ import os
 from absl import flags
 
 from kbert.bin import common
+from kbert.tasks import trainable_tasks
 
 common.define_gin_flags()
-flags.DEFINE_enum("task", None, ["glue", "ner", "squad"], "Task family to fine-tune.")
+flags.DEFINE_enum("task", None, list(trainable_tasks()),
+                  "Task to fine-tune: a trainable task of kbert.tasks.TASKS.")
 flags.DEFINE_string("task_name", None, "GLUE task (cola, sst-2, mrpc, sts-b, qqp, mnli, "
                     "mnli-mm, qnli, rte, wnli), as run_classifier.py; for NER the dataset name "
                     "stored in task_config.json (default conll2003).")
@@ -88,6 +90,7 @@ def _run_finetuning(configurables) -> dict:
         do_eval=FLAGS.do_eval,
         do_predict=FLAGS.do_predict,
         strategy=FLAGS.strategy,
+        task_options=configurables.task_options(FLAGS.task),
     )
 
 
@@ -95,10 +98,9 @@ def _write_summary(results: dict) -> None:
     import gin
     import tensorflow as tf
 
-    config_path = os.path.join(FLAGS.model_dir, "operative_config.gin")
-    with tf.io.gfile.GFile(config_path + ".tmp", "w") as f:
-        f.write(gin.operative_config_str())
-    tf.io.gfile.rename(config_path + ".tmp", config_path, overwrite=True)
+    from kbert.files import write_text
+
+    write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
     summary = {key: value for key, value in results.items() if key != "train_loss"}
     if "train_loss" in results:
         summary["final_train_loss"] = round(results["train_loss"][-1], 4)

@@ -5,8 +5,12 @@ A fine-tuned directory is a pre-trained directory (see `kbert.checkpoints.pretra
 holding the fine-tuned encoder) plus:
 
     task_model.keras   the whole task model (encoder + head), a Keras file
-    task_config.json   what serving needs to turn raw text into inputs and
-                       outputs back into answers (see `TaskConfig`)
+    task_config.json   which task the model is for and what serving needs to
+                       turn raw text into inputs and outputs back into
+                       answers (see `TaskConfig`)
+
+This module knows the files; what the task-specific keys mean is the task's
+business (`kbert.tasks`, `Task.describe` / `Task.from_description`).
 """
 
 from __future__ import annotations
@@ -14,77 +18,84 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from typing import Any
 
 import keras
 import tensorflow as tf
 
-from kbert.models.bert_task import BertTask
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
+from kbert.files import local_copy
+from kbert.files import local_output
+from kbert.files import write_text
 
 TASK_MODEL = "task_model.keras"
 TASK_CONFIG = "task_config.json"
 
-# `model_type` -> the task model class it is.
-MODEL_TYPES = ("classifier", "regressor", "token_classifier", "span_labeler")
-
 
 @dataclasses.dataclass
 class TaskConfig:
-    """What a fine-tuned model is for, stored as `task_config.json`.
+    """What a fine-tuned model is for, stored flat as `task_config.json`.
 
     Args:
-        model_type: str. One of `classifier`, `regressor`, `token_classifier`,
-            `span_labeler`.
-        task: str. The fine-tuning task family (`glue`, `ner`, `squad`).
+        task: str. The registered task (`glue`, `ner`, `squad`; see `kbert.tasks.TASKS`).
         task_name: str. E.g. `sst-2`, `mrpc`, `sts-b`, `conll2003`, `squad`.
+        model_type: str. The kind of model (`classifier`, `regressor`,
+            `token_classifier`, `span_labeler`), for tools that read the file.
         label_names: list of str. Class names in logit order (classifier) or
             tag names (token classifier); empty otherwise.
         text_pair: bool. Whether inputs are sentence pairs (`text`, `text_pair`).
         max_seq_length: int. Sequence length used in fine-tuning.
         do_lower_case: bool. Tokenizer setting.
-        doc_stride: int. Span QA: stride between context windows.
-        max_query_length: int. Span QA: question tokens kept.
-        max_answer_length: int. Span QA: longest answer in tokens.
+        options: dict. The task's own config fields (e.g. SQuAD's
+            `doc_stride`), written flat beside the keys above.
 
     Example:
 
-    >>> TaskConfig(model_type="classifier", task="glue", task_name="sst-2",
+    >>> TaskConfig(task="glue", task_name="sst-2", model_type="classifier",
     ...            label_names=["0", "1"], max_seq_length=128, do_lower_case=True)
     """
 
-    model_type: str
     task: str
     task_name: str
+    model_type: str
     label_names: list[str] = dataclasses.field(default_factory=list)
     text_pair: bool = False
     max_seq_length: int = 128
     do_lower_case: bool = True
-    doc_stride: int = 128
-    max_query_length: int = 64
-    max_answer_length: int = 30
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
-    def __post_init__(self):
-        if self.model_type not in MODEL_TYPES:
-            raise ValueError(f"model_type={self.model_type!r}; expected one of {MODEL_TYPES}.")
+    def to_dict(self) -> dict[str, Any]:
+        """The flat dict `task_config.json` holds (the task's options beside the common keys)."""
+        values = dataclasses.asdict(self)
+        return {**values.pop("options"), **values}
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     @classmethod
     def from_dict(cls, values: dict[str, Any], source: str = "task_config") -> "TaskConfig":
-        names = {field.name for field in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - names)
-        if unknown:
-            raise ValueError(f"{source}: unknown key(s) {unknown}; expected some of {sorted(names)}.")
-        return cls(**values)
+        """Reads the flat dict; keys other than the fields above are the task's options.
+
+        Args:
+            values: dict. A parsed `task_config.json`.
+            source: str. Where it came from, named in errors.
+
+        Returns:
+            The `TaskConfig`.
+        """
+        names = [field.name for field in dataclasses.fields(cls) if field.name != "options"]
+        missing = [name for name in ("task", "task_name", "model_type") if name not in values]
+        if missing:
+            raise ValueError(f"{source}: missing key(s) {missing}; is it a kbert task_config.json?")
+        common = {name: values[name] for name in names if name in values}
+        options = {key: value for key, value in values.items() if key not in names}
+        return cls(**common, options=options)
 
 
 def save_finetuned(
     model_dir: str,
-    model: BertTask,
+    model: keras.Model,
     task_config: TaskConfig,
     vocab_file: str,
 ) -> None:
@@ -99,20 +110,18 @@ def save_finetuned(
     Example:
 
     >>> save_finetuned("runs/sst2", classifier,
-    ...                TaskConfig("classifier", "glue", "sst-2", ["0", "1"]), "vocab.txt")
+    ...                TaskConfig("glue", "sst-2", "classifier", ["0", "1"]), "vocab.txt")
     """
     save_pretrained(model_dir, model.encoder, vocab_file=vocab_file,
                     do_lower_case=task_config.do_lower_case)
-    with tempfile.TemporaryDirectory() as local:
-        local_path = os.path.join(local, TASK_MODEL)
+    with local_output(os.path.join(model_dir, TASK_MODEL)) as local_path:
         model.save(local_path)
-        destination = os.path.join(model_dir, TASK_MODEL)
-        tf.io.gfile.copy(local_path, destination + ".tmp", overwrite=True)
-        tf.io.gfile.rename(destination + ".tmp", destination, overwrite=True)
-    destination = os.path.join(model_dir, TASK_CONFIG)
-    with tf.io.gfile.GFile(destination + ".tmp", "w") as f:
-        f.write(task_config.to_json())
-    tf.io.gfile.rename(destination + ".tmp", destination, overwrite=True)
+    write_text(os.path.join(model_dir, TASK_CONFIG), task_config.to_json())
+
+
+def is_finetuned(model_dir: str) -> bool:
+    """Whether `model_dir` is a fine-tuned directory (it has `task_config.json`)."""
+    return tf.io.gfile.exists(os.path.join(model_dir, TASK_CONFIG))
 
 
 def read_task_config(model_dir: str) -> TaskConfig:
@@ -131,10 +140,16 @@ def read_task_config(model_dir: str) -> TaskConfig:
             "Point to the --model_dir of kbert-finetune."
         )
     with tf.io.gfile.GFile(path) as f:
-        return TaskConfig.from_dict(json.load(f), source=path)
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}.")
+    return TaskConfig.from_dict(values, source=path)
 
 
-def load_finetuned(model_dir: str) -> tuple[BertTask, TaskConfig, str]:
+def load_finetuned(model_dir: str) -> tuple[keras.Model, TaskConfig, str]:
     """Loads a fine-tuned model directory.
 
     Args:
@@ -145,9 +160,7 @@ def load_finetuned(model_dir: str) -> tuple[BertTask, TaskConfig, str]:
         `TaskConfig`, and the path of its `vocab.txt`.
     """
     task_config = read_task_config(model_dir)
-    with tempfile.TemporaryDirectory() as local:
-        local_path = os.path.join(local, TASK_MODEL)
-        tf.io.gfile.copy(os.path.join(model_dir, TASK_MODEL), local_path)
+    with local_copy(os.path.join(model_dir, TASK_MODEL)) as local_path:
         model = keras.saving.load_model(local_path, compile=False)
     vocab_file = read_tokenizer_config(model_dir)["vocab_file"]
     if vocab_file is None:

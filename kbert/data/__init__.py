@@ -6,11 +6,8 @@ vocabulary learning (`build_vocab`).
 """
 
 from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
-from kbert.data.conll import CONLL2003_LABELS
-from kbert.data.conll import read_conll
-from kbert.data.glue import GLUE_TASKS
-from kbert.data.glue import get_glue_task
-from kbert.data.glue import read_glue
+from kbert.data.bucketing import batch_by_length
+from kbert.data.bucketing import bucket_boundaries
 from kbert.data.pretraining import PRETRAINING_FEATURE_NAMES
 from kbert.data.pretraining import ExampleEncoder
 from kbert.data.pretraining import InstanceOptions
@@ -24,13 +21,10 @@ from kbert.data.pretraining import metadata_path
 from kbert.data.pretraining import pretraining_dataset
 from kbert.data.pretraining import pretraining_feature_spec
 from kbert.data.pretraining import read_pretraining_metadata
-from kbert.data.squad import read_squad
-from kbert.data.squad_features import squad_features
-from kbert.data.squad_postprocessing import postprocess_squad
-from kbert.data.text_features import TextFeaturizer
-from kbert.data.text_features import classification_dataset
-from kbert.data.text_features import token_classification_dataset
+from kbert.data.text_datasets import classification_dataset
 from kbert.data.text_files import expand_file_patterns
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenization import BertTokenizer
 from kbert.data.vocab_builder import build_vocab
 from kbert.data.vocabulary import INPUT_TOKENS

@@ -2,8 +2,8 @@
 
 One construction for every place kbert turns text into ids, so that a model
 sees the same ids for the same text when it is pre-trained
-(`kbert.data.BertTokenizer`), fine-tuned (`kbert.data.TextFeaturizer`) and
-served (`kbert.export.TextPreprocessor`).
+(`kbert.data.BertTokenizer`), fine-tuned (`kbert.data.TextPreprocessor` in tf.data) and
+served (the same `TextPreprocessor` in the SavedModel).
 
 tensorflow-text's `FastBertTokenizer` does BERT's basic tokenization (CJK
 characters split out, punctuation split) and WordPiece in one C++ op, but its

@@ -18,9 +18,6 @@ import uuid
 
 import tensorflow as tf
 
-from kbert.data.vocabulary import read_vocab
-from kbert.export.ops_check import check_ops
-from kbert.export.signatures import build_serving_module
 from kbert.checkpoints.finetuned import TASK_CONFIG
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.finetuned import load_finetuned
@@ -28,6 +25,12 @@ from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.data.vocabulary import INPUT_TOKENS
+from kbert.data.vocabulary import read_vocab
+from kbert.export.ops_check import check_ops
+from kbert.tasks import Task
+from kbert.tasks import get_task
 
 EXPORT_INFO = "kbert_export.json"
 
@@ -98,6 +101,18 @@ def _copy_tree(source: str, destination: str) -> None:
             tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
 
 
+def _serving_module(task: Task, model, encoder, vocab_file: str, do_lower_case: bool,
+                    max_seq_length: int):
+    """The task's serving module over a preprocessor with the model's training settings."""
+    positions = getattr(encoder, "max_sequence_length", None)
+    if positions is not None and max_seq_length > positions:
+        raise ValueError(f"max_seq_length={max_seq_length} exceeds the encoder's "
+                         f"max_sequence_length={positions}; export with a value <= {positions}.")
+    preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case,
+                                    max_seq_length)
+    return task.serving_module(model, preprocessor)
+
+
 def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_dir: str,
                       version: int | None = None, check: bool = True) -> str:
     """Exports a fine-tuned task model with raw-text signatures.
@@ -105,8 +120,10 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
     `kbert-finetune --export_dir` calls this with the model it just trained.
 
     Args:
-        model: `BertClassifier`, `BertTokenClassifier` or `BertSpanLabeler`.
-        task_config: its `TaskConfig`.
+        model: the fine-tuned task model (`BertClassifier`, `BertTokenClassifier`,
+            `BertSpanLabeler`, ...).
+        task_config: its `TaskConfig`; the task (`kbert.tasks.TASKS[task_config.task]`)
+            gives the serving signatures.
         vocab_file: str. Its `vocab.txt`.
         export_dir: str. `<base>/<model_name>`; the version goes below it.
         version: int or None. Defaults to one more than the highest there.
@@ -120,12 +137,10 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
     >>> export_task_model(classifier, task_config, "runs/sst2/vocab.txt", "export/sst2")
     'export/sst2/1'
     """
-    module = build_serving_module(
-        model, task_config.model_type, read_vocab(vocab_file), task_config.do_lower_case,
-        task_config.max_seq_length, label_names=task_config.label_names,
-        text_pair=task_config.text_pair, max_query_length=task_config.max_query_length,
-        doc_stride=task_config.doc_stride, max_answer_length=task_config.max_answer_length)
-    info = {"model_type": task_config.model_type, "task_config": json.loads(task_config.to_json())}
+    task = get_task(task_config.task).from_description(task_config.to_dict())
+    module = _serving_module(task, model, model.encoder, vocab_file, task_config.do_lower_case,
+                             task_config.max_seq_length)
+    info = {"model_type": task_config.model_type, "task_config": task_config.to_dict()}
     return _publish(module, export_dir, version, info, vocab_file, check)
 
 
@@ -146,8 +161,8 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
     Returns:
         The path of the published version.
     """
-    module = build_serving_module(encoder, "embedding", read_vocab(vocab_file), do_lower_case,
-                                  max_seq_length)
+    module = _serving_module(get_task("embedding")(), encoder, encoder, vocab_file, do_lower_case,
+                             max_seq_length)
     info = {"model_type": "embedding", "max_seq_length": max_seq_length,
             "do_lower_case": bool(do_lower_case)}
     return _publish(module, export_dir, version, info, vocab_file, check)

@@ -1,5 +1,5 @@
-"""Training: optimizers and schedules, distribution strategies, metrics, the pre-training
-and fine-tuning loops."""
+"""Training: optimizers and schedules, distribution strategies, losses, and the generic
+pre-training and fine-tuning loops (tasks and their metrics are `kbert.tasks`)."""
 
 from kbert.training.finetuning import run_finetuning
 from kbert.training.fused_adamw import FusedAdamW

@@ -89,8 +89,8 @@ def test_squad_train_and_predict_official_format(pretrained, tmp_path):
                       f"--model_dir={model_dir}", "--do_train", "--do_eval",
                       gin_params=["run_finetuning.num_train_epochs = 2",
                                   "run_finetuning.max_seq_length = 96",
-                                  "run_finetuning.doc_stride = 32",
-                                  "run_finetuning.max_query_length = 24"])
+                                  "SquadConfig.doc_stride = 32",
+                                  "SquadConfig.max_query_length = 24"])
     results, config = _check_run(result, model_dir)
     assert set(results) >= {"exact_match", "f1"} and results["num_examples"] == 6
     assert (config["model_type"], config["doc_stride"], config["max_query_length"]) == (
@@ -101,6 +101,17 @@ def test_squad_train_and_predict_official_format(pretrained, tmp_path):
                 for qa in p["qas"]}
     assert set(predictions) == set(contexts)
     assert all(text and text in contexts[qid] for qid, text in predictions.items())
+
+
+def test_a_binding_that_moved_into_a_task_config_names_its_new_name(pretrained, tmp_path):
+    model_dir = tmp_path / "out"
+    result = finetune("--task=squad", f"--init_checkpoint={pretrained}",
+                      f"--model_dir={model_dir}", "--do_eval", "--predict_file=x.json",
+                      gin_params=["run_finetuning.doc_stride = 32"])
+    assert result.returncode == 2, result.stderr
+    assert ("run_finetuning.doc_stride is now SquadConfig.doc_stride: bind "
+            "`SquadConfig.doc_stride = ...` instead.") in result.stderr
+    assert "Traceback" not in result.stderr and not model_dir.exists()
 
 
 def test_bad_input_is_one_clean_line(pretrained, tmp_path):

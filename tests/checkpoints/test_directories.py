@@ -55,7 +55,7 @@ def test_finetuned_directory_round_trip(tiny_encoder, tmp_path):
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
     model = BertClassifier(tiny_encoder, num_classes=2)
-    config = TaskConfig("classifier", "glue", "sst-2", ["negative", "positive"], do_lower_case=True)
+    config = TaskConfig("glue", "sst-2", "classifier", ["negative", "positive"], do_lower_case=True)
     directory = str(tmp_path / "run")
     save_finetuned(directory, model, config, str(vocab))
     restored, restored_config, vocab_file = load_finetuned(directory)
@@ -64,15 +64,32 @@ def test_finetuned_directory_round_trip(tiny_encoder, tmp_path):
     inputs = tiny_inputs(seed=5)
     np.testing.assert_array_equal(_np(restored(inputs)), _np(model(inputs)))
     assert load_encoder(directory).count_params() == tiny_encoder.count_params()
+    assert sorted(n for n in os.listdir(directory) if "incomplete" in n or "tmp" in n) == []
 
 
-def test_task_config_rejects_unknown_model_type_and_keys():
+def test_task_config_is_flat_json_with_the_task_options_beside_the_common_keys(tmp_path):
     from kbert.checkpoints import TaskConfig
 
-    with pytest.raises(ValueError, match="'ranker'"):
-        TaskConfig("ranker", "glue", "x")
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['labels'\]"):
-        TaskConfig.from_dict({"model_type": "classifier", "task": "glue", "task_name": "x", "labels": []})
+    config = TaskConfig("squad", "squad", "span_labeler", text_pair=True, max_seq_length=384,
+                        options={"doc_stride": 64, "n_best_size": 5})
+    flat = config.to_dict()
+    assert flat == {"task": "squad", "task_name": "squad", "model_type": "span_labeler",
+                    "label_names": [], "text_pair": True, "max_seq_length": 384,
+                    "do_lower_case": True, "doc_stride": 64, "n_best_size": 5}
+    assert TaskConfig.from_dict(flat) == config
+    with pytest.raises(ValueError, match=r"x.json: missing key\(s\) \['model_type'\]"):
+        TaskConfig.from_dict({"task": "glue", "task_name": "sst-2"}, source="x.json")
+
+
+def test_task_config_that_is_not_a_json_object_is_named(tmp_path):
+    from kbert.checkpoints import read_task_config
+
+    (tmp_path / "task_config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"task_config.json: expected a JSON object, got list"):
+        read_task_config(str(tmp_path))
+    (tmp_path / "task_config.json").write_text("{")
+    with pytest.raises(ValueError, match=r"task_config.json: not valid JSON"):
+        read_task_config(str(tmp_path))
 
 
 def test_missing_bert_config_names_the_path(tmp_path):

@@ -13,8 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
-from kbert.data.squad import SquadExample
-from kbert.data.squad_features import SquadFeature
+from kbert.tasks.squad.reader import SquadExample
+from kbert.tasks.squad.features import SquadFeature
 
 
 def _best_indexes(logits: np.ndarray, n_best_size: int) -> list[int]:
@@ -68,7 +68,7 @@ def postprocess_squad(
 
     Example:
 
-    >>> predictions, nbest, _ = kbert.data.postprocess_squad(
+    >>> predictions, nbest, _ = kbert.tasks.squad.postprocessing.postprocess_squad(
     ...     examples, features, start_logits, end_logits)
     """
     by_example = collections.defaultdict(list)

@@ -1,6 +1,6 @@
 """GLUE task readers: the TSV files as GLUE distributes them, `--task_name` as `run_classifier.py`.
 
-Each task is described by a `GlueTask` (file names per split, the columns
+Each task is described by a `GlueSpec` (file names per split, the columns
 holding the texts and the label, the label names, the metrics). Files with a
 header row are read by column name, so test files with or without an extra
 column (e.g. MRPC's with gold labels) read the same; CoLA's files have no
@@ -18,7 +18,7 @@ SPLITS = ("train", "dev", "test")
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
+class GlueSpec:
     """How to read one GLUE task.
 
     Args:
@@ -70,12 +70,12 @@ class GlueExample:
 
 
 def _task(name, files, text_a, text_b, label, label_names, metrics, **kwargs):
-    return GlueTask(name, files, text_a, text_b, label, tuple(label_names), tuple(metrics), **kwargs)
+    return GlueSpec(name, files, text_a, text_b, label, tuple(label_names), tuple(metrics), **kwargs)
 
 
 _STANDARD = {"train": (("train.tsv",),), "dev": (("dev.tsv",),), "test": (("test.tsv",),)}
 
-GLUE_TASKS: dict[str, GlueTask] = {
+GLUE_TASKS: dict[str, GlueSpec] = {
     "cola": _task(
         "cola",
         {"train": (("train.tsv",), ("in_domain_train.tsv",)),
@@ -113,18 +113,18 @@ GLUE_TASKS: dict[str, GlueTask] = {
 _ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli"}
 
 
-def get_glue_task(task_name: str) -> GlueTask:
+def get_glue_spec(task_name: str) -> GlueSpec:
     """Looks up a GLUE task by `--task_name` (case-insensitive, `SST-2` or `sst2`).
 
     Args:
         task_name: str.
 
     Returns:
-        The `GlueTask`.
+        The `GlueSpec`.
 
     Example:
 
-    >>> kbert.data.get_glue_task("MRPC").label_names
+    >>> kbert.tasks.glue.reader.get_glue_spec("MRPC").label_names
     ('0', '1')
     """
     key = task_name.lower()
@@ -136,12 +136,12 @@ def get_glue_task(task_name: str) -> GlueTask:
     return GLUE_TASKS[key]
 
 
-def glue_split_files(data_dir: str, task: GlueTask, split: str) -> list[str]:
+def glue_split_files(data_dir: str, task: GlueSpec, split: str) -> list[str]:
     """The files of one split that exist in `data_dir`.
 
     Args:
         data_dir: str. The task's folder (e.g. `glue_data/SST-2`).
-        task: `GlueTask`.
+        task: `GlueSpec`.
         split: str. `train`, `dev` or `test`.
 
     Returns:
@@ -184,11 +184,11 @@ def read_glue(data_dir: str, task_name: str, split: str) -> list[GlueExample]:
 
     Example:
 
-    >>> examples = kbert.data.read_glue("glue_data/SST-2", "sst-2", "dev")
+    >>> examples = kbert.tasks.glue.reader.read_glue("glue_data/SST-2", "sst-2", "dev")
     >>> examples[0].text_a, examples[0].label
     ("it 's a charming and often affecting journey . ", 1)
     """
-    task = get_glue_task(task_name)
+    task = get_glue_spec(task_name)
     examples = []
     for path in glue_split_files(data_dir, task, split):
         examples.extend(_read_file(path, task, split, offset=len(examples)))
@@ -197,7 +197,7 @@ def read_glue(data_dir: str, task_name: str, split: str) -> list[GlueExample]:
     return examples
 
 
-def _read_file(path: str, task: GlueTask, split: str, offset: int) -> list[GlueExample]:
+def _read_file(path: str, task: GlueSpec, split: str, offset: int) -> list[GlueExample]:
     with tf.io.gfile.GFile(path, "rb") as f:
         # utf-8-sig: GLUE's MRPC files start with a byte-order mark.
         lines = f.read().decode("utf-8-sig").split("\n")
@@ -250,7 +250,7 @@ def _read_file(path: str, task: GlueTask, split: str, offset: int) -> list[GlueE
     return examples
 
 
-def _parse_label(value: str, task: GlueTask, path: str, number: int) -> int | float:
+def _parse_label(value: str, task: GlueSpec, path: str, number: int) -> int | float:
     if task.is_regression:
         try:
             return float(value)

@@ -59,7 +59,7 @@ def read_squad(
 
     Example:
 
-    >>> examples, skipped = kbert.data.read_squad("train-v1.1.json", is_training=True)
+    >>> examples, skipped = kbert.tasks.squad.reader.read_squad("train-v1.1.json", is_training=True)
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"SQuAD file not found: {path}")
@@ -103,5 +103,5 @@ def read_squad(
 
 
 def squad_gold_answers(examples: list[SquadExample]) -> dict[str, list[str]]:
-    """Question id -> gold answer texts, for `kbert.training.metrics.squad_metrics`."""
+    """Question id -> gold answer texts, for `kbert.tasks.squad.metrics.squad_metrics`."""
     return {example.qas_id: list(example.answers) for example in examples}

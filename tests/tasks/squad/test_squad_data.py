@@ -7,21 +7,18 @@ import numpy as np
 import pytest
 
 from tests.finetune_testing import TESTDATA
-from kbert.data.squad import read_squad
-from kbert.data.squad_features import squad_features
-from kbert.data.squad_postprocessing import postprocess_squad
-from kbert.data.text_features import TextFeaturizer
+from tests.finetune_testing import character_vocabulary
+from kbert.data import TextPreprocessor
+from kbert.tasks.squad.features import squad_features
+from kbert.tasks.squad.postprocessing import postprocess_squad
+from kbert.tasks.squad.reader import read_squad
 
 SAMPLE = os.path.join(TESTDATA, "squad", "xquad_en_sample.json")
 
 
 @pytest.fixture(scope="module")
-def featurizer(tmp_path_factory):
-    from tests.finetune_testing import character_vocabulary
-
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(character_vocabulary()) + "\n", encoding="utf-8")
-    return TextFeaturizer(str(path), do_lower_case=True)
+def preprocessor():
+    return TextPreprocessor(character_vocabulary(), do_lower_case=True, max_seq_length=96)
 
 
 def test_read_training_examples_with_offsets():
@@ -63,9 +60,9 @@ def test_not_squad_json(tmp_path):
         read_squad(str(path), is_training=False)
 
 
-def test_windows_cover_the_context_and_labels_hit_the_answer_characters(featurizer):
+def test_windows_cover_the_context_and_labels_hit_the_answer_characters(preprocessor):
     examples, _ = read_squad(SAMPLE, is_training=True)
-    features = squad_features(featurizer, examples, max_seq_length=96, doc_stride=32,
+    features = squad_features(preprocessor, examples, doc_stride=32,
                               max_query_length=24, is_training=True)
     for index, example in enumerate(examples):
         windows = [f for f in features if f.example_index == index]
@@ -73,7 +70,7 @@ def test_windows_cover_the_context_and_labels_hit_the_answer_characters(featuriz
         for f in windows:
             assert len(f.token_ids) <= 96 and len(f.token_ids) == len(f.segment_ids)
             covered.update(f.token_to_char.values())
-        assert len(covered) == len(featurizer.tokenize([example.context])[0])
+        assert len(covered) == len(preprocessor.tokenize([example.context])[0])
         labelled = [f for f in windows if f.start_position > 0]
         assert labelled, example.qas_id
         for f in labelled:
@@ -93,9 +90,9 @@ def _logits_for_span(feature, start, end):
     return starts, ends
 
 
-def test_postprocessing_returns_exact_context_characters(featurizer):
+def test_postprocessing_returns_exact_context_characters(preprocessor):
     examples, _ = read_squad(SAMPLE, is_training=True)
-    features = squad_features(featurizer, examples, max_seq_length=96, doc_stride=32,
+    features = squad_features(preprocessor, examples, doc_stride=32,
                               max_query_length=24, is_training=True)
     starts, ends = [], []
     for f in features:
@@ -113,10 +110,10 @@ def test_postprocessing_returns_exact_context_characters(featurizer):
     assert sum(entry["probability"] for entry in nbest[examples[0].qas_id]) == pytest.approx(1.0)
 
 
-def test_postprocessing_max_answer_length_and_null_threshold(featurizer):
+def test_postprocessing_max_answer_length_and_null_threshold(preprocessor):
     examples, _ = read_squad(SAMPLE, is_training=True)
     example = examples[5]  # "1870 to 1939": 10 non-space characters
-    features = squad_features(featurizer, [example], max_seq_length=96, doc_stride=32,
+    features = squad_features(preprocessor, [example], doc_stride=32,
                               max_query_length=24, is_training=True)
     feature = next(f for f in features if f.start_position > 0)
     starts, ends = zip(*[_logits_for_span(f, feature.start_position, feature.end_position)
@@ -134,7 +131,8 @@ def test_postprocessing_max_answer_length_and_null_threshold(featurizer):
     assert v2[example.qas_id] == ""
 
 
-def test_max_query_length_must_leave_room(featurizer):
+def test_max_query_length_must_leave_room(preprocessor):
     examples, _ = read_squad(SAMPLE, is_training=False)
     with pytest.raises(ValueError, match="max_seq_length=64 leaves no room"):
-        squad_features(featurizer, examples, max_seq_length=64, max_query_length=64)
+        squad_features(TextPreprocessor(character_vocabulary(), True, 64), examples,
+                       max_query_length=64)

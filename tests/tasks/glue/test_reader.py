@@ -5,8 +5,8 @@ import os
 import pytest
 
 from tests.finetune_testing import TESTDATA
-from kbert.data.glue import get_glue_task
-from kbert.data.glue import read_glue
+from kbert.tasks.glue.reader import get_glue_spec
+from kbert.tasks.glue.reader import read_glue
 
 GLUE = os.path.join(TESTDATA, "glue")
 
@@ -43,7 +43,7 @@ def test_mrpc_test_file_is_read_by_column_name():
 def test_stsb_scores_are_floats():
     examples = read_glue(os.path.join(GLUE, "STS-B"), "sts-b", "dev")
     assert [e.label for e in examples] == [5.0, 4.75, 5.0, 2.4]
-    assert get_glue_task("STS-B").is_regression
+    assert get_glue_spec("STS-B").is_regression
 
 
 def test_cola_public_release_files_without_header():
@@ -84,4 +84,4 @@ def test_header_without_the_task_columns(tmp_path):
 
 def test_unknown_task_name():
     with pytest.raises(ValueError, match=r"--task_name='sst-5' is not a GLUE task"):
-        get_glue_task("sst-5")
+        get_glue_spec("sst-5")

@@ -17,9 +17,9 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-from kbert.data.squad import SquadExample
-from kbert.data.text_features import TextFeaturizer
-from kbert.data.text_features import batch_by_length
+from kbert.data.bucketing import batch_by_length
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.tasks.squad.reader import SquadExample
 
 
 @dataclasses.dataclass
@@ -73,9 +73,8 @@ def _max_context(spans: list[tuple[int, int]], span_index: int, position: int) -
 
 
 def squad_features(
-    featurizer: TextFeaturizer,
+    preprocessor: TextPreprocessor,
     examples: list[SquadExample],
-    max_seq_length: int = 384,
     doc_stride: int = 128,
     max_query_length: int = 64,
     is_training: bool = False,
@@ -83,9 +82,9 @@ def squad_features(
     """Tokenizes examples and cuts them into windows.
 
     Args:
-        featurizer: `TextFeaturizer`.
+        preprocessor: `TextPreprocessor`; its `max_seq_length` is the packed
+            length (`run_squad.py` uses 384).
         examples: list of `SquadExample`.
-        max_seq_length: int. Packed length. Defaults to 384.
         doc_stride: int. Tokens between window starts. Defaults to 128.
         max_query_length: int. Question wordpieces kept. Defaults to 64.
         is_training: bool. Compute `start_position`/`end_position`.
@@ -95,8 +94,9 @@ def squad_features(
 
     Example:
 
-    >>> features = kbert.data.squad_features(featurizer, examples, max_seq_length=384)
+    >>> features = squad_features(preprocessor, examples, doc_stride=128)
     """
+    max_seq_length = preprocessor.max_seq_length
     if max_seq_length < max_query_length + 4:
         raise ValueError(
             f"max_seq_length={max_seq_length} leaves no room for the context after "
@@ -107,10 +107,10 @@ def squad_features(
     # Tokenize in groups of 256 texts to keep op calls few and memory small.
     for begin in range(0, len(contexts), 256):
         group = contexts[begin:begin + 256]
-        ids, starts, ends = featurizer.tokenize_with_offsets(tf.constant(group))
+        ids, starts, ends, _ = preprocessor.tokenize_with_offsets(tf.constant(group))
         for text, i, s, e in zip(group, ids.to_list(), starts.to_list(), ends.to_list()):
             context_tokens[text] = (i, _char_offsets(text, s, e))
-    questions = featurizer.tokenize(tf.constant([e.question for e in examples])).to_list()
+    questions = preprocessor.tokenize(tf.constant([e.question for e in examples])).to_list()
 
     features = []
     for example_index, example in enumerate(examples):
@@ -135,8 +135,8 @@ def squad_features(
         for span_index, (start, length) in enumerate(spans):
             feature = SquadFeature(
                 example_index=example_index,
-                token_ids=([featurizer.cls_id] + query + [featurizer.sep_id]
-                           + doc_ids[start:start + length] + [featurizer.sep_id]),
+                token_ids=([preprocessor.cls_id] + query + [preprocessor.sep_id]
+                           + doc_ids[start:start + length] + [preprocessor.sep_id]),
                 segment_ids=[0] * offset + [1] * (length + 1),
                 token_to_char={offset + i: doc_chars[start + i] for i in range(length)},
                 token_is_max_context={offset + i: _max_context(spans, span_index, start + i)

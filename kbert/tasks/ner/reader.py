@@ -77,7 +77,7 @@ def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> li
 
     Example:
 
-    >>> sentences = kbert.data.read_conll("conll2003/valid.txt")
+    >>> sentences = kbert.tasks.ner.reader.read_conll("conll2003/valid.txt")
     >>> sentences[0].words[:3], sentences[0].tags[:3]
     (['CRICKET', '-', 'LEICESTERSHIRE'], ['O', 'O', 'B-ORG'])
     """

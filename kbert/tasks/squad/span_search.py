@@ -31,7 +31,7 @@ def best_spans(start_logits: tf.Tensor, end_logits: tf.Tensor, windows: dict,
     Args:
         start_logits: float32 `[windows, length]`.
         end_logits: float32 `[windows, length]`.
-        windows: the dict from `TextPreprocessor.question_context_windows`.
+        windows: the dict from `kbert.tasks.squad.serving.question_context_windows`.
         max_answer_length: int. Longest answer, in pieces.
 
     Returns:

@@ -11,10 +11,9 @@ import pytest
 import tensorflow as tf
 
 from kbert.data import BertTokenizer
-from kbert.data import TextFeaturizer
+from kbert.data import TextPreprocessor
 from kbert.data import classification_dataset
 from kbert.data import read_vocab
-from kbert.export.text_preprocessing import TextPreprocessor
 from tests.data.test_tokenization import TRICKY
 from tests.data.test_tokenization import _reference_basic_tokenize
 from tests.data.test_tokenization import _reference_wordpiece
@@ -33,10 +32,10 @@ STRINGS = SKEW_PRONE + TRICKY + TEXTS
 
 
 def _fine_tuning_ids(texts):
-    featurizer = TextFeaturizer(VOCAB, do_lower_case=True)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, MAX_SEQ_LENGTH)
     rows = {}
-    for batch in classification_dataset(featurizer, texts, None, None, batch_size=4,
-                                        max_seq_length=MAX_SEQ_LENGTH, is_training=False):
+    for batch in classification_dataset(preprocessor, texts, None, None, batch_size=4,
+                                        is_training=False):
         lengths = batch["padding_mask"].numpy().sum(axis=1)
         for row, index in enumerate(batch["example_index"].numpy()):
             rows[int(index)] = batch["token_ids"].numpy()[row, :lengths[row]].tolist()
@@ -85,10 +84,10 @@ def test_fine_tuning_and_exported_serving_give_identical_ids(tmp_path, vocab):
 
 
 def test_offsets_point_into_the_original_text():
-    featurizer = TextFeaturizer(VOCAB, do_lower_case=True)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, MAX_SEQ_LENGTH)
     text = "Straße … Naïve ＦＵＬＬ co\u00adoperate Zürich"
-    ids, starts, ends = featurizer.tokenize_with_offsets(tf.constant([text]))
-    assert ids.to_list() == featurizer.tokenize(tf.constant([text])).to_list()
+    ids, starts, ends, _ = preprocessor.tokenize_with_offsets(tf.constant([text]))
+    assert ids.to_list() == preprocessor.tokenize(tf.constant([text])).to_list()
     raw = text.encode("utf-8")
     spans = [raw[s:e].decode("utf-8") for s, e in zip(starts[0].numpy(), ends[0].numpy())]
     vocab = read_vocab(VOCAB)

@@ -1,0 +1,54 @@
+"""The uses of the encoder, one folder each, and `TASKS`: the one list of them.
+
+`--task` of `kbert-finetune`, gin (`SquadConfig.doc_stride = ...`),
+`task_config.json` and `kbert-export` all read `TASKS`. Adding a task is a new
+folder with a `Task` subclass (see `kbert/tasks/base.py` and
+docs/architecture.md) and one line here.
+"""
+
+from kbert.tasks.base import Evaluation
+from kbert.tasks.base import Task
+from kbert.tasks.base import TaskData
+from kbert.tasks.embedding.task import EmbeddingConfig
+from kbert.tasks.embedding.task import EmbeddingTask
+from kbert.tasks.glue.task import GlueConfig
+from kbert.tasks.glue.task import GlueTask
+from kbert.tasks.ner.task import NerConfig
+from kbert.tasks.ner.task import NerTask
+from kbert.tasks.squad.task import SquadConfig
+from kbert.tasks.squad.task import SquadTask
+
+# Registry: task name -> Task class.
+TASKS: dict[str, type[Task]] = {
+    "glue": GlueTask,
+    "ner": NerTask,
+    "squad": SquadTask,
+    "embedding": EmbeddingTask,
+}
+
+
+def get_task(name: str) -> type[Task]:
+    """The `Task` class registered as `name`.
+
+    Args:
+        name: str. A key of `TASKS`, e.g. `glue`.
+
+    Returns:
+        The task class.
+
+    Raises:
+        ValueError: no task has that name; the message lists them.
+
+    Example:
+
+    >>> kbert.tasks.get_task("squad").config_class
+    <class 'kbert.tasks.squad.task.SquadConfig'>
+    """
+    if name not in TASKS:
+        raise ValueError(f"--task={name!r}; expected one of {tuple(TASKS)}.")
+    return TASKS[name]
+
+
+def trainable_tasks() -> tuple[str, ...]:
+    """Names of the tasks `kbert-finetune` can train, in registry order."""
+    return tuple(name for name, task in TASKS.items() if task.trainable)

@@ -1,0 +1,275 @@
+"""`Task`: everything one use of the encoder needs, in one class the generic loops drive.
+
+A task knows its data (reading splits, naming bad files and lines), its model
+(the head it puts on an encoder, its losses), its evaluation (official metrics,
+prediction files) and its serving signatures. The fine-tuning loop
+(`kbert.training.run_finetuning`), `kbert-export` and `kbert-finetune` never
+name a task: they look it up in `kbert.tasks.TASKS` and call these methods.
+This is the shape of Model Garden's `official/core/base_task.py` and of t5x's
+task registry, cut to what kbert's loops use.
+
+A task's own hyperparameters are a dataclass (`config_class`, e.g.
+`SquadConfig`) that gin binds as `SquadConfig.doc_stride = 128`; what a
+fine-tuned model must remember of its task (task name, labels, those
+hyperparameters) is `describe()`, saved as `task_config.json` and given back to
+`from_description` to serve or evaluate the model later.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar, Mapping, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.tasks.serving import ServingModule
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+SPLITS = ("train", "dev", "test")
+# Keys of task_config.json every task has; the others are the task's config fields.
+COMMON_KEYS = ("task", "task_name", "model_type", "label_names", "text_pair",
+               "max_seq_length", "do_lower_case")
+# SQuAD settings that task_config.json held for every task before the task
+# registry; other tasks ignore them so that those files still load.
+LEGACY_KEYS = ("doc_stride", "max_query_length", "max_answer_length")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskData:
+    """Where a task's data is: the runtime data flags of `kbert-finetune`.
+
+    Args:
+        task_name: str or None. Which data set of the task family (a GLUE task
+            such as `sst-2`; a NER data set name).
+        data_dir: str or None. A folder of split files (GLUE, CoNLL).
+        train_file: str or None. One training file (SQuAD JSON).
+        predict_file: str or None. One file to evaluate or predict (SQuAD JSON).
+
+    Example:
+
+    >>> TaskData(task_name="sst-2", data_dir="glue_data/SST-2")
+    """
+
+    task_name: str | None = None
+    data_dir: str | None = None
+    train_file: str | None = None
+    predict_file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """What evaluating a model on a split gives.
+
+    Args:
+        metrics: dict. Metric name -> value, plus `num_examples`.
+        files: dict. File name (in the model directory) -> text, such as
+            SQuAD's `predictions.json`.
+    """
+
+    metrics: dict[str, Any]
+    files: dict[str, str] = dataclasses.field(default_factory=dict)
+
+
+class Task(abc.ABC):
+    """One use of the encoder: its data, head, losses, metrics and serving signatures.
+
+    Subclasses set the class attributes, implement the abstract methods, and are
+    registered with one line in `kbert/tasks/__init__.py` (`TASKS`).
+
+    Args:
+        config: the task's `config_class` instance (its hyperparameters).
+            Defaults to `config_class()`.
+        task_name: str or None. The data set within the task family.
+
+    Example:
+
+    >>> task = kbert.tasks.get_task("glue")(task_name="sst-2")
+    >>> model = task.build_model(kbert.checkpoints.load_encoder("minilm/"))
+    """
+
+    name: ClassVar[str]
+    config_class: ClassVar[type]
+    # Whether `kbert-finetune` can train it (an export-only task cannot).
+    trainable: ClassVar[bool] = True
+    # When evaluation and prediction read the same file (SQuAD's --predict_file),
+    # evaluation's files are the predictions and prediction is not run again.
+    evaluation_writes_predictions: ClassVar[bool] = False
+    # Config fields that only shape evaluation (SQuAD's n-best size): when a
+    # fine-tuned model is evaluated again, the run's values of these win over
+    # the saved ones.
+    evaluation_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: Any = None, task_name: str | None = None):
+        self.config = self.config_class() if config is None else config
+        self.task_name = task_name
+
+    # -- What a fine-tuned model remembers of its task ----------------------------------
+
+    @property
+    @abc.abstractmethod
+    def model_type(self) -> str:
+        """The kind of model (`classifier`, `span_labeler`, ...), recorded for tools."""
+
+    @property
+    def label_names(self) -> list[str]:
+        """Class or tag names in logit order; empty when the task has none."""
+        return []
+
+    @property
+    def text_pair(self) -> bool:
+        """Whether inputs are sentence pairs."""
+        return False
+
+    def describe(self) -> dict[str, Any]:
+        """What `task_config.json` records: identity, labels and the task's config.
+
+        Returns:
+            A JSON-able dict: `task`, `task_name`, `model_type`, `label_names`,
+            `text_pair` and the fields of `config`.
+        """
+        return {"task": self.name, "task_name": self.task_name, "model_type": self.model_type,
+                "label_names": list(self.label_names), "text_pair": self.text_pair,
+                **dataclasses.asdict(self.config)}
+
+    @classmethod
+    def from_description(cls, description: Mapping[str, Any]) -> "Task":
+        """Rebuilds the task of a fine-tuned model from what `describe` recorded.
+
+        Args:
+            description: mapping. A saved `task_config.json`: `COMMON_KEYS` and
+                the task's config fields, flat.
+
+        Returns:
+            The task, ready to evaluate, predict and build serving signatures.
+        """
+        return cls(cls.config_from_description(description), task_name=description.get("task_name"))
+
+    @classmethod
+    def config_from_description(cls, description: Mapping[str, Any]) -> Any:
+        """Builds `config_class` from a saved description, refusing keys it does not know.
+
+        Args:
+            description: mapping. A saved `task_config.json`; keys other than
+                `COMMON_KEYS` are config fields (`LEGACY_KEYS` may be ignored).
+
+        Returns:
+            The config dataclass.
+        """
+        options = {key: value for key, value in description.items() if key not in COMMON_KEYS}
+        names = {field.name for field in dataclasses.fields(cls.config_class)}
+        unknown = sorted(set(options) - names - set(LEGACY_KEYS))
+        if unknown:
+            raise ValueError(f"task {cls.name!r}: unknown setting(s) {unknown}; "
+                             f"{cls.config_class.__name__} has {sorted(names)}.")
+        return cls.config_class(**{key: value for key, value in options.items() if key in names})
+
+    # -- Data ---------------------------------------------------------------------------
+
+    def check_data(self, data: TaskData, splits: Sequence[str]) -> None:
+        """Raises a clear error for missing data flags before anything is read.
+
+        Args:
+            data: `TaskData`.
+            splits: the splits that will be read (`train`, `dev`, `test`).
+        """
+
+    @abc.abstractmethod
+    def read(self, data: TaskData, split: str) -> list:
+        """Reads one split's examples, naming the file and line of any bad input."""
+
+    @abc.abstractmethod
+    def dataset(self, examples: list, preprocessor: TextPreprocessor, batch_size: int,
+                is_training: bool, seed: int | None = None) -> tf.data.Dataset:
+        """Batches of flat dicts: the encoder inputs plus the task's fields.
+
+        Training datasets shuffle with `seed` and repeat forever; others keep an
+        index per element so that outputs can be put back in order.
+        """
+
+    @abc.abstractmethod
+    def training_batch(self, batch: dict) -> tuple:
+        """`(inputs, labels[, sample_weights])` for `model.fit` from one batch."""
+
+    def training_rows(self, examples: list, preprocessor: TextPreprocessor) -> list:
+        """The rows one training epoch goes over; `dataset` batches them.
+
+        Most tasks train on their examples as read; SQuAD trains on the
+        context windows of its questions.
+        """
+        return examples
+
+    # -- Model --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def build_model(self, encoder: keras.Model) -> keras.Model:
+        """Puts the task's head on `encoder`; the model's `compile` defaults its losses."""
+
+    def compile_arguments(self) -> dict[str, Any]:
+        """Extra `compile` arguments the task needs (e.g. SQuAD's loss weights)."""
+        return {}
+
+    # -- Evaluation and prediction ------------------------------------------------------
+
+    @abc.abstractmethod
+    def evaluate(self, model: keras.Model, examples: list, preprocessor: TextPreprocessor,
+                 batch_size: int) -> Evaluation:
+        """Metrics of `model` on gold `examples` (the official scorer's semantics)."""
+
+    @abc.abstractmethod
+    def predict(self, model: keras.Model, examples: list, preprocessor: TextPreprocessor,
+                batch_size: int) -> dict[str, str]:
+        """Prediction files for `examples`: file name -> text (e.g. `predictions.tsv`)."""
+
+    # -- Serving ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def serving_module(self, model: keras.Model, preprocessor: TextPreprocessor) -> ServingModule:
+        """The `tf.Module` whose functions become the SavedModel's signatures."""
+
+
+def encoder_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """The three encoder inputs of a batch dict that also holds task fields."""
+    return {name: batch[name] for name in INPUT_NAMES}
+
+
+def inference_function(model: keras.Model):
+    """`model` in inference mode as one traced function for batches of any shape.
+
+    Args:
+        model: a Keras model taking the three encoder inputs.
+
+    Returns:
+        A `tf.function` from an inputs dict to the model's outputs.
+    """
+    signature = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
+
+    @tf.function(input_signature=[signature])
+    def forward(inputs):
+        return model(inputs, training=False)
+
+    return forward
+
+
+def outputs_in_order(model: keras.Model, dataset: tf.data.Dataset,
+                     index_key: str = "example_index") -> np.ndarray:
+    """Runs `model` over a bucketed dataset; returns its outputs in example order.
+
+    Args:
+        model: a model with one output tensor per example (e.g. logits).
+        dataset: batches holding the encoder inputs and `index_key`.
+        index_key: str. The field giving each row's example index.
+
+    Returns:
+        `[num_examples, ...]` numpy array.
+    """
+    forward = inference_function(model)
+    rows = {}
+    for batch in dataset:
+        outputs = forward(encoder_inputs(batch)).numpy()
+        for row, index in enumerate(batch[index_key].numpy()):
+            rows[int(index)] = outputs[row]
+    return np.stack([rows[i] for i in range(len(rows))])

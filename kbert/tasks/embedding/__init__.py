@@ -1,0 +1,1 @@
+"""Sentence embeddings from a pre-trained encoder (export-only)."""

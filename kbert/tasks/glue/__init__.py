@@ -1,0 +1,1 @@
+"""GLUE sentence (pair) classification and regression."""

@@ -1,0 +1,1 @@
+"""Named-entity recognition (CoNLL-2003): a tag per word."""

@@ -1,0 +1,118 @@
+"""Named-entity recognition on CoNLL-2003 files (`--task=ner`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.models.bert_token_classifier import BertTokenClassifier
+from kbert.tasks.base import Evaluation
+from kbert.tasks.base import Task
+from kbert.tasks.base import TaskData
+from kbert.tasks.base import encoder_inputs
+from kbert.tasks.base import inference_function
+from kbert.tasks.ner.dataset import token_classification_dataset
+from kbert.tasks.ner.metrics import entity_f1
+from kbert.tasks.ner.reader import CONLL2003_LABELS
+from kbert.tasks.ner.reader import Sentence
+from kbert.tasks.ner.reader import conll_split_file
+from kbert.tasks.ner.reader import read_conll
+from kbert.tasks.ner.serving import TokenClassifierServingModule
+
+
+@dataclasses.dataclass
+class NerConfig:
+    """NER's own hyperparameters: none yet (the tag set is CoNLL-2003's)."""
+
+
+class NerTask(Task):
+    """Token classification with one tag per word, scored by entity F1 (conlleval).
+
+    Each word's first wordpiece carries its tag (the BERT paper's NER setup);
+    `predictions.tsv` holds `word<TAB>tag` lines with a blank line between sentences.
+
+    Args:
+        config: `NerConfig` or None.
+        task_name: str or None. The data set name recorded with the model.
+            Defaults to `conll2003`.
+        label_names: sequence of str or None. Tags in logit order. Defaults to
+            CoNLL-2003's nine.
+
+    Example:
+
+    >>> task = NerTask()
+    >>> sentences = task.read(TaskData(data_dir="conll2003"), "dev")
+    """
+
+    name = "ner"
+    config_class = NerConfig
+
+    def __init__(self, config: NerConfig | None = None, task_name: str | None = None,
+                 label_names=None):
+        super().__init__(config, task_name or "conll2003")
+        self._label_names = tuple(label_names) if label_names else CONLL2003_LABELS
+
+    @classmethod
+    def from_description(cls, description: Mapping[str, Any]) -> "NerTask":
+        return cls(cls.config_from_description(description), description.get("task_name"),
+                   description.get("label_names"))
+
+    @property
+    def model_type(self) -> str:
+        return "token_classifier"
+
+    @property
+    def label_names(self) -> list[str]:
+        return list(self._label_names)
+
+    def check_data(self, data: TaskData, splits) -> None:
+        if not data.data_dir:
+            raise ValueError("--task=ner needs --data_dir.")
+
+    def read(self, data: TaskData, split: str) -> list[Sentence]:
+        return read_conll(conll_split_file(data.data_dir, split), self._label_names)
+
+    def dataset(self, examples, preprocessor, batch_size, is_training, seed=None):
+        label_ids = {name: i for i, name in enumerate(self._label_names)}
+        return token_classification_dataset(
+            preprocessor, [s.words for s in examples],
+            [[label_ids[t] for t in s.tags] for s in examples],
+            batch_size, is_training=is_training, seed=seed)
+
+    def training_batch(self, batch):
+        return encoder_inputs(batch), batch["label"], tf.cast(batch["weight"], tf.float32)
+
+    def build_model(self, encoder: keras.Model) -> keras.Model:
+        return BertTokenClassifier(encoder, num_classes=len(self._label_names))
+
+    def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
+        forward = inference_function(model)
+        predicted = [["O"] * len(s.words) for s in sentences]
+        for batch in self.dataset(sentences, preprocessor, batch_size, False):
+            best = forward(encoder_inputs(batch)).numpy().argmax(axis=-1)
+            positions = batch["word_position"].numpy()
+            for row, index in enumerate(batch["example_index"].numpy()):
+                for position in np.nonzero(positions[row])[0]:
+                    tag = self._label_names[best[row, position]]
+                    predicted[index][positions[row, position] - 1] = tag
+        return predicted
+
+    def evaluate(self, model, examples, preprocessor, batch_size) -> Evaluation:
+        predicted = self._tag(model, examples, preprocessor, batch_size)
+        results = entity_f1([s.tags for s in examples], predicted)
+        results["num_examples"] = len(examples)
+        return Evaluation(results)
+
+    def predict(self, model, examples, preprocessor, batch_size) -> dict[str, str]:
+        lines = []
+        for sentence, tags in zip(examples, self._tag(model, examples, preprocessor, batch_size)):
+            lines.extend(f"{word}\t{tag}" for word, tag in zip(sentence.words, tags))
+            lines.append("")
+        return {"predictions.tsv": "\n".join(lines)}
+
+    def serving_module(self, model, preprocessor):
+        return TokenClassifierServingModule(model, preprocessor, self.label_names)

@@ -1,0 +1,1 @@
+"""Extractive question answering (SQuAD v1.1 / v2.0)."""

@@ -1,0 +1,84 @@
+"""The task registry: the one list of tasks, old task_config.json files, and a new task in one line."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.finetune_testing import make_tiny_pretrained
+from tests.tasks.toy_task import ToyTask
+from kbert import tasks
+from kbert.checkpoints import TaskConfig
+from kbert.export import export_saved_model
+from kbert.training import run_finetuning
+
+# task_config.json as kbert wrote it before the task registry: every key for every task.
+OLD_GLUE = {"model_type": "classifier", "task": "glue", "task_name": "sst-2",
+            "label_names": ["negative", "positive"], "text_pair": False, "max_seq_length": 64,
+            "do_lower_case": True, "doc_stride": 128, "max_query_length": 64,
+            "max_answer_length": 30}
+OLD_SQUAD = {**OLD_GLUE, "model_type": "span_labeler", "task": "squad", "task_name": "squad",
+             "label_names": [], "text_pair": True, "doc_stride": 5, "max_query_length": 6,
+             "max_answer_length": 4}
+
+
+def test_the_registry_lists_every_task_once():
+    assert list(tasks.TASKS) == ["glue", "ner", "squad", "embedding"]
+    assert tasks.trainable_tasks() == ("glue", "ner", "squad")
+    assert tasks.get_task("squad").config_class is tasks.SquadConfig
+    with pytest.raises(ValueError, match=r"--task='pos'; expected one of \('glue', 'ner'"):
+        tasks.get_task("pos")
+
+
+def test_old_task_config_files_still_load():
+    glue = tasks.GlueTask.from_description(TaskConfig.from_dict(OLD_GLUE).to_dict())
+    assert (glue.task_name, glue.label_names, glue.model_type) == (
+        "sst-2", ["negative", "positive"], "classifier")
+    squad = tasks.SquadTask.from_description(TaskConfig.from_dict(OLD_SQUAD).to_dict())
+    assert squad.config == tasks.SquadConfig(doc_stride=5, max_query_length=6,
+                                             max_answer_length=4)
+
+
+def test_describe_round_trips_and_unknown_settings_are_named():
+    squad = tasks.SquadTask(tasks.SquadConfig(doc_stride=64, version_2_with_negative=True))
+    description = squad.describe()
+    assert description["task_name"] == "squad2" and description["doc_stride"] == 64
+    assert tasks.SquadTask.from_description(description).config == squad.config
+    with pytest.raises(ValueError, match=r"task 'glue': unknown setting\(s\) \['labels'\]"):
+        tasks.GlueTask.from_description({**OLD_GLUE, "labels": []})
+
+
+@pytest.fixture()
+def toy_data(tmp_path):
+    rows = {"train": [("a red car", 1), ("a fast car", 0), ("blue sky", 1), ("open sky", 0)] * 4,
+            "dev": [("green grass", 1), ("tall grass", 0)],
+            "test": [("a red car", 1), ("open sky", 0)]}
+    for split, examples in rows.items():
+        with open(tmp_path / f"{split}.tsv", "w", encoding="utf-8") as f:
+            f.writelines(f"{text}\t{label}\n" for text, label in examples)
+    return str(tmp_path)
+
+
+def test_a_new_task_needs_one_module_and_one_registry_line(monkeypatch, tmp_path, toy_data):
+    monkeypatch.setitem(tasks.TASKS, "toy", ToyTask)  # the one registry line
+    pretrained = make_tiny_pretrained(tmp_path / "pretrained")
+    model_dir = str(tmp_path / "toy")
+    results = run_finetuning("toy", pretrained, model_dir, data_dir=toy_data, do_predict=True,
+                             train_batch_size=4, learning_rate=3e-3, warmup_proportion=0.0,
+                             num_train_epochs=4, max_seq_length=32, verbose=0)
+    assert results["num_examples"] == 2 and results["accuracy"] in (0.0, 0.5, 1.0)
+    assert results["train_steps"] == 16 and results["train_loss"][-1] < results["train_loss"][0]
+    saved = json.load(open(os.path.join(model_dir, "task_config.json")))
+    assert (saved["task"], saved["label_names"], saved["lowercase_labels"]) == (
+        "toy", ["plain", "colour"], True)
+    # The generic export serves it with the task's own signatures.
+    version = export_saved_model(model_dir, str(tmp_path / "export"), check=False)
+    served = tf.saved_model.load(version).signatures["serving_default"](
+        text=tf.constant(["a red car", "open sky"]))
+    assert sorted(served) == ["label", "logits", "probabilities"]
+    labels = [label.decode() for label in served["label"].numpy()]
+    predicted = open(os.path.join(model_dir, "toy_predictions.txt")).read().split()
+    assert labels == predicted and set(labels) <= {"plain", "colour"}
+    np.testing.assert_allclose(served["probabilities"].numpy().sum(axis=1), [1.0, 1.0], atol=1e-6)
