@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
+from kbert.files import write_text
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer
@@ -275,7 +276,7 @@ def run_pretraining(
     if chief:
         save_pretrained(model_dir, pretrainer.encoder, vocab_file=vocab_file,
                         do_lower_case=do_lower_case, pretrainer=pretrainer)
-        _write_json(summary_path, summary)
+        write_text(summary_path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         writer.flush()
     print_fn("summary: " + json.dumps(summary))
     return summary
@@ -548,9 +549,3 @@ def _load_init_checkpoint(pretrainer: BertPretrainer, directory: str) -> None:
     if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
         heads = load_pretrainer(directory, next_sentence=pretrainer.next_sentence)
         pretrainer.set_weights(heads.get_weights())
-
-
-def _write_json(path: str, value: dict) -> None:
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
