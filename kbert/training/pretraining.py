@@ -317,16 +317,46 @@ def _distributed_input(strategy, dataset_fn):
 
 def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_size,
                      accumulation, jit_compile, next_batch):
+    """Returns `train_loop(num_steps)`, one `tf.function` call running `num_steps` optimizer steps.
+
+    Each step reads `accumulation` micro-batches from `next_batch`, runs the
+    replica step under `strategy` and adds one to `global_step`. The loop
+    returns four per-step tensors summed over replicas: loss, MLM hits, MLM
+    weight and NSP hits.
+    """
+    replica_step = _make_replica_step(strategy, pretrainer, optimizer, train_batch_size,
+                                      accumulation)
+    step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
+
+    @tf.function
+    def train_loop(num_steps):
+        # One TensorArray per statistic: autograph tracks names, not list items.
+        loss, mlm_correct, mlm_weight, nsp_correct = (
+            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
+        for i in tf.range(num_steps):
+            micro_batches = tuple(next_batch() for _ in range(accumulation))
+            results = strategy.run(step_fn, args=(micro_batches,))
+            global_step.assign_add(1)
+            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
+            loss = loss.write(i, reduced[0])
+            mlm_correct = mlm_correct.write(i, reduced[1])
+            mlm_weight = mlm_weight.write(i, reduced[2])
+            nsp_correct = nsp_correct.write(i, reduced[3])
+        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
+
+    return train_loop
+
+
+def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumulation):
+    """Returns `replica_step(micro_batches)`: one optimizer step on one replica's micro-batches.
+
+    Gradients are summed over micro-batches and then across replicas, once,
+    before the optimizer clips and applies them.
+    """
     variables = pretrainer.trainable_variables
     next_sentence = pretrainer.next_sentence
     contributions = strategy.num_replicas_in_sync * accumulation
-    # We sum gradients across replicas ourselves (once, before clipping), so
-    # the optimizer must not sum them again. Keras has no public switch.
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not hasattr(inner, "_all_reduce_sum_gradients"):
-        raise RuntimeError("this Keras version's optimizer has no _all_reduce_sum_gradients; "
-                           "kbert's pre-training loop needs updating for it")
-    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+    _stop_optimizer_summing_gradients(optimizer)
 
     def replica_step(micro_batches):
         context = tf.distribute.get_replica_context()
@@ -368,25 +398,17 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
         optimizer.apply_gradients(zip(grads, [variables[i] for i in used]))
         return loss_sum, mlm_correct, local_weight, nsp_correct
 
-    step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
+    return replica_step
 
-    @tf.function
-    def train_loop(num_steps):
-        # One TensorArray per statistic: autograph tracks names, not list items.
-        loss, mlm_correct, mlm_weight, nsp_correct = (
-            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
-        for i in tf.range(num_steps):
-            micro_batches = tuple(next_batch() for _ in range(accumulation))
-            results = strategy.run(step_fn, args=(micro_batches,))
-            global_step.assign_add(1)
-            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
-            loss = loss.write(i, reduced[0])
-            mlm_correct = mlm_correct.write(i, reduced[1])
-            mlm_weight = mlm_weight.write(i, reduced[2])
-            nsp_correct = nsp_correct.write(i, reduced[3])
-        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
 
-    return train_loop
+def _stop_optimizer_summing_gradients(optimizer) -> None:
+    # We sum gradients across replicas ourselves (once, before clipping), so
+    # the optimizer must not sum them again. Keras has no public switch.
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not hasattr(inner, "_all_reduce_sum_gradients"):
+        raise RuntimeError("this Keras version's optimizer has no _all_reduce_sum_gradients; "
+                           "kbert's pre-training loop needs updating for it")
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 
 class _Interval:
