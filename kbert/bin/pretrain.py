@@ -67,10 +67,10 @@ def dry_run() -> None:
 def train() -> None:
     """Builds the strategy and runs `run_pretraining` with the gin hyperparameters."""
     import gin
-    import tensorflow as tf
 
     from kbert import configurables
     from kbert import training
+    from kbert.files import write_text
 
     for name in ("input_file", "model_dir"):
         if not FLAGS[name].value:
@@ -84,10 +84,7 @@ def train() -> None:
         # run_pretraining and the model configurables have now been called, so
         # the operative config is complete before the first step.
         if chief:
-            path = os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG)
-            with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-                f.write(gin.operative_config_str())
-            tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+            write_text(os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG), gin.operative_config_str())
         return pretrainer
 
     configurables.run_pretraining(

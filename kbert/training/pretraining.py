@@ -4,10 +4,18 @@ A custom loop rather than `Model.fit` because exact resume needs the input
 pipeline's position and the dropout RNG state in the checkpoint, and because
 loss normalisation and gradient clipping must see the global batch (Keras
 clips each replica's partial gradient before summing them across replicas).
+
+`run_pretraining` runs these steps, in this order in the file: `_check_settings`
+(arguments and the data's sidecar), `_build_state` (model and optimizer in the
+strategy's scope, input pipeline, checkpoint), `_restore_checkpoint` (exact
+resume or `init_checkpoint`), `_train` (the loop, checkpoints and progress
+lines; its compiled step is `_make_train_loop`), then it saves the pre-trained
+directory and `summary.json`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import hashlib
 import json
@@ -22,6 +30,7 @@ import tensorflow as tf
 
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
+from kbert.files import write_text
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer
@@ -127,158 +136,329 @@ def run_pretraining(
     ...     train_batch_size=256, num_train_steps=100000, learning_rate=1e-4)
     """
     start = time.time()
-    strategy = strategy or tf.distribute.get_strategy()
-    _check_positive(train_batch_size=train_batch_size, num_train_steps=num_train_steps,
-                    save_checkpoints_steps=save_checkpoints_steps, log_every_steps=log_every_steps,
-                    steps_per_execution=steps_per_execution, keep_checkpoint_max=keep_checkpoint_max,
-                    gradient_accumulation_steps=gradient_accumulation_steps)
-    if dtype_policy not in DTYPE_POLICIES:
-        raise ValueError(f"run_pretraining.dtype_policy={dtype_policy!r} is not one of "
+    settings = _check_settings(_Settings(
+        input_file=input_file, model_dir=model_dir,
+        strategy=strategy or tf.distribute.get_strategy(), train_batch_size=train_batch_size,
+        max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions_per_seq,
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+        learning_rate=learning_rate, optimizer=optimizer, weight_decay_rate=weight_decay_rate,
+        save_checkpoints_steps=save_checkpoints_steps, keep_checkpoint_max=keep_checkpoint_max,
+        log_every_steps=log_every_steps, steps_per_execution=steps_per_execution,
+        gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
+        jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
+        init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
+        print_fn=print_fn))
+    state = _build_state(settings, build_pretrainer)
+    resumed_from_step = _restore_checkpoint(settings, state)
+    try:
+        finished = _finished_summary(settings, resumed_from_step)
+        if finished is not None:
+            return finished
+        progress = _train(settings, state, resumed_from_step)
+        if not settings.chief and tf.io.gfile.exists(settings.write_dir):
+            tf.io.gfile.rmtree(settings.write_dir)
+    finally:
+        state.release()
+    summary = progress.summary(resumed_from_step, wall_seconds=time.time() - start)
+    if settings.chief:
+        save_pretrained(model_dir, state.pretrainer.encoder, vocab_file=settings.vocab_file,
+                        do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer)
+        write_text(os.path.join(model_dir, SUMMARY_FILE),
+                   json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        state.writer.flush()
+    print_fn("summary: " + json.dumps(summary))
+    return summary
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """The run's settings: `run_pretraining`'s arguments and what `_check_settings` derives."""
+
+    input_file: str | list[str]
+    model_dir: str
+    strategy: tf.distribute.Strategy
+    train_batch_size: int
+    max_seq_length: int
+    max_predictions_per_seq: int
+    num_train_steps: int
+    num_warmup_steps: int
+    learning_rate: float
+    optimizer: str
+    weight_decay_rate: float
+    save_checkpoints_steps: int
+    keep_checkpoint_max: int
+    log_every_steps: int
+    steps_per_execution: int
+    gradient_accumulation_steps: int
+    dtype_policy: str
+    jit_compile: bool
+    shuffle_buffer_size: int
+    seed: int
+    init_checkpoint: str | None
+    vocab_file: str | None
+    do_lower_case: bool | None
+    print_fn: Callable[[str], None]
+    # Derived by _check_settings: the data files, their sidecar and whether this
+    # worker is the chief.
+    files: list[str] = dataclasses.field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+    chief: bool = True
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Global examples per micro-batch (one of `gradient_accumulation_steps`)."""
+        return self.train_batch_size // self.gradient_accumulation_steps
+
+    @property
+    def write_dir(self) -> str:
+        """Where this worker writes checkpoints."""
+        return self.model_dir if self.chief else _worker_dir(self.model_dir, self.strategy)
+
+
+@dataclasses.dataclass
+class _TrainingState:
+    """What the run builds and steps: model, optimizer, step, input, checkpoint and loop."""
+
+    pretrainer: BertPretrainer
+    optimizer: keras.optimizers.Optimizer
+    global_step: tf.Variable
+    iterator: Any
+    next_batch: Callable[[], Any] | None
+    checkpoint: tf.train.Checkpoint | None
+    manager: tf.train.CheckpointManager | None
+    # The checkpoint in model_dir this run resumes from, or None.
+    latest: str | None
+    # Made by _train: the traced loop and the TensorBoard writer.
+    train_loop: Callable[[tf.Tensor], Any] | None = None
+    writer: tf.summary.SummaryWriter | None = None
+
+    def release(self) -> None:
+        """Frees the input pipeline and the traced loop; keeps the model, optimizer and writer."""
+        # The input iterator and the traced loop reference each other, so only
+        # the garbage collector frees them. Collect now, also after an error:
+        # the traceback keeps the frames that hold this state, so nothing but
+        # this state may hold them. An iterator left for the interpreter's exit
+        # is destroyed there, and its tf.data threads, busy until then, can
+        # hold up the exit for minutes.
+        self.train_loop = self.next_batch = self.iterator = None
+        self.checkpoint = self.manager = None
+        gc.collect()
+
+
+@dataclasses.dataclass
+class _Progress:
+    """Where the train loop stopped and what it measured."""
+
+    step: int
+    # The values of the last progress line (empty when no step ran).
+    last: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Examples and seconds of every call but the first, which traces the step.
+    timed_examples: int = 0
+    timed_seconds: float = 0.0
+
+    def summary(self, resumed_from_step: int, wall_seconds: float) -> dict[str, Any]:
+        """Returns the dict `run_pretraining` returns and writes to summary.json."""
+        return {
+            "global_step": self.step,
+            "loss": self.last.get("loss"),
+            "masked_lm_accuracy": self.last.get("masked_lm_accuracy"),
+            "next_sentence_accuracy": self.last.get("next_sentence_accuracy"),
+            "examples_per_second": (self.timed_examples / self.timed_seconds
+                                    if self.timed_seconds
+                                    else self.last.get("examples_per_second")),
+            "resumed_from_step": resumed_from_step,
+            "wall_seconds": wall_seconds,
+        }
+
+
+def _check_settings(settings: _Settings) -> _Settings:
+    """Checks the arguments and the data's sidecar; returns them with the files and defaults.
+
+    Mistakes that need no model to find (flags, data files, sidecar shapes, an
+    unwritable `model_dir`) fail here, before anything is built.
+    """
+    _check_positive(train_batch_size=settings.train_batch_size,
+                    num_train_steps=settings.num_train_steps,
+                    save_checkpoints_steps=settings.save_checkpoints_steps,
+                    log_every_steps=settings.log_every_steps,
+                    steps_per_execution=settings.steps_per_execution,
+                    keep_checkpoint_max=settings.keep_checkpoint_max,
+                    gradient_accumulation_steps=settings.gradient_accumulation_steps)
+    if settings.dtype_policy not in DTYPE_POLICIES:
+        raise ValueError(f"run_pretraining.dtype_policy={settings.dtype_policy!r} is not one of "
                          f"{', '.join(DTYPE_POLICIES)}.")
-    replicas, accumulation = strategy.num_replicas_in_sync, gradient_accumulation_steps
+    train_batch_size = settings.train_batch_size
+    replicas = settings.strategy.num_replicas_in_sync
+    accumulation = settings.gradient_accumulation_steps
     if train_batch_size % (replicas * accumulation):
         raise ValueError(
             f"run_pretraining.train_batch_size={train_batch_size} is not divisible by "
             f"{replicas} replica(s) x gradient_accumulation_steps={accumulation}; use a "
             f"multiple of {replicas * accumulation}."
         )
-    files = _list_input_files(input_file)
+    files = _list_input_files(settings.input_file)
     metadata = read_pretraining_metadata(files)
-    _check_data_shapes(metadata, max_seq_length, max_predictions_per_seq, files)
-    chief = is_chief(strategy)
-    _check_writable(model_dir)
+    _check_data_shapes(metadata, settings.max_seq_length, settings.max_predictions_per_seq, files)
+    chief = is_chief(settings.strategy)
+    _check_writable(settings.model_dir)
+    vocab_file, do_lower_case = settings.vocab_file, settings.do_lower_case
     if metadata:
         vocab_file = vocab_file or _sidecar_vocab(metadata)
         do_lower_case = metadata.get("do_lower_case") if do_lower_case is None else do_lower_case
+    return dataclasses.replace(settings, files=files, metadata=metadata, chief=chief,
+                               vocab_file=vocab_file, do_lower_case=do_lower_case)
 
-    if (dtype_policy == "mixed_bfloat16" and chief and not tf.config.list_logical_devices("GPU")
-            and not isinstance(strategy, tf.distribute.TPUStrategy)
-            and cpu_has_native_bfloat16() is False):
-        print_fn("note: this CPU has no bfloat16 matmul instructions (avx512_bf16, amx_bf16); "
-                 "mixed_bfloat16 runs slower than float32 on it (see BENCHMARKS.md)")
-    previous_policy = keras.config.dtype_policy()
-    keras.config.set_dtype_policy(dtype_policy)
-    keras.utils.set_random_seed(seed)
-    try:
-        with strategy.scope():
-            pretrainer = build_pretrainer()
-            opt = create_optimizer(learning_rate, num_train_steps, num_warmup_steps, optimizer,
-                                   weight_decay_rate=weight_decay_rate, dtype_policy=dtype_policy)
-            opt.build(pretrainer.trainable_variables)
-            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    finally:
-        keras.config.set_dtype_policy(previous_policy)
-    _check_data_vocab(metadata, pretrainer, vocab_file, files)
 
-    micro_batch = train_batch_size // accumulation
-    latest = tf.train.latest_checkpoint(model_dir)
-    data_seed = seed
-    if latest and isinstance(strategy, tf.distribute.TPUStrategy):
-        # TPU input iterators cannot be checkpointed: reshuffle instead of
-        # replaying the data seen before the checkpoint.
-        data_seed = seed + int(tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE"))
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        return pretraining_dataset(
-            files, context.get_per_replica_batch_size(micro_batch), max_seq_length,
-            max_predictions_per_seq, next_sentence=pretrainer.next_sentence, is_training=True,
-            shuffle_buffer_size=shuffle_buffer_size, seed=data_seed, input_context=context)
-
-    iterator, next_batch = _distributed_input(strategy, dataset_fn)
+def _build_state(settings: _Settings, build_pretrainer: Callable[[], BertPretrainer]
+                 ) -> _TrainingState:
+    """Builds the model and optimizer, the input pipeline and the checkpoint holding them."""
+    pretrainer, optimizer, global_step = _build_in_scope(settings, build_pretrainer)
+    _check_data_vocab(settings.metadata, pretrainer, settings.vocab_file, settings.files)
+    latest = tf.train.latest_checkpoint(settings.model_dir)
+    iterator, next_batch = _make_input(settings, pretrainer.next_sentence, latest)
     # Keras keeps each Dropout's RNG in a SeedGenerator whose state variable is
     # not reachable through the model's checkpoint dependencies; save it apart.
     dropout_rng = [v.value for v in pretrainer.variables if "seed_generator_state" in v.path]
-    checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=opt, step=global_step,
+    # These object names are the checkpoint's layout: renaming one breaks resuming
+    # from checkpoints already written.
+    checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=optimizer, step=global_step,
                                      dropout_rng=dropout_rng)
     if isinstance(iterator, tf.__internal__.tracking.Trackable):
         checkpoint.data = iterator
     else:
-        print_fn("note: TPU input iterators cannot be checkpointed; a resumed run reads the "
-                 "data in a new order (seed + step)")
-    write_dir = model_dir if chief else _worker_dir(model_dir, strategy)
-    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=keep_checkpoint_max)
-    if latest:
-        checkpoint.restore(latest).assert_existing_objects_matched()
-        print_fn(f"resuming from {latest} (step {int(global_step.numpy())})")
-    elif init_checkpoint:
-        _load_init_checkpoint(pretrainer, init_checkpoint)
-        print_fn(f"initialised from {init_checkpoint}")
-    resumed_from_step = int(global_step.numpy())
-    train_loop = None
+        settings.print_fn("note: TPU input iterators cannot be checkpointed; a resumed run reads "
+                          "the data in a new order (seed + step)")
+    manager = tf.train.CheckpointManager(checkpoint, settings.write_dir,
+                                         max_to_keep=settings.keep_checkpoint_max)
+    return _TrainingState(pretrainer, optimizer, global_step, iterator, next_batch, checkpoint,
+                          manager, latest)
+
+
+def _build_in_scope(settings: _Settings, build_pretrainer: Callable[[], BertPretrainer]
+                    ) -> tuple[BertPretrainer, keras.optimizers.Optimizer, tf.Variable]:
+    """Builds the pre-trainer, optimizer and step counter in the strategy's scope and dtype."""
+    strategy, dtype_policy = settings.strategy, settings.dtype_policy
+    if (dtype_policy == "mixed_bfloat16" and settings.chief
+            and not tf.config.list_logical_devices("GPU")
+            and not isinstance(strategy, tf.distribute.TPUStrategy)
+            and cpu_has_native_bfloat16() is False):
+        settings.print_fn("note: this CPU has no bfloat16 matmul instructions (avx512_bf16, "
+                          "amx_bf16); mixed_bfloat16 runs slower than float32 on it (see "
+                          "BENCHMARKS.md)")
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype_policy)
+    keras.utils.set_random_seed(settings.seed)
     try:
-        summary_path = os.path.join(model_dir, SUMMARY_FILE)
-        if resumed_from_step >= num_train_steps and tf.io.gfile.exists(summary_path):
-            # summary.json is written last, so the run had finished: nothing to do.
-            print_fn(f"{model_dir} is already at step {resumed_from_step}; nothing to train")
-            with tf.io.gfile.GFile(summary_path) as f:
-                return json.load(f)
-
-        train_loop = _make_train_loop(strategy, pretrainer, opt, global_step, train_batch_size,
-                                      accumulation, jit_compile, next_batch)
-        writer = (tf.summary.create_file_writer(model_dir) if chief
-                  else tf.summary.create_noop_writer())
-        new_interval = lambda: _Interval(pretrainer.next_sentence)  # noqa: E731
-        step, interval, last = resumed_from_step, new_interval(), {}
-        timed_examples, timed_seconds = 0, 0.0
-        first_call = True
-        while step < num_train_steps:
-            next_save = (step // save_checkpoints_steps + 1) * save_checkpoints_steps
-            num_steps = min(steps_per_execution, next_save - step, num_train_steps - step)
-            call_start = time.time()
-            stats = [t.numpy() for t in train_loop(tf.constant(num_steps, tf.int32))]
-            seconds = time.time() - call_start
-            if not first_call:  # The first call traces the step function.
-                timed_examples += num_steps * train_batch_size
-                timed_seconds += seconds
-            first_call = False
-            losses = stats[0]
-            bad = np.flatnonzero(~np.isfinite(losses))
-            if bad.size:
-                raise ValueError(
-                    f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping. The last good "
-                    f"checkpoint is {manager.latest_checkpoint or 'none (none was written yet)'}. "
-                    "Lower run_pretraining.learning_rate or raise num_warmup_steps and resume."
-                )
-            with writer.as_default():
-                for i, loss in enumerate(losses):
-                    _scalar("loss", loss, step + i + 1)
-            interval.add(stats, num_steps * train_batch_size, seconds)
-            step += num_steps
-            if step % save_checkpoints_steps == 0 or step == num_train_steps:
-                manager.save(checkpoint_number=step)
-            if step // log_every_steps > (step - num_steps) // log_every_steps or step == num_train_steps:
-                last = interval.report(step, num_train_steps, float(_current_learning_rate(opt)),
-                                       writer, print_fn)
-                interval = new_interval()
-        if not chief and tf.io.gfile.exists(write_dir):
-            tf.io.gfile.rmtree(write_dir)
-
+        with strategy.scope():
+            pretrainer = build_pretrainer()
+            optimizer = create_optimizer(
+                settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+                settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
+                dtype_policy=dtype_policy)
+            optimizer.build(pretrainer.trainable_variables)
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     finally:
-        # The input iterator and the traced loop reference each other, so only
-        # the garbage collector frees them. Collect now (also after an error,
-        # where the traceback still holds this frame): an iterator left for the
-        # interpreter's exit is destroyed there, and its tf.data threads, busy
-        # until then, can hold up the exit for minutes.
-        del train_loop, next_batch, iterator, checkpoint, manager
-        gc.collect()
-    summary = {
-        "global_step": step,
-        "loss": last.get("loss"),
-        "masked_lm_accuracy": last.get("masked_lm_accuracy"),
-        "next_sentence_accuracy": last.get("next_sentence_accuracy"),
-        "examples_per_second": (timed_examples / timed_seconds if timed_seconds
-                                else last.get("examples_per_second")),
-        "resumed_from_step": resumed_from_step,
-        "wall_seconds": time.time() - start,
-    }
-    if chief:
-        save_pretrained(model_dir, pretrainer.encoder, vocab_file=vocab_file,
-                        do_lower_case=do_lower_case, pretrainer=pretrainer)
-        _write_json(summary_path, summary)
-        writer.flush()
-    print_fn("summary: " + json.dumps(summary))
-    return summary
+        keras.config.set_dtype_policy(previous_policy)
+    return pretrainer, optimizer, global_step
+
+
+def _make_input(settings: _Settings, next_sentence: bool, latest: str | None):
+    """Returns `(iterator, next_batch)` over the training data, as `_distributed_input`."""
+    data_seed = settings.seed
+    if latest and isinstance(settings.strategy, tf.distribute.TPUStrategy):
+        # TPU input iterators cannot be checkpointed: reshuffle instead of
+        # replaying the data seen before the checkpoint.
+        data_seed = settings.seed + int(
+            tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return pretraining_dataset(
+            settings.files, context.get_per_replica_batch_size(settings.micro_batch_size),
+            settings.max_seq_length, settings.max_predictions_per_seq,
+            next_sentence=next_sentence, is_training=True,
+            shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
+            input_context=context)
+
+    return _distributed_input(settings.strategy, dataset_fn)
+
+
+def _restore_checkpoint(settings: _Settings, state: _TrainingState) -> int:
+    """Restores the latest checkpoint (exact resume) or `init_checkpoint`; returns the step."""
+    if state.latest:
+        state.checkpoint.restore(state.latest).assert_existing_objects_matched()
+        settings.print_fn(f"resuming from {state.latest} (step {int(state.global_step.numpy())})")
+    elif settings.init_checkpoint:
+        _load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
+        settings.print_fn(f"initialised from {settings.init_checkpoint}")
+    return int(state.global_step.numpy())
+
+
+def _finished_summary(settings: _Settings, resumed_from_step: int) -> dict[str, Any] | None:
+    """Returns the summary of a run that had already finished in `model_dir`, else None."""
+    summary_path = os.path.join(settings.model_dir, SUMMARY_FILE)
+    if resumed_from_step >= settings.num_train_steps and tf.io.gfile.exists(summary_path):
+        # summary.json is written last, so the run had finished: nothing to do.
+        settings.print_fn(f"{settings.model_dir} is already at step {resumed_from_step}; "
+                          "nothing to train")
+        with tf.io.gfile.GFile(summary_path) as f:
+            return json.load(f)
+    return None
+
+
+def _train(settings: _Settings, state: _TrainingState, resumed_from_step: int) -> _Progress:
+    """Steps to `num_train_steps`, checkpointing, writing scalars and printing progress lines.
+
+    Only `state` holds the input, the checkpoint and the traced loop (no local
+    here does), so that `state.release()` frees them even while an error's
+    traceback holds this frame.
+    """
+    state.train_loop = _make_train_loop(
+        settings.strategy, state.pretrainer, state.optimizer, state.global_step,
+        settings.train_batch_size, settings.gradient_accumulation_steps, settings.jit_compile,
+        state.next_batch)
+    state.writer = (tf.summary.create_file_writer(settings.model_dir) if settings.chief
+                    else tf.summary.create_noop_writer())
+    num_train_steps, batch_size = settings.num_train_steps, settings.train_batch_size
+    save_every, log_every = settings.save_checkpoints_steps, settings.log_every_steps
+    progress = _Progress(step=resumed_from_step)
+    step, interval, first_call = resumed_from_step, _Interval(state.pretrainer.next_sentence), True
+    while step < num_train_steps:
+        next_save = (step // save_every + 1) * save_every
+        num_steps = min(settings.steps_per_execution, next_save - step, num_train_steps - step)
+        call_start = time.time()
+        stats = [t.numpy() for t in state.train_loop(tf.constant(num_steps, tf.int32))]
+        seconds = time.time() - call_start
+        if not first_call:  # The first call traces the step function.
+            progress.timed_examples += num_steps * batch_size
+            progress.timed_seconds += seconds
+        first_call = False
+        _check_finite(stats[0], step, state.manager.latest_checkpoint)
+        with state.writer.as_default():
+            for i, loss in enumerate(stats[0]):
+                _scalar("loss", loss, step + i + 1)
+        interval.add(stats, num_steps * batch_size, seconds)
+        step += num_steps
+        if step % save_every == 0 or step == num_train_steps:
+            state.manager.save(checkpoint_number=step)
+        if step // log_every > (step - num_steps) // log_every or step == num_train_steps:
+            progress.last = interval.report(step, num_train_steps,
+                                            float(_current_learning_rate(state.optimizer)),
+                                            state.writer, settings.print_fn)
+            interval = _Interval(state.pretrainer.next_sentence)
+    progress.step = step
+    return progress
+
+
+def _check_finite(losses: np.ndarray, step: int, last_checkpoint: str | None) -> None:
+    """Raises if a loss of the steps after `step` is NaN or infinite."""
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        raise ValueError(
+            f"loss is {losses[bad[0]]} at step {step + bad[0] + 1}; stopping. The last good "
+            f"checkpoint is {last_checkpoint or 'none (none was written yet)'}. "
+            "Lower run_pretraining.learning_rate or raise num_warmup_steps and resume."
+        )
 
 
 def _distributed_input(strategy, dataset_fn):
@@ -316,16 +496,46 @@ def _distributed_input(strategy, dataset_fn):
 
 def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_size,
                      accumulation, jit_compile, next_batch):
+    """Returns `train_loop(num_steps)`, one `tf.function` call running `num_steps` optimizer steps.
+
+    Each step reads `accumulation` micro-batches from `next_batch`, runs the
+    replica step under `strategy` and adds one to `global_step`. The loop
+    returns four per-step tensors summed over replicas: loss, MLM hits, MLM
+    weight and NSP hits.
+    """
+    replica_step = _make_replica_step(strategy, pretrainer, optimizer, train_batch_size,
+                                      accumulation)
+    step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
+
+    @tf.function
+    def train_loop(num_steps):
+        # One TensorArray per statistic: autograph tracks names, not list items.
+        loss, mlm_correct, mlm_weight, nsp_correct = (
+            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
+        for i in tf.range(num_steps):
+            micro_batches = tuple(next_batch() for _ in range(accumulation))
+            results = strategy.run(step_fn, args=(micro_batches,))
+            global_step.assign_add(1)
+            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
+            loss = loss.write(i, reduced[0])
+            mlm_correct = mlm_correct.write(i, reduced[1])
+            mlm_weight = mlm_weight.write(i, reduced[2])
+            nsp_correct = nsp_correct.write(i, reduced[3])
+        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
+
+    return train_loop
+
+
+def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumulation):
+    """Returns `replica_step(micro_batches)`: one optimizer step on one replica's micro-batches.
+
+    Gradients are summed over micro-batches and then across replicas, once,
+    before the optimizer clips and applies them.
+    """
     variables = pretrainer.trainable_variables
     next_sentence = pretrainer.next_sentence
     contributions = strategy.num_replicas_in_sync * accumulation
-    # We sum gradients across replicas ourselves (once, before clipping), so
-    # the optimizer must not sum them again. Keras has no public switch.
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not hasattr(inner, "_all_reduce_sum_gradients"):
-        raise RuntimeError("this Keras version's optimizer has no _all_reduce_sum_gradients; "
-                           "kbert's pre-training loop needs updating for it")
-    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
+    _stop_optimizer_summing_gradients(optimizer)
 
     def replica_step(micro_batches):
         context = tf.distribute.get_replica_context()
@@ -367,25 +577,17 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
         optimizer.apply_gradients(zip(grads, [variables[i] for i in used]))
         return loss_sum, mlm_correct, local_weight, nsp_correct
 
-    step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
+    return replica_step
 
-    @tf.function
-    def train_loop(num_steps):
-        # One TensorArray per statistic: autograph tracks names, not list items.
-        loss, mlm_correct, mlm_weight, nsp_correct = (
-            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
-        for i in tf.range(num_steps):
-            micro_batches = tuple(next_batch() for _ in range(accumulation))
-            results = strategy.run(step_fn, args=(micro_batches,))
-            global_step.assign_add(1)
-            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
-            loss = loss.write(i, reduced[0])
-            mlm_correct = mlm_correct.write(i, reduced[1])
-            mlm_weight = mlm_weight.write(i, reduced[2])
-            nsp_correct = nsp_correct.write(i, reduced[3])
-        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
 
-    return train_loop
+def _stop_optimizer_summing_gradients(optimizer) -> None:
+    # We sum gradients across replicas ourselves (once, before clipping), so
+    # the optimizer must not sum them again. Keras has no public switch.
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not hasattr(inner, "_all_reduce_sum_gradients"):
+        raise RuntimeError("this Keras version's optimizer has no _all_reduce_sum_gradients; "
+                           "kbert's pre-training loop needs updating for it")
+    inner._all_reduce_sum_gradients = lambda grads_and_vars: list(grads_and_vars)
 
 
 class _Interval:
@@ -548,9 +750,3 @@ def _load_init_checkpoint(pretrainer: BertPretrainer, directory: str) -> None:
     if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
         heads = load_pretrainer(directory, next_sentence=pretrainer.next_sentence)
         pretrainer.set_weights(heads.get_weights())
-
-
-def _write_json(path: str, value: dict) -> None:
-    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
