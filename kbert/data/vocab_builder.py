@@ -41,6 +41,7 @@ from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
 from kbert.data import text_files
+from kbert.files import write_text
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
@@ -63,7 +64,7 @@ def build_vocab(
     Args:
         input_file: str or list of str. Comma-separated file names or globs
             of raw text.
-        output_file: str. Where to write `vocab.txt` (temp name, then rename).
+        output_file: str. Where to write `vocab.txt` (atomically: `kbert.files.write_text`).
         vocab_size: int. Size of the vocabulary including reserved tokens.
             A small corpus may give fewer. Defaults to 30522.
         do_lower_case: bool. Lower case and strip accents, as for uncased
@@ -146,14 +147,9 @@ def build_vocab(
     # As the released vocabularies: reserved tokens, characters, their ## forms,
     # then the learned pieces in the order they were learned.
     ordered = (reserved + alphabet + continuations + learned)[:vocab_size]
-    tmp = output_file + ".incomplete"
     try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write("".join(t + "\n" for t in ordered))
-        tf.io.gfile.rename(tmp, output_file, overwrite=True)
+        write_text(output_file, "".join(t + "\n" for t in ordered))
     except (tf.errors.OpError, OSError) as e:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
         raise ValueError(f"--output_file={output_file!r} cannot be written: {e}") from None
     return {
         "vocab_size": len(ordered),

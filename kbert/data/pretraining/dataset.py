@@ -108,22 +108,31 @@ def pretraining_dataset(
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
     dataset = dataset.batch(batch_size, drop_remainder=is_training)
-
-    def to_model_inputs(serialized):
-        example = tf.io.parse_example(serialized, spec)
-        features = {
-            "token_ids": tf.cast(example["input_ids"], tf.int32),
-            "segment_ids": tf.cast(example["segment_ids"], tf.int32),
-            "padding_mask": tf.cast(example["input_mask"], tf.int32),
-            "mask_positions": tf.cast(example["masked_lm_positions"], tf.int32),
-        }
-        labels = {"mlm": tf.cast(example["masked_lm_ids"], tf.int32)}
-        sample_weights = {"mlm": example["masked_lm_weights"]}
-        if next_sentence:
-            labels["nsp"] = tf.cast(example["next_sentence_labels"], tf.int32)
-            # Keras wants a weight for every output once any is weighted.
-            sample_weights["nsp"] = tf.ones_like(labels["nsp"][:, 0], tf.float32)
-        return features, labels, sample_weights
-
-    dataset = dataset.map(to_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(
+        lambda serialized: _to_model_inputs(tf.io.parse_example(serialized, spec), next_sentence),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _to_model_inputs(
+    example: dict[str, tf.Tensor], next_sentence: bool
+) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
+    """Parsed google-research/bert features as the models' `(features, labels, sample_weights)`.
+
+    Renames the on-disk features (`input_ids`, `input_mask`, ...) to the
+    keras-hub input names the models take (`token_ids`, `padding_mask`, ...).
+    """
+    features = {
+        "token_ids": tf.cast(example["input_ids"], tf.int32),
+        "segment_ids": tf.cast(example["segment_ids"], tf.int32),
+        "padding_mask": tf.cast(example["input_mask"], tf.int32),
+        "mask_positions": tf.cast(example["masked_lm_positions"], tf.int32),
+    }
+    labels = {"mlm": tf.cast(example["masked_lm_ids"], tf.int32)}
+    sample_weights = {"mlm": example["masked_lm_weights"]}
+    if next_sentence:
+        labels["nsp"] = tf.cast(example["next_sentence_labels"], tf.int32)
+        # Keras wants a weight for every output once any is weighted.
+        sample_weights["nsp"] = tf.ones_like(labels["nsp"][:, 0], tf.float32)
+    return features, labels, sample_weights

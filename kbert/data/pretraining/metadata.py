@@ -14,6 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.files import write_text
+
 METADATA_SUFFIX = ".meta.json"
 METADATA_FORMAT = "kbert.pretraining_data.v1"
 # Keys that must agree across the files a trainer reads together.
@@ -33,25 +35,23 @@ def metadata_path(data_file: str) -> str:
 
 
 def write_metadata(data_file: str, metadata: dict[str, Any]) -> str:
-    """Writes `metadata` as the sidecar of `data_file` (temp name, then rename).
+    """Writes `metadata` as the sidecar of `data_file`, atomically (`kbert.files.write_text`).
 
     Returns:
         The sidecar path.
     """
     path = metadata_path(data_file)
-    tmp = path + ".incomplete"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    write_text(path, json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def list_data_files(file_pattern: str | list[str]) -> list[str]:
     """Lists the pre-training TFRecord files matching comma-separated globs.
 
-    Skips the sidecars and the `.incomplete` temporaries that
-    `create_pretraining_data` writes next to the data, so that
-    "data/train-*" still works.
+    Skips the sidecars and the temporaries that `create_pretraining_data`
+    writes next to the data (all end in `.incomplete`: its data files'
+    `<output>.incomplete` and `kbert.files.temporary_name`'s for the
+    sidecars), so that "data/train-*" still works.
 
     Args:
         file_pattern: str or list of str. File names or globs.
