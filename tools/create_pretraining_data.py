@@ -66,7 +66,8 @@ flags.DEFINE_bool("verbose", False, "Print the first 20 instances in readable fo
 
 def main(argv):
     del argv
-    from kbert.data import format_instance  # Imports TensorFlow.
+    from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
+    from kbert.data import format_instance
     from kbert.data import read_vocab
     from kbert.data.pretraining.generator import create_pretraining_data
 

@@ -136,6 +136,7 @@ def run_pretraining(
     ...     train_batch_size=256, num_train_steps=100000, learning_rate=1e-4)
     """
     start = time.time()
+    fresh_model_dir = _is_missing_or_empty(model_dir)
     settings = _check_settings(_Settings(
         input_file=input_file, model_dir=model_dir,
         strategy=strategy or tf.distribute.get_strategy(), train_batch_size=train_batch_size,
@@ -148,8 +149,12 @@ def run_pretraining(
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
         init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
         print_fn=print_fn))
-    state = _build_state(settings, build_pretrainer)
-    resumed_from_step = _restore_checkpoint(settings, state)
+    try:
+        state = _build_state(settings, build_pretrainer)
+        resumed_from_step = _restore_checkpoint(settings, state)
+    except BaseException:
+        _remove_if_fresh(model_dir, fresh_model_dir and settings.chief)
+        raise
     try:
         finished = _finished_summary(settings, resumed_from_step)
         if finished is not None:
@@ -157,6 +162,12 @@ def run_pretraining(
         progress = _train(settings, state, resumed_from_step)
         if not settings.chief and tf.io.gfile.exists(settings.write_dir):
             tf.io.gfile.rmtree(settings.write_dir)
+    except BaseException as e:
+        state.release()
+        _remove_if_fresh(model_dir, fresh_model_dir and settings.chief)
+        if isinstance(e, tf.errors.DataLossError):
+            raise _named_data_error(settings.files, e) from None
+        raise
     finally:
         state.release()
     summary = progress.summary(resumed_from_step, wall_seconds=time.time() - start)
@@ -299,6 +310,8 @@ def _check_settings(settings: _Settings) -> _Settings:
     files = _list_input_files(settings.input_file)
     metadata = read_pretraining_metadata(files)
     _check_data_shapes(metadata, settings.max_seq_length, settings.max_predictions_per_seq, files)
+    if not metadata:
+        _check_first_record(files[0], settings.max_seq_length, settings.max_predictions_per_seq)
     chief = is_chief(settings.strategy)
     _check_writable(settings.model_dir)
     vocab_file, do_lower_case = settings.vocab_file, settings.do_lower_case
@@ -707,6 +720,63 @@ def _check_data_vocab(metadata, pretrainer, vocab_file, files) -> None:
                 f"vocab_sha256 {metadata['vocab_sha256'][:12]}...; pass the vocabulary the data "
                 "was made with."
             )
+
+
+def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+    """Without a sidecar, reads one record to check its lengths against the settings.
+
+    google-research/bert's tool writes no sidecar; a length mismatch would
+    otherwise surface as a parse error deep in the first step, naming no file.
+    """
+    try:
+        record = next(iter(tf.data.TFRecordDataset(path).take(1)), None)
+    except tf.errors.OpError as e:
+        raise _named_data_error([path], e) from None
+    if record is None:
+        raise ValueError(f"{path} holds no records; regenerate it or leave it out of --input_file.")
+    example = tf.train.Example.FromString(record.numpy())
+    lengths = {name: len(feature.int64_list.value)
+               for name, feature in example.features.feature.items()}
+    for feature, key, value in (("input_ids", "max_seq_length", max_seq_length),
+                                ("masked_lm_positions", "max_predictions_per_seq",
+                                 max_predictions_per_seq)):
+        if feature not in lengths:
+            raise ValueError(f"{path}: the first record has no {feature!r} feature; is it "
+                             "pre-training data from tools/create_pretraining_data.py?")
+        if lengths[feature] != value:
+            raise ValueError(
+                f"{path}: records have {feature} of length {lengths[feature]} but "
+                f"run_pretraining.{key}={value} (the file has no .meta.json sidecar to say so); "
+                f"pass --gin_params='run_pretraining.{key} = {lengths[feature]}'.")
+
+
+def _named_data_error(files: list[str], error: tf.errors.OpError) -> ValueError:
+    """A clear error naming the corrupt or truncated file (and offset) of a data error."""
+    from kbert.data.pretraining.tfrecord_framing import find_framing_error
+
+    cause = str(error.message if hasattr(error, "message") else error).splitlines()[0]
+    for path in files:
+        problem = find_framing_error(path)
+        if problem is not None:
+            offset, reason = problem
+            return ValueError(
+                f"{path}: corrupt or truncated TFRecord at byte {offset}: {reason}. Regenerate "
+                "the file (e.g. it was copied while being written) or leave it out of "
+                f"--input_file. (TensorFlow: {cause})")
+    return ValueError(f"reading --input_file failed: {cause}; every file's TFRecord framing "
+                      "checks out, so a record's contents may be bad.")
+
+
+def _is_missing_or_empty(directory: str) -> bool:
+    return not tf.io.gfile.isdir(directory) or not tf.io.gfile.listdir(directory)
+
+
+def _remove_if_fresh(model_dir: str, fresh: bool) -> None:
+    # A run that fails before its first checkpoint, in a directory that was
+    # empty or missing, leaves nothing behind (no operative_config.gin, no
+    # events file); once a checkpoint exists the directory is kept to resume.
+    if fresh and tf.io.gfile.isdir(model_dir) and tf.train.latest_checkpoint(model_dir) is None:
+        tf.io.gfile.rmtree(model_dir)
 
 
 def _sidecar_vocab(metadata) -> str | None:

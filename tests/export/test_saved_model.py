@@ -133,6 +133,10 @@ def test_kbert_export_binary_checks_ops_in_a_fresh_process(exported, tmp_path):
             and "tensorflow-text ops: FastBertNormalize, FastWordpieceTokenizeWithOffsets, NormalizeUTF8;" in result.stderr
             and "signatures: serve_ids, serving_default." in result.stderr), result.stderr[-2000:]
     assert os.listdir(export_dir) == ["1"]
+    # TensorFlow's start-up notices and SavedModel INFO lines stay out: one line, the ops check.
+    assert not any(word in result.stderr for word in ("oneDNN", "cuInit", "cudart", "InitializeLog",
+                                                      "fingerprint", "Sharding callback"))
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_ops_check_reports_ops_outside_tensorflow(tmp_path):

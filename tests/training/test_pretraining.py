@@ -323,3 +323,49 @@ def test_init_checkpoint_loads_weights_and_refuses_other_sizes(reference, small_
 
 def load_pretrainer_weights(directory):
     return load_pretrainer(directory).get_weights()
+
+
+def _record_offsets(path):
+    """(start, data length) of every record of a TFRecord file."""
+    import struct
+
+    data, offset, records = open(path, "rb").read(), 0, []
+    while offset < len(data):
+        length = struct.unpack("<Q", data[offset:offset + 8])[0]
+        records.append((offset, length))
+        offset += 16 + length
+    return records
+
+
+def test_truncated_tfrecord_is_named_with_its_offset_and_nothing_is_left(tmp_path):
+    good = write_pretraining_data(str(tmp_path / "a-0.tfrecord"), num_examples=8)
+    bad = write_pretraining_data(str(tmp_path / "a-1.tfrecord"), num_examples=8)
+    start, length = _record_offsets(bad)[3]
+    with open(bad, "r+b") as f:  # A copy cut off inside its fourth record.
+        f.truncate(start + 20)
+    model_dir = tmp_path / "fresh"
+    with pytest.raises(ValueError, match=(
+            rf"a-1.tfrecord: corrupt or truncated TFRecord at byte {start}: the file ends "
+            rf"8 bytes into a record of {length} bytes")):
+        _run(f"{good},{bad}", model_dir, shuffle_buffer_size=1)
+    assert not model_dir.exists()
+
+
+def test_data_without_sidecar_of_another_length_is_named_before_building(tmp_path):
+    data = write_pretraining_data(str(tmp_path / "b.tfrecord"), num_examples=8)
+    with pytest.raises(ValueError, match=(
+            r"b.tfrecord: records have input_ids of length 16 but run_pretraining.max_seq_length="
+            r"32 \(the file has no .meta.json sidecar to say so\); pass --gin_params="
+            r"'run_pretraining.max_seq_length = 16'")):
+        _run(data, tmp_path / "model", max_seq_length=32)
+    with pytest.raises(ValueError, match=r"masked_lm_positions of length 3 but "
+                                         r"run_pretraining.max_predictions_per_seq=5"):
+        _run(data, tmp_path / "model", max_predictions_per_seq=5)
+    assert not (tmp_path / "model").exists()
+
+
+def test_failure_after_a_checkpoint_keeps_the_model_dir(small_data_file, tmp_path):
+    _run(small_data_file, tmp_path / "kept", num_train_steps=4)
+    with pytest.raises(ValueError, match="loss is nan"):
+        _run(small_data_file, tmp_path / "kept", num_train_steps=16, learning_rate=1e30)
+    assert (tmp_path / "kept" / "checkpoint").exists()
