@@ -2,6 +2,7 @@
 
     python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
     TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
+    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer
 
 Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
 a checksum of the weights, for tests to compare with the default strategy.
@@ -26,7 +27,7 @@ if mode == "mirrored":
 from tests.conftest import tiny_encoder_kwargs  # noqa: E402
 from tests.training.pretraining_data import RUN  # noqa: E402
 
-from kbert.models import BertEncoder, BertPretrainer  # noqa: E402
+from kbert.models import BertEncoder, BertPretrainer, ElectraPretrainer  # noqa: E402
 from kbert.training import create_strategy, run_pretraining  # noqa: E402
 
 if mode == "mirrored":
@@ -39,7 +40,11 @@ built = []
 
 
 def build():
-    built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
+    if os.environ.get("MODEL") == "electra":
+        built.append(ElectraPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0,
+                                                                         embedding_dim=16))))
+    else:
+        built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
     return built[-1]
 
 
