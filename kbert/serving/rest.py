@@ -54,6 +54,9 @@ def _decode_strings(value, input_name: str):
 def _to_array(value, input_name: str, spec) -> np.ndarray:
     if spec is not None and spec.dtype.name == "string":
         array = np.array(_decode_strings(value, input_name), dtype=object)
+        if array.ndim > len(spec.shape):  # before .flat, which numpy limits to 32 dimensions
+            raise invalid(f"input {input_name!r} is nested {array.ndim} lists deep; the signature takes "
+                          f"rank {len(spec.shape)}.")
         if array.dtype != object or (array.ndim and any(isinstance(v, list) for v in array.flat)):
             raise invalid(f"input {input_name!r} is a ragged list; every row needs the same length.")
         return array
