@@ -81,29 +81,30 @@ class Server:
             self.stderr.seek(0)
             sys.exit(f"serving_load: kbert-serve did not start ({line!r}):\n{self.stderr.read()[-2000:]}")
         self.peak_rss = self.rss()
+        self.peak_threads = self.ready_threads = self._status("Threads")
         self._sampling = True
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
 
-    def rss(self) -> int:
-        """Resident bytes now; 0 once the process is gone."""
+    def _status(self, field: str) -> int:
         try:
             with open(f"/proc/{self.process.pid}/status") as f:
-                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+                return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
         except (OSError, StopIteration):
             return 0
 
+    def rss(self) -> int:
+        """Resident bytes now; 0 once the process is gone."""
+        return self._status("VmRSS") * 1024
+
     def hwm(self) -> int:
         """The kernel's own peak RSS (VmHWM), or the sampled peak once the process is gone."""
-        try:
-            with open(f"/proc/{self.process.pid}/status") as f:
-                return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-        except (OSError, StopIteration):
-            return self.peak_rss
+        return self._status("VmHWM") * 1024 or self.peak_rss
 
     def _sample(self) -> None:
         while self._sampling and self.process.poll() is None:
             self.peak_rss = max(self.peak_rss, self.rss())
+            self.peak_threads = max(self.peak_threads, self._status("Threads"))
             time.sleep(0.05)
 
     def alive(self) -> bool:
@@ -301,7 +302,7 @@ def main() -> None:
         try:
             normal_traffic(server, 2.0)  # warm up: first calls trace and allocate
             quiet = normal_traffic(server, args.seconds)
-            quiet_rss = server.peak_rss
+            quiet_rss, quiet_threads = server.peak_rss, server.peak_threads
             outcomes, slow = [], []
             abuser = threading.Thread(target=abuse, args=(server, half, models["sst2"]["version_dir"],
                                                           args.ner_text_bytes, outcomes, slow, args.seconds / 8))
@@ -315,14 +316,16 @@ def main() -> None:
                 check = normal_traffic(server, 1.0)
                 alive = not check["errors"]
             peak = max(server.hwm(), server.peak_rss)
+            threads = (server.ready_threads, quiet_threads, server.peak_threads)
         finally:
             code = server.stop()
             server.stderr.seek(0)
             log_tail = server.stderr.read()[-600:]
-    report(args, quiet, loaded, outcomes, started_rss, quiet_rss, peak, alive, code, log_tail)
+    report(args, quiet, loaded, outcomes, (started_rss, quiet_rss, peak), threads, alive, code, log_tail)
 
 
-def report(args, quiet, loaded, outcomes, started_rss, quiet_rss, peak, alive, code, log_tail) -> None:
+def report(args, quiet, loaded, outcomes, rss, threads, alive, code, log_tail) -> None:
+    started_rss, quiet_rss, peak = rss
     mb = 1 << 20
     print(f"## kbert-serve under load with abuse ({CLIENTS} clients, {args.seconds:g} s per phase, "
           f"NER text {args.ner_text_bytes:,} bytes, server capped at {args.server_memory_limit_gb:g} GB)\n")
@@ -333,11 +336,13 @@ def report(args, quiet, loaded, outcomes, started_rss, quiet_rss, peak, alive, c
               f"{r['p50']:.1f} | {r['p99']:.1f} |")
     print(f"\n(latencies of answered requests.) p50 with abuse / alone: {loaded['p50'] / quiet['p50']:.2f}x; "
           f"p99: {loaded['p99'] / quiet['p99']:.2f}x")
-    print(f"\n| abusive request | answer | seconds |\n|---|---|---:|")
+    print("\n| abusive request | answer | seconds |\n|---|---|---:|")
     for name, result, seconds in outcomes:
         print(f"| {name} | {str(result).replace('|', '/')} | {seconds:.2f} |")
     print(f"\nServer RSS: {started_rss / mb:.0f} MB when ready, peak {quiet_rss / mb:.0f} MB under normal "
           f"traffic, peak {peak / mb:.0f} MB in all.")
+    print(f"Server threads: {threads[0]} when ready, peak {threads[1]} under normal traffic, peak {threads[2]} "
+          "in all.")
     print(f"Server alive at the end: {'yes' if alive else 'NO'} (exit status after SIGTERM: {code}).")
     if loaded["errors"]:
         kinds = sorted({e.split(':')[0] for e in loaded["errors"]})

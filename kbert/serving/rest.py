@@ -29,6 +29,7 @@ from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import not_found
 from kbert.serving.limits import Limits
+from kbert.serving.limits import check_deadline
 from kbert.serving.prediction_service import status_response
 
 log = logging.getLogger("kbert.serving")
@@ -196,6 +197,7 @@ class RestApi:
                 model is not run.
         """
         try:
+            check_deadline(deadline, "a thread was free to read it")  # waited in the pool too long
             match = _PREDICT.match(path)
             if not match:
                 raise not_found(f"Malformed request: POST {path}; predict at "
