@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.serving.errors import ServingError
-from kbert.serving.limits import check_deadline
+from kbert.serving.limits import deadline_exceeded
 
 _WRAPPED = re.compile(r"(\w+)\s*\{\s*value\s*:\s*(\"[^\"]*\"|[^\s}]+)\s*\}")
 _PLAIN = re.compile(r"(\w+)\s*:\s*(\"[^\"]*\"|[^\s{}]+)")
@@ -194,7 +194,7 @@ class BatchScheduler:
                     queue.remove(task)
                     if not queue:
                         del self._queues[key]
-                    check_deadline(deadline, "its batch started")
+                    raise deadline_exceeded("its batch started")
             task.done.wait()  # already running: it cannot be stopped half-way
         if task.error is not None:
             raise task.error
@@ -242,10 +242,7 @@ class BatchScheduler:
 
     @staticmethod
     def _expire(task: _Task) -> None:
-        try:
-            check_deadline(task.deadline, "its batch started")
-        except ServingError as e:
-            task.error = e
+        task.error = deadline_exceeded("its batch started")
         task.done.set()
 
     def _padded_size(self, size: int) -> int:

@@ -151,6 +151,11 @@ def check_deadline(deadline: float | None, what: str) -> None:
         what: str. What would have run, for the message.
     """
     if deadline is not None and time.monotonic() >= deadline:
-        raise ServingError(grpc.StatusCode.DEADLINE_EXCEEDED,
-                           f"The request's deadline passed before {what}; it was not run. Send a longer "
-                           "deadline (gRPC timeout, or kbert-serve --rest_api_timeout_in_ms for REST) or retry.")
+        raise deadline_exceeded(what)
+
+
+def deadline_exceeded(what: str) -> ServingError:
+    """The DEADLINE_EXCEEDED error of a request that was not run."""
+    return ServingError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                        f"The request's deadline passed before {what}; it was not run. Send a longer deadline "
+                        "(gRPC timeout, or kbert-serve --rest_api_timeout_in_ms for REST) or retry.")
