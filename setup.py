@@ -23,6 +23,9 @@ setup(
         "absl-py",
         "tensorflow-serving-api~=2.21.0",
         "grpcio",
+        # kbert-serve's REST server: one event loop reads every connection, with read timeouts
+        # and body limits (kbert/serving/rest_server.py says why not http.server or others).
+        "tornado>=6.4",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).

@@ -77,19 +77,13 @@ def exported_models() -> dict:
     """
     from kbert.export.saved_model import export_saved_model
     from kbert.models import BertEncoder
-    from kbert.checkpoints import save_finetuned
     from kbert.checkpoints import save_pretrained
 
     root = tempfile.mkdtemp(prefix="kbert-serving-test-")
     atexit.register(shutil.rmtree, root, ignore_errors=True)
     found = {"root": root}
     for index, name in enumerate(TASKS):
-        model, task_config = build_task_model(name, seed=index)
-        model_dir = os.path.join(root, "finetuned", name)
-        save_finetuned(model_dir, model, task_config, VOCAB)
-        export_dir = os.path.join(root, "export", name)
-        path = export_saved_model(model_dir, export_dir, check=False)
-        found[name] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+        found[name] = export_task(name, root, seed=index)
     import keras
 
     keras.utils.set_random_seed(7)
@@ -100,6 +94,23 @@ def exported_models() -> dict:
     path = export_saved_model(model_dir, export_dir, max_seq_length=32, check=False)
     found["embed"] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
     return found
+
+
+def export_task(name: str, root: str, seed: int = 0) -> dict:
+    """Builds, saves and exports (version 1) one entry of TASKS under `root`.
+
+    Returns:
+        `{"model_dir", "export_dir", "version_dir"}`.
+    """
+    from kbert.checkpoints import save_finetuned
+    from kbert.export.saved_model import export_saved_model
+
+    model, task_config = build_task_model(name, seed=seed)
+    model_dir = os.path.join(root, "finetuned", name)
+    save_finetuned(model_dir, model, task_config, VOCAB)
+    export_dir = os.path.join(root, "export", name)
+    path = export_saved_model(model_dir, export_dir, check=False)
+    return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
 
 
 def free_port() -> int:
