@@ -58,7 +58,7 @@ def count_and_learn(
     input_encoding: str,
     runner: str,
     pipeline_args: Sequence[str],
-    block_bytes: int = BLOCK_BYTES,
+    block_bytes: int | None = None,
     **settings: Any,
 ) -> dict[str, Any]:
     """Counts `files` with a Beam pipeline, then learns and writes the vocabulary here.
@@ -71,7 +71,8 @@ def count_and_learn(
         input_encoding: str. Codec of the files.
         runner: str. Beam runner name.
         pipeline_args: list of str. Beam's own options.
-        block_bytes: int. Text per counting element. Defaults to 16 MiB.
+        block_bytes: int or None. Text per counting element. Defaults to
+            `BLOCK_BYTES` (16 MiB).
         **settings: `vocab_size`, `do_lower_case`, `num_unused`,
             `min_frequency`, `limit_alphabet` for `learn_vocab`.
 
@@ -94,7 +95,7 @@ def count_and_learn(
         counts_prefix = os.path.join(work_dir, "counts")
         _ = (
             pipeline
-            | "List blocks" >> beam.Create(list(_blocks(files, block_bytes)))
+            | "List blocks" >> beam.Create(list(_blocks(files, block_bytes or BLOCK_BYTES)))
             | "Spread blocks" >> beam.Reshuffle()
             | "Count blocks" >> beam.ParDo(_CountBlock(input_encoding, settings["do_lower_case"]))
             | "Sum counts" >> beam.CombinePerKey(sum)
