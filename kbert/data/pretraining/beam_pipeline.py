@@ -169,7 +169,7 @@ def run_generation(
     try:
         tf.io.gfile.makedirs(run.work_dir)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, config, run)
+        _build_pipeline(pipeline, config, run)
         beam_support.run_pipeline(pipeline, ",".join(config.output_files))
         published = True
     finally:
@@ -183,7 +183,7 @@ def run_generation(
     return metadata
 
 
-def build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, run: _Run) -> None:
+def _build_pipeline(pipeline: beam.Pipeline, config: GenerationConfig, run: _Run) -> None:
     """Adds the steps of the module docstring to `pipeline`."""
     tasks = (
         pipeline

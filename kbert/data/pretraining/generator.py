@@ -48,6 +48,11 @@ is `ChunkProcessor.process` (`chunk_processor.py`), a plain method of an
 object built from the config, which needs no pool: a pool worker holds one
 in `_POOL_WORKER`.
 
+`create_pretraining_data(..., runner=...)` runs the same tasks as an Apache
+Beam pipeline instead (`beam_pipeline.py`, imported only then): it shares
+`ChunkProcessor`, `Totals`, `check_totals`, `run_summary` and
+`publish_outputs` with this module and writes the same files.
+
 Workers are forked when this process has not run TensorFlow ops yet (the
 command-line tool never does before starting them): they then share the
 parent's imported TensorFlow instead of importing it again (seconds and
@@ -93,6 +98,8 @@ from kbert.data.vocabulary import vocab_sha256
 
 # The sidecar's `runner` for runs of this module's own workers.
 LOCAL_RUNNER = "local"
+
+
 class _PoolWorker:
     """The per-process state of a pool worker: its `ChunkProcessor`.
 
@@ -352,8 +359,9 @@ def publish_outputs(
     """Writes each output's sidecar, then renames its complete temporary file into place.
 
     Sidecars first: data that is in place always has its sidecar, so the
-    trainer's checks never silently find none. On an error the sidecars
-    written so far are removed (the caller removes the temporary files).
+    trainer's checks never silently find none. On an error the sidecars of
+    files not renamed yet are removed (the caller removes the temporary
+    files).
 
     Args:
         paths: list of str. The output files.
@@ -362,16 +370,17 @@ def publish_outputs(
         metadata: dict. The run's metadata (`run_summary`); each sidecar adds
             `data_file` and `num_instances_in_file`.
     """
-    sidecars: list[str] = []
+    sidecars: dict[str, str] = {}
     try:
         for output, num in zip(paths, instances_per_file):
-            sidecars.append(
-                write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
+            sidecars[output] = write_metadata(
+                output, {**metadata, "data_file": output, "num_instances_in_file": num}
             )
         for output, temp in zip(paths, temp_files):
             tf.io.gfile.rename(temp, output, overwrite=True)
+            del sidecars[output]  # In place with its data.
     except BaseException:
-        for sidecar in sidecars:
+        for sidecar in sidecars.values():
             if tf.io.gfile.exists(sidecar):
                 tf.io.gfile.remove(sidecar)
         raise
