@@ -23,6 +23,7 @@ from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import create_pretraining_data
+from kbert.data import read_pretraining_metadata
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
@@ -228,6 +229,12 @@ def tool_data(tmp_path_factory):
             max_seq_length=RUN["max_seq_length"],
             max_predictions_per_seq=RUN["max_predictions_per_seq"], dupe_factor=2,
             next_sentence=mode, num_workers=1)
+    # The same data made by the Apache Beam pipeline (tools/create_pretraining_data.py --runner).
+    files["beam"] = str(directory / "beam.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), files["beam"], str(vocab_file),
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
+        dupe_factor=2, runner="DirectRunner")
     return files
 
 
@@ -258,6 +265,24 @@ def test_trains_on_the_data_tools_output_in_each_sentence_mode(tool_data, tmp_pa
                                          r"next_sentence='none'"):
         _run(tool_data["none"], tmp_path / "refused", **steps)
     assert not os.path.exists(tmp_path / "refused" / "summary.json")
+
+
+def test_beam_output_is_checked_by_its_sidecar_and_trains(tool_data, tmp_path):
+    beam = tool_data["beam"]
+    assert open(beam, "rb").read() == open(tool_data["nsp"], "rb").read()
+    metadata = read_pretraining_metadata(beam)
+    assert metadata["runner"] == "DirectRunner" and metadata["vocab_size"] == V
+    with pytest.raises(ValueError, match=r"max_seq_length=32 does not match 16 recorded in "
+                                         r"the data's sidecar \(.*beam.tfrecord.meta.json\)"):
+        _run(beam, tmp_path / "refused", max_seq_length=32)
+    other_vocab = tmp_path / "other_vocab.txt"
+    other_vocab.write_text("\n".join(reversed(build_vocab(V)[0])) + "\n")
+    with pytest.raises(ValueError, match=r"--vocab_file=.*other_vocab.txt has sha256 .* but the "
+                                         r"data's sidecar \(.*beam.tfrecord.meta.json\) records"):
+        _run(beam, tmp_path / "refused", vocab_file=str(other_vocab))
+    steps = dict(num_train_steps=2, save_checkpoints_steps=2, log_every_steps=1)
+    summary, _ = _run(beam, tmp_path / "model", **steps)
+    assert summary["global_step"] == 2 and 0.0 <= summary["next_sentence_accuracy"] <= 1.0
 
 
 def test_batch_not_divisible_names_the_multiple(data_file, tmp_path):

@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+from collections.abc import Iterator
 from typing import NamedTuple
+from typing import Sequence
 
 import numpy as np
 
@@ -194,6 +196,43 @@ class ChunkProcessor:
     def process(self, task: ChunkTask) -> ChunkResult:
         """Returns the task's records (grouped by output file), counts and first instances."""
         flat, segments, line_counts = self._tokens(task)
+        return self._process_tokens(task, flat, segments, line_counts)
+
+    def process_chunk(
+        self, chunk_index: int, pieces: list[text_files.TextPiece], dupe_indices: Sequence[int]
+    ) -> Iterator[ChunkResult]:
+        """Tokenizes a chunk once and yields the result of each of its (dupe, chunk) tasks.
+
+        What a runner without a shared token cache does (an Apache Beam
+        worker): the same results as `process` on each
+        `ChunkTask(dupe_index, chunk_index, pieces)`, one at a time.
+        `line_counts` are those read, in the result of dupe 0 only (as from
+        `process`, whose later dupes load cached tokens).
+
+        Args:
+            chunk_index: int. Which chunk of the input.
+            pieces: list of `text_files.TextPiece`. Its text (held or read
+                on demand).
+            dupe_indices: sequence of int. The passes to make.
+
+        Yields:
+            A `ChunkResult` per dupe index, in the given order.
+
+        Example:
+
+        >>> for result in processor.process_chunk(0, pieces, range(config.dupe_factor)):
+        ...     print(result.dupe_index, result.counts["instances"])
+        """
+        flat, segments, line_counts = self._tokenize(pieces)
+        no_lines = dict.fromkeys(line_counts, 0)
+        for dupe_index in dupe_indices:
+            task = ChunkTask(dupe_index, chunk_index, None)
+            yield self._process_tokens(task, flat, segments, line_counts if dupe_index == 0 else no_lines)
+
+    def _process_tokens(
+        self, task: ChunkTask, flat: np.ndarray, segments: np.ndarray, line_counts: dict[str, int]
+    ) -> ChunkResult:
+        """Cuts, masks and serializes the instances of one task from the chunk's tokens."""
         bounds, starts = _document_bounds(segments)
         key = (self.config.random_seed, task.dupe_index, task.chunk_index)
         rng, np_rng = task_rng(*key), task_numpy_rng(*key)
