@@ -59,7 +59,8 @@ RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "
 run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAINING_RUNTIME_ARGS)
 # Dynamic masking and packing settings: `run_pretraining.masking_config = @MaskingConfig()`
 # (gin/pretrain.gin) with `MaskingConfig.masked_lm_prob = 0.3`, and
-# `run_pretraining.packing = @PackingConfig()` with `PackingConfig.max_instances_per_row = 3`.
+# `run_pretraining.packing = @PackingConfig()` (or `run_finetuning.packing`) with
+# `PackingConfig.max_instances_per_row = 3`.
 MaskingConfig = _configurable(data.MaskingConfig)
 PackingConfig = _configurable(data.PackingConfig)
 

@@ -129,3 +129,17 @@ def test_a_packed_row_needs_both_instance_and_position_ids(pretrainer):
                                          r"\['position_ids'\] missing"):
         pretrainer.encoder({k: row[k] for k in ("token_ids", "segment_ids", "padding_mask",
                                                 "instance_ids")})
+
+
+def test_a_packed_classifier_row_gives_each_example_its_logits_alone():
+    from kbert.models import BertClassifier
+
+    keras.utils.set_random_seed(4)
+    classifier = BertClassifier(BertEncoder(**tiny_encoder_kwargs(dropout=0.0)), num_classes=3)
+    row = _packed(INSTANCES)
+    packed = classifier({k: v for k, v in row.items() if k != "mask_positions"})
+    assert packed.shape == (1, 3, 3)
+    for slot, instance in enumerate(INSTANCES):
+        inputs, _, _ = _alone(instance)
+        alone = classifier({k: v for k, v in inputs.items() if k != "mask_positions"})
+        np.testing.assert_allclose(packed[0, slot], alone[0], atol=1e-5)
