@@ -4,7 +4,8 @@ The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
 read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False`,
-`run_pretraining.train_batch_size = 256`, `MaskingConfig.masked_lm_prob = 0.3` and, for each task of `kbert.tasks.TASKS`,
+`run_pretraining.train_batch_size = 256`, `MaskingConfig.masked_lm_prob = 0.3` and,
+for each task of `kbert.tasks.TASKS`,
 its config class: `SquadConfig.doc_stride = 128`.
 """
 

@@ -211,8 +211,3 @@ def _place_predictions(out, window, fit, counts, prediction_keys, position_key, 
     out["prediction_weights"] = tf.scatter_nd(
         index, tf.ones([tf.shape(index)[0]], tf.float32), shape)
 
-
-def padding_fraction(padding_mask: tf.Tensor) -> float:
-    """The fraction of padding tokens of a `[rows, length]` 0/1 mask (for reports and benchmarks)."""
-    mask = tf.cast(padding_mask, tf.float64)
-    return float(1.0 - tf.reduce_mean(mask))
