@@ -58,6 +58,12 @@ flags.DEFINE_enum(
     "Sentence task: nsp (random next, BERT), sop (swapped order, ALBERT) or none "
     "(single segments, no next_sentence_labels feature, RoBERTa).",
 )
+flags.DEFINE_enum(
+    "masking", "static", ["static", "dynamic"],
+    "static: mask here, once per dupe (masked_lm_* features, google-research/bert); dynamic: "
+    "write unmasked instances that kbert-pretrain masks anew for every batch "
+    "(run_pretraining.masking = \"dynamic\"; RoBERTa). Use --dupe_factor=1 with dynamic.",
+)
 flags.DEFINE_integer(
     "num_workers", None, "Worker processes (default: all cores). Does not change the output."
 )
@@ -121,6 +127,7 @@ def main(argv):
             short_seq_prob=FLAGS.short_seq_prob,
             max_ngram_size=FLAGS.max_ngram_size,
             next_sentence=FLAGS.next_sentence,
+            masking=FLAGS.masking,
             num_workers=FLAGS.num_workers,
             input_encoding=FLAGS.input_encoding,
             chunk_bytes=FLAGS.chunk_bytes,

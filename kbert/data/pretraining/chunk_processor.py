@@ -191,6 +191,7 @@ class ChunkProcessor:
             options.max_predictions_per_seq,
             self.tokenizer.vocab_size,
             next_sentence=options.next_sentence != "none",
+            masked_lm=options.masking == "static",
         )
 
     def process(self, task: ChunkTask) -> ChunkResult:
@@ -306,10 +307,16 @@ class ChunkProcessor:
         """Builds and masks the instances of `layouts` (rows in output order).
 
         Whole-word and n-gram masking go instance by instance with `rng`;
-        plain token masking is vectorized with `np_rng`.
+        plain token masking is vectorized with `np_rng`. With
+        `masking="dynamic"` nothing is masked (the reader masks each batch).
         """
         options, vocab = self.config.options, self.vocab
         next_labels = layouts[:, 4] if options.next_sentence != "none" else None
+        if options.masking == "dynamic":
+            token_ids, segment_ids, lengths = layouts_to_arrays(flat, layouts, options, vocab)
+            none = np.zeros((len(layouts), 0), np.int64)
+            return _Batch(token_ids, lengths, segment_ids, none, none,
+                          np.zeros(len(layouts), np.int64), next_labels)
         if not (options.do_whole_word_mask or options.max_ngram_size > 1):
             token_ids, segment_ids, lengths = layouts_to_arrays(flat, layouts, options, vocab)
             masked_ids, positions, labels, num_masked = mask_tokens_batch(

@@ -512,6 +512,7 @@ def run_summary(
         "max_seq_length": options.max_seq_length,
         "max_predictions_per_seq": options.max_predictions_per_seq,
         "next_sentence": options.next_sentence,
+        "masking": options.masking,
         "do_lower_case": config.do_lower_case,
         "vocab_file": config.vocab_file,
         "vocab_sha256": vocab_sha256(config.vocab_file),
@@ -553,6 +554,7 @@ def _default_flags(config: GenerationConfig, input_file: str | Sequence[str]) ->
         "short_seq_prob": options.short_seq_prob,
         "max_ngram_size": options.max_ngram_size,
         "next_sentence": options.next_sentence,
+        "masking": options.masking,
         "input_encoding": config.input_encoding,
     }
 
@@ -646,6 +648,7 @@ def create_pretraining_data(
     short_seq_prob: float = 0.1,
     max_ngram_size: int = 1,
     next_sentence: str = "nsp",
+    masking: str = "static",
     num_workers: int | None = None,
     input_encoding: str = "utf-8",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -681,6 +684,11 @@ def create_pretraining_data(
         short_seq_prob: float. Defaults to 0.1.
         max_ngram_size: int. Longest masked span; 1 is off. Defaults to 1.
         next_sentence: str. `"nsp"`, `"sop"` or `"none"`. Defaults to "nsp".
+        masking: str. `"static"` writes masked instances (the `masked_lm_*`
+            features); `"dynamic"` writes them unmasked, for
+            `pretraining_dataset(..., masking="dynamic")` to mask each batch
+            anew (`masked_lm_prob`, `do_whole_word_mask` and `max_ngram_size`
+            then apply when reading, not here). Defaults to "static".
         num_workers: int or None. Worker processes; None uses all cores, 1
             works in this process. The output does not depend on it.
         input_encoding: str. Codec of the input. Defaults to "utf-8".
@@ -726,6 +734,7 @@ def create_pretraining_data(
         next_sentence=next_sentence,
         do_whole_word_mask=do_whole_word_mask,
         max_ngram_size=max_ngram_size,
+        masking=masking,
     )
     num_workers = _check_settings(options, dupe_factor, chunk_bytes, input_encoding, num_workers)
     input_files = text_files.expand_file_patterns(input_file, "input_file")
