@@ -165,6 +165,21 @@ def test_squad_signature_strides_windows_like_run_squad(exported, signatures):
     assert outputs["answer"].numpy()[0] != b""
 
 
+def test_default_settings_squad_and_ner_load_in_kbert_serve(exported):
+    """kbert-serve warms every signature up on a two-word input before serving a version:
+    windows shorter than max_answer_length=30, and the `words` signature."""
+    from kbert.serving.servable import Servable
+
+    squad = Servable("squad", 1, lib.exported_squad_defaults()["version_dir"])
+    outputs = squad.run("serving_default", {"question": np.array([b"who?"], object),
+                                            "context": np.array([b"Emma"], object)})
+    assert outputs["answer"].tolist() == [b"Emma"]
+    ner = Servable("ner", 1, exported["ner"]["version_dir"])
+    assert sorted(ner.functions) == ["serve_ids", "serving_default", "words"]
+    outputs = ner.run("words", {"words": np.array([[b"EU", b"rejects", b""]], object)})
+    assert outputs["num_words"].tolist() == [2]
+
+
 def test_embedding_signature_is_normalised_mean_of_encoder(exported, signatures):
     encoder = load_encoder(exported["embed"]["model_dir"], dropout=0.0)
     outputs = signatures["embed"]["serving_default"](text=_strings(lib.TEXTS))
