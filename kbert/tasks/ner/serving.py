@@ -56,7 +56,7 @@ def word_windows(preprocessor: TextPreprocessor, words: tf.RaggedTensor,
 
     >>> windows = word_windows(preprocessor, tf.ragged.constant([["EU", "rejects"]]), 64)
     >>> windows["token_ids"].to_list()
-    [[101, 7327, 19164, 2015, 102]]
+    [[101, 7327, 19164, 102]]
     """
     pieces, first, word = word_pieces(preprocessor, words)
     num_pieces = tf.cast(pieces.row_lengths(), tf.int32)

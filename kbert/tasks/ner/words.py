@@ -60,7 +60,7 @@ def word_pieces(preprocessor: TextPreprocessor, words: tf.RaggedTensor):
 
     >>> pieces, first, word = word_pieces(preprocessor, tf.ragged.constant([["EU", "rejects"]]))
     >>> first.to_list(), word.to_list()
-    ([[True, True, False]], [[0, 1, 1]])
+    ([[True, True]], [[0, 1]])
     """
     per_word = preprocessor.tokenize(words.flat_values)  # [all words, (pieces)]
     per_word_length = tf.cast(per_word.row_lengths(), tf.int32)
