@@ -5,11 +5,13 @@ from __future__ import annotations
 import keras
 import numpy as np
 import tensorflow as tf
+from keras import ops
 
 from kbert.layers import BertMaskedLMHead
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
 from kbert.layers import NextSentenceHead
 from kbert.layers import get_activation
+from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
@@ -39,8 +41,15 @@ class BertPretrainer(BertTask):
     on `kbert.data.pretraining_dataset(...)`, which yields
     `(features, labels, sample_weights)` in the layout the model expects.
 
+    Packed rows (`pretraining_dataset(..., packing=...)`): the features also
+    hold `instance_ids`, `position_ids` (see `BertEncoder`) and
+    `cls_positions` `[batch, instances]`, each instance's `[CLS]`; the NSP
+    head reads each instance's own `[CLS]` through the encoder's pooler, and
+    `nsp` is `[batch, instances, 2]`. `mask_positions` index the packed row.
+
     Args:
-        encoder: `kbert.models.BertEncoder` (or `keras_hub.models.BertBackbone`).
+        encoder: `kbert.models.BertEncoder` (or `keras_hub.models.BertBackbone`,
+            which takes no packed rows).
         next_sentence: bool. Whether to add the NSP head and output. Set False
             for RoBERTa-style MLM-only training. Defaults to True.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -102,6 +111,25 @@ class BertPretrainer(BertTask):
         # === Config ===
         self.next_sentence = next_sentence
 
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict) and "cls_positions" in inputs:
+            return self._call_packed(inputs, training)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _call_packed(self, inputs, training):
+        """The heads on a packed row: MLM at `mask_positions`, NSP at every `cls_positions`."""
+        encoded = self.encoder(
+            {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask", *PACKED_INPUTS)},
+            training=training)
+        sequence = encoded["sequence_output"]
+        outputs = {"mlm": self.masked_lm_logits(
+            self.masked_lm_head(sequence, mask_positions=inputs["mask_positions"]))}
+        if self.next_sentence:
+            cls = ops.take_along_axis(
+                sequence, ops.expand_dims(ops.cast(inputs["cls_positions"], "int32"), -1), axis=1)
+            outputs["nsp"] = self.next_sentence_head(self.encoder.pooled_dense(cls))
+        return outputs
+
     def compile(
         self,
         optimizer="auto",
@@ -138,7 +166,9 @@ class BertPretrainer(BertTask):
                 )
             }
             if self.next_sentence:
-                loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                # Weighted mean: packed rows carry empty NSP slots of weight 0.
+                loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True, reduction="mean_with_sample_weight")
         if metrics == "auto":
             metrics = (
                 {"nsp": [keras.metrics.SparseCategoricalAccuracy(name="next_sentence_accuracy")]}
@@ -164,19 +194,21 @@ class BertPretrainer(BertTask):
         optimizer step before calling `pretraining_losses`, so the MLM loss is
         averaged over the masked positions of the whole global batch (padded
         prediction slots, weight 0, not diluting it) and the NSP loss over its
-        examples, and two replicas give the same loss as one.
+        instances (one per row, or the filled slots of packed rows), and two
+        replicas give the same loss as one.
 
         Args:
             features: dict of Tensors: the model's inputs.
             labels: dict of Tensors: `mlm` (and `nsp`).
-            sample_weights: dict of Tensors: `mlm`.
+            sample_weights: dict of Tensors: `mlm` (and `nsp`: 1 per instance,
+                0 for the empty instance slots of packed rows).
 
         Returns:
-            A dict of float32 scalars: `mlm_weight` and, with NSP, `examples`.
+            A dict of float32 scalars: `mlm_weight` and, with NSP, `nsp_weight`.
         """
         normalizers = {"mlm_weight": tf.reduce_sum(sample_weights["mlm"])}
         if self.next_sentence:
-            normalizers["examples"] = tf.cast(tf.shape(labels["nsp"])[0], tf.float32)
+            normalizers["nsp_weight"] = tf.reduce_sum(_nsp_weights(labels, sample_weights))
         return normalizers
 
     def pretraining_losses(self, features, labels, sample_weights, totals,
@@ -185,7 +217,8 @@ class BertPretrainer(BertTask):
 
         The MLM cross-entropy is summed over the masked positions (times their
         weights) and divided by `totals["mlm_weight"]`; the NSP cross-entropy
-        is summed over the examples and divided by `totals["examples"]`, so the
+        is summed over the instances (times their weights) and divided by
+        `totals["nsp_weight"]`, so the
         shares of all micro-batches and replicas add up to the global-batch
         mean. The cross-entropy is kbert's fused one
         (`kbert.layers.sparse_softmax_cross_entropy_and_hits`).
@@ -193,7 +226,7 @@ class BertPretrainer(BertTask):
         Args:
             features: dict of Tensors: the model's inputs.
             labels: dict of Tensors: `mlm` (and `nsp`).
-            sample_weights: dict of Tensors: `mlm`.
+            sample_weights: dict of Tensors: `mlm` (and `nsp`).
             totals: dict of float32 scalars: `loss_normalizers` summed over the
                 global batch.
             training: bool. Whether dropout is on. Defaults to True.
@@ -215,12 +248,15 @@ class BertPretrainer(BertTask):
         statistics = {"mlm_loss": mlm_loss,
                       "mlm_correct": tf.reduce_sum(mlm_hits * sample_weights["mlm"])}
         if self.next_sentence:
+            # Packed rows give `[batch, instances]` labels and `[batch, instances, 2]` logits.
             nsp_labels = tf.reshape(labels["nsp"], [-1])
-            nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, outputs["nsp"])
-            loss += tf.reduce_sum(nsp_losses) / totals["examples"]
-            predicted = tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32)
+            nsp_weights = tf.reshape(_nsp_weights(labels, sample_weights), [-1])
+            nsp_logits = tf.reshape(outputs["nsp"], [-1, 2])
+            nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
+            loss += tf.reduce_sum(nsp_losses * nsp_weights) / totals["nsp_weight"]
+            predicted = tf.argmax(nsp_logits, axis=-1, output_type=tf.int32)
             statistics["nsp_correct"] = tf.reduce_sum(
-                tf.cast(tf.equal(predicted, nsp_labels), tf.float32))
+                tf.cast(tf.equal(predicted, nsp_labels), tf.float32) * nsp_weights)
         return loss, statistics
 
     def pretraining_metrics(self, sums: dict[str, np.ndarray]) -> dict[str, float | None]:
@@ -239,6 +275,13 @@ class BertPretrainer(BertTask):
         return {
             "masked_lm_accuracy": float(sums["mlm_correct"]) / weight,
             "masked_lm_loss": float(sums["mlm_loss"]) / weight,
-            "next_sentence_accuracy": (float(sums["nsp_correct"]) / max(float(sums["examples"]), 1)
+            "next_sentence_accuracy": (float(sums["nsp_correct"]) / max(float(sums["nsp_weight"]), 1e-9)
                                        if self.next_sentence else None),
         }
+
+
+def _nsp_weights(labels, sample_weights) -> tf.Tensor:
+    """The NSP instances' weights: the data's `nsp` weights, or 1 per label without them."""
+    if "nsp" in sample_weights:
+        return tf.cast(sample_weights["nsp"], tf.float32)
+    return tf.ones_like(labels["nsp"], tf.float32)

@@ -36,13 +36,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.data import PackingConfig
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
+from kbert.data.pretraining.dataset import check_pretraining_metadata
+from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.metadata import recorded_masking
 from kbert.files import write_text
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer_weights
 from kbert.checkpoints import save_pretrained
-from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import cpu_has_native_bfloat16
 from kbert.training.strategy import is_chief
@@ -76,6 +79,9 @@ def run_pretraining(
     jit_compile: bool = False,
     shuffle_buffer_size: int = 1000,
     seed: int = 12345,
+    masking: str = "static",
+    masking_config: MaskingConfig | None = None,
+    packing: PackingConfig | None = None,
     init_checkpoint: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
@@ -121,8 +127,17 @@ def run_pretraining(
         jit_compile: bool. XLA-compile the replica step (GPU/TPU; slower on
             CPU). Defaults to False.
         shuffle_buffer_size: int. Defaults to 1000.
-        seed: int. Seeds weight initialisation, dropout and data shuffling.
-            Defaults to 12345.
+        seed: int. Seeds weight initialisation, dropout, data shuffling and
+            dynamic masks. Defaults to 12345.
+        masking: str. `"static"` (the masks in the data) or `"dynamic"` (data
+            from `--masking=dynamic`, masked anew for every batch). Must be
+            what the data's sidecar records. Defaults to `"static"`.
+        masking_config: `MaskingConfig` or None. Rate, `[MASK]`/random/keep
+            split, whole words and n-grams of dynamic masking. Defaults to
+            `MaskingConfig()` (15%, 80/10/10).
+        packing: `PackingConfig` or None. Pack several instances into each
+            row of `max_seq_length` (`train_batch_size` then counts packed
+            rows). Defaults to None (one padded instance per row).
         init_checkpoint: str or None. Pre-trained directory to start from
             (weights only); ignored when `model_dir` has a checkpoint.
         vocab_file: str or None. Copied into `model_dir` at the end. Defaults
@@ -158,6 +173,7 @@ def run_pretraining(
         log_every_steps=log_every_steps, steps_per_execution=steps_per_execution,
         gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
+        masking=masking, masking_config=masking_config, packing=packing,
         init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
         print_fn=print_fn))
     try:
@@ -216,6 +232,9 @@ class _Settings:
     jit_compile: bool
     shuffle_buffer_size: int
     seed: int
+    masking: str
+    masking_config: MaskingConfig | None
+    packing: PackingConfig | None
     init_checkpoint: str | None
     vocab_file: str | None
     do_lower_case: bool | None
@@ -325,8 +344,11 @@ def _check_settings(settings: _Settings) -> _Settings:
     files = _list_input_files(settings.input_file)
     metadata = read_pretraining_metadata(files)
     _check_data_shapes(metadata, settings.max_seq_length, settings.max_predictions_per_seq, files)
+    check_pretraining_metadata(metadata, settings.max_seq_length, settings.masking,
+                               settings.packing)
     if not metadata:
-        _check_first_record(files[0], settings.max_seq_length, settings.max_predictions_per_seq)
+        _check_first_record(files[0], settings.max_seq_length, settings.max_predictions_per_seq,
+                            settings.masking)
     chief = is_chief(settings.strategy)
     _check_writable(settings.model_dir)
     vocab_file, do_lower_case = settings.vocab_file, settings.do_lower_case
@@ -406,7 +428,9 @@ def _make_input(settings: _Settings, next_sentence: bool, latest: str | None):
             settings.max_seq_length, settings.max_predictions_per_seq,
             next_sentence=next_sentence, is_training=True,
             shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
-            input_context=context)
+            input_context=context, masking=settings.masking,
+            masking_config=settings.masking_config, vocab_file=settings.vocab_file,
+            packing=settings.packing)
 
     return _distributed_input(settings.strategy, dataset_fn)
 
@@ -703,6 +727,8 @@ def _check_data_shapes(metadata, max_seq_length, max_predictions_per_seq, files)
     where = f"the data's sidecar ({files[0]}.meta.json)"
     for key, value in (("max_seq_length", max_seq_length),
                        ("max_predictions_per_seq", max_predictions_per_seq)):
+        if key == "max_predictions_per_seq" and recorded_masking(metadata) == "dynamic":
+            continue  # Unmasked data: the run's setting sizes the masks.
         if key in metadata and metadata[key] != value:
             raise ValueError(
                 f"run_pretraining.{key}={value} does not match {metadata[key]} recorded in "
@@ -743,7 +769,8 @@ def _check_data_vocab(metadata, pretrainer, vocab_file, files) -> None:
             )
 
 
-def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: int,
+                        masking: str = "static") -> None:
     """Without a sidecar, reads one record to check its lengths against the settings.
 
     google-research/bert's tool writes no sidecar; a length mismatch would
@@ -758,9 +785,16 @@ def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq:
     example = tf.train.Example.FromString(record.numpy())
     lengths = {name: len(feature.int64_list.value)
                for name, feature in example.features.feature.items()}
-    for feature, key, value in (("input_ids", "max_seq_length", max_seq_length),
-                                ("masked_lm_positions", "max_predictions_per_seq",
-                                 max_predictions_per_seq)):
+    if masking == "dynamic" and "masked_lm_positions" in lengths:
+        raise ValueError(
+            f"{path}: run_pretraining.masking=\"dynamic\" but the records are already masked "
+            "(they have masked_lm_positions; the file has no .meta.json sidecar to say so); use "
+            "run_pretraining.masking = \"static\" or data from create_pretraining_data "
+            "--masking=dynamic.")
+    checks = [("input_ids", "max_seq_length", max_seq_length)]
+    if masking == "static":
+        checks.append(("masked_lm_positions", "max_predictions_per_seq", max_predictions_per_seq))
+    for feature, key, value in checks:
         if feature not in lengths:
             raise ValueError(f"{path}: the first record has no {feature!r} feature; is it "
                              "pre-training data from tools/create_pretraining_data.py?")
