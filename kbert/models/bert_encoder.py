@@ -279,6 +279,8 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_add((tokens, positions, segments))
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x, training=training)
+        if self.embeddings_projection is not None:
+            x = self.embeddings_projection(x)
         attention_mask = packed_attention_mask(inputs["instance_ids"])
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=inputs["padding_mask"],

@@ -11,6 +11,7 @@ from kbert.layers import ReplacedTokenDetectionHead
 from kbert.layers import ReplacedTokenSampler
 from kbert.layers import get_activation
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
+from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
@@ -148,6 +149,28 @@ class ElectraPretrainer(BertTask):
         self.temperature = temperature
         # The training loop and checks ask every pre-trainer; ELECTRA has no NSP.
         self.next_sentence = False
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict) and any(key in inputs for key in PACKED_INPUTS):
+            return self._call_packed(inputs, training)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _call_packed(self, inputs, training):
+        """The functional graph's layers on packed rows: both encoders see each instance alone."""
+        # Tensors throughout: Keras refuses a dict mixing numpy arrays and tensors.
+        inputs = {key: tf.convert_to_tensor(value) for key, value in inputs.items()}
+        encoder_inputs = {key: inputs[key] for key in
+                          ("token_ids", "segment_ids", "padding_mask", *PACKED_INPUTS)}
+        generated = self.generator(encoder_inputs, training=training)
+        mlm = self.masked_lm_logits(self.masked_lm_head(
+            generated["sequence_output"], mask_positions=inputs["mask_positions"]))
+        replaced_ids, rtd_labels = self.sampler(
+            mlm, inputs["token_ids"], inputs["mask_positions"], inputs["mask_labels"],
+            inputs["mask_weights"])
+        discriminated = self.encoder({**encoder_inputs, "token_ids": replaced_ids},
+                                     training=training)
+        return {"mlm": mlm, "rtd": self.replaced_token_head(discriminated["sequence_output"]),
+                "rtd_labels": rtd_labels, "replaced_ids": replaced_ids}
 
     def loss_normalizers(self, features, labels, sample_weights) -> dict[str, tf.Tensor]:
         """This batch's part of what the losses are averaged over.

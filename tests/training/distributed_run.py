@@ -2,7 +2,7 @@
 
     python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
     TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
-    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer
+    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer, dynamic data
 
 Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
 a checksum of the weights, for tests to compare with the default strategy.
@@ -25,6 +25,7 @@ if mode == "mirrored":
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 from tests.conftest import tiny_encoder_kwargs  # noqa: E402
+from tests.finetune_testing import character_vocabulary  # noqa: E402
 from tests.training.pretraining_data import RUN  # noqa: E402
 
 from kbert.models import BertEncoder, BertPretrainer, ElectraPretrainer  # noqa: E402
@@ -41,8 +42,9 @@ built = []
 
 def build():
     if os.environ.get("MODEL") == "electra":
-        built.append(ElectraPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0,
-                                                                         embedding_dim=16))))
+        # Its tests' data are tokenized with the character vocabulary.
+        built.append(ElectraPretrainer(BertEncoder(**tiny_encoder_kwargs(
+            dropout=0.0, embedding_dim=16, vocabulary_size=len(character_vocabulary())))))
     else:
         built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
     return built[-1]
@@ -50,6 +52,8 @@ def build():
 
 losses = []
 settings = {**RUN, "num_train_steps": int(os.environ.get("STEPS", 6))}
+if os.environ.get("MODEL") == "electra":
+    settings["masking"] = "dynamic"  # its tests' data: masked anew in every batch
 if mode == "mirrored":
     # A global batch the replicas cannot share is refused before anything is built.
     try:

@@ -15,10 +15,13 @@ from tests.conftest import tiny_encoder_kwargs
 from tests.finetune_testing import TESTDATA as FINETUNE_DATA
 from tests.finetune_testing import character_vocabulary
 from tests.training.pretraining_data import RUN
+from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.checkpoints import load_encoder
+from kbert.data import MaskingConfig
+from kbert.data import create_pretraining_data
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.models import ElectraPretrainer
@@ -36,16 +39,17 @@ def _build(dropout=0.1):
     return lambda: ElectraPretrainer(BertEncoder(**{**ENCODER, "dropout": dropout}))
 
 
+# google-research/electra's masking (gin/electra_small.gin): 85% [MASK], 15% kept, none random.
+ELECTRA_MASKING = dict(masking="dynamic",
+                       masking_config=MaskingConfig(mask_token_rate=0.85, random_token_rate=0.0))
+
+
 def _run(data_file, model_dir, build=None, print_fn=None, **overrides):
     lines = []
     summary = run_pretraining(data_file, str(model_dir), build or _build(),
-                              print_fn=print_fn or lines.append, **{**RUN, **overrides})
+                              print_fn=print_fn or lines.append,
+                              **{**RUN, **ELECTRA_MASKING, **overrides})
     return summary, lines
-
-
-@pytest.fixture(scope="module")
-def data_file(tmp_path_factory):
-    return write_pretraining_data(str(tmp_path_factory.mktemp("data") / "train.tfrecord"))
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +57,17 @@ def vocab_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
     path.write_text("\n".join(VOCABULARY) + "\n")
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def data_file(vocab_file, tmp_path_factory):
+    """Unmasked data from the data tool (--masking=dynamic), as BERT runs read: the same data."""
+    path = str(tmp_path_factory.mktemp("data") / "train.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), path, vocab_file,
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
+        dupe_factor=1, num_workers=1, masking="dynamic")
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +198,14 @@ def test_kbert_pretrain_runs_electra_small_gin(data_file, vocab_file, tmp_path):
     assert "pretrainer.model = @ElectraPretrainer" in operative
     assert "ElectraPretrainer.discriminator_weight = 50.0" in operative
     assert load_encoder(str(model_dir)).activation == "gelu_exact"
+
+
+def test_packed_rows_train_electra(data_file, tmp_path):
+    from kbert.data import PackingConfig
+
+    summary, _ = _run(data_file, tmp_path, num_train_steps=4, log_every_steps=2,
+                      learning_rate=3e-3,
+                      packing=PackingConfig(max_instances_per_row=3, window_size=32))
+    losses = read_losses(str(tmp_path))[0]
+    assert summary["global_step"] == 4 and np.all(np.isfinite(losses))
+    assert 0.0 < summary["replaced_fraction"] < 0.2 and 0.0 <= summary["discriminator_auc"] <= 1
