@@ -52,7 +52,9 @@ class ElectraPretrainer(BertTask):
     It trains on the data `BertPretrainer` reads (static or dynamic masking:
     `features` with the masked `token_ids` and `mask_positions`, labels `mlm`
     with the original tokens, weights `mlm`); NSP labels, if present, are
-    not used.
+    not used. Packed rows (`pretraining_dataset(..., packing=...)`, with
+    `instance_ids` and `position_ids`, see `BertEncoder`) go through both
+    encoders with each instance kept to itself.
 
     Args:
         encoder: `kbert.models.BertEncoder`. The discriminator.
