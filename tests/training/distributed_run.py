@@ -2,7 +2,7 @@
 
     python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
     TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
-    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer, dynamic data
+    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer, packed
 
 Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
 a checksum of the weights, for tests to compare with the default strategy.
@@ -53,7 +53,12 @@ def build():
 losses = []
 settings = {**RUN, "num_train_steps": int(os.environ.get("STEPS", 6))}
 if os.environ.get("MODEL") == "electra":
-    settings["masking"] = "dynamic"  # its tests' data: masked anew in every batch
+    from kbert.data import PackingConfig  # noqa: E402
+
+    # Its tests' data, masked anew in every batch, in packed rows: the loss
+    # normalizers (masked slots, real tokens) then differ between replicas.
+    settings.update(masking="dynamic",
+                    packing=PackingConfig(max_instances_per_row=3, window_size=32))
 if mode == "mirrored":
     # A global batch the replicas cannot share is refused before anything is built.
     try:

@@ -166,7 +166,7 @@ def test_the_saved_discriminator_fine_tunes(reference, tmp_path):
 
 
 @pytest.mark.slow
-def test_mirrored_over_two_cpus_trains_electra(data_file, tmp_path):
+def test_mirrored_over_two_cpus_trains_electra_on_packed_rows(data_file, tmp_path):
     subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
                     data_file, str(tmp_path)], check=True, timeout=300,
                    env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3",
@@ -199,13 +199,3 @@ def test_kbert_pretrain_runs_electra_small_gin(data_file, vocab_file, tmp_path):
     assert "ElectraPretrainer.discriminator_weight = 50.0" in operative
     assert load_encoder(str(model_dir)).activation == "gelu_exact"
 
-
-def test_packed_rows_train_electra(data_file, tmp_path):
-    from kbert.data import PackingConfig
-
-    summary, _ = _run(data_file, tmp_path, num_train_steps=4, log_every_steps=2,
-                      learning_rate=3e-3,
-                      packing=PackingConfig(max_instances_per_row=3, window_size=32))
-    losses = read_losses(str(tmp_path))[0]
-    assert summary["global_step"] == 4 and np.all(np.isfinite(losses))
-    assert 0.0 < summary["replaced_fraction"] < 0.2 and 0.0 <= summary["discriminator_auc"] <= 1
