@@ -5,7 +5,8 @@
 Both pre-train the same encoder (by default L=4, H=256, A=4, I=1024 with 128-wide embeddings
 projected to 256: ELECTRA-Small's shape at a third of its depth) on WikiText-2 (valid + test,
 from /work/shared/data/corpus, cut into sentences) with a vocabulary learned on it, static
-masks from kbert's data tool, no NSP, the same batch, learning rate schedule and precision.
+no NSP, the same batch, learning rate schedule and precision, masked anew in every batch
+(dynamic masking: BERT 80/10/10, ELECTRA google-research/electra's 85% [MASK] / 15% kept).
 BERT trains with masked-LM; ELECTRA trains the encoder as the discriminator of a generator
 1/4 as wide (`ElectraPretrainer`, lambda 50). ELECTRA's step costs more (the generator and the
 per-token head), so BERT runs as many steps as give the same training FLOPs (6 x matmul
@@ -31,11 +32,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from kbert.checkpoints import save_pretrained  # noqa: E402
 from kbert.data import build_vocab  # noqa: E402
+from kbert.data import MaskingConfig  # noqa: E402
 from kbert.data import create_pretraining_data  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
@@ -87,9 +88,9 @@ def encoder_flops_per_token(L, H, I, E, V):
 
 def step_flops(kind, args, vocabulary_size):
     """Training FLOPs of one step of `kind` ("bert" or "electra") at the benchmark's batch."""
-    L, H, A, I, E = args.layers, args.hidden, args.heads, args.intermediate, args.embedding
+    L, H, I, E = args.layers, args.hidden, args.intermediate, args.embedding
     tokens = args.batch * SEQ
-    predictions = args.batch * PREDICTIONS * 0.98  # the data tool fills ~98% of the slots
+    predictions = args.batch * PREDICTIONS * 0.98  # masking fills ~98% of the slots
     mlm_head = lambda hidden: 6 * predictions * (hidden * E + E * vocabulary_size)  # noqa: E731
     if kind == "bert":
         return tokens * encoder_flops_per_token(L, H, I, E, vocabulary_size) + mlm_head(H)
@@ -117,6 +118,8 @@ def pretrain(kind, steps, args, files, vocab_file, vocabulary_size):
         lines.append(line)
         print(f"  {kind}: {line}", flush=True)
 
+    masking = (MaskingConfig() if kind == "bert"
+               else MaskingConfig(mask_token_rate=0.85, random_token_rate=0.0))
     start = time.time()
     summary = run_pretraining(
         files, model_dir, build, train_batch_size=args.batch, max_seq_length=SEQ,
@@ -124,6 +127,7 @@ def pretrain(kind, steps, args, files, vocab_file, vocabulary_size):
         num_warmup_steps=max(1, steps // 10), learning_rate=args.learning_rate,
         save_checkpoints_steps=steps, log_every_steps=max(1, steps // 10),
         dtype_policy=args.dtype_policy, seed=args.seed, vocab_file=vocab_file,
+        masking="dynamic", masking_config=masking,
         do_lower_case=True, print_fn=log)
     return model_dir, summary, lines, time.time() - start
 
@@ -178,10 +182,11 @@ def main():
     files = [os.path.join(args.work_dir, f"train-{i}.tfrecord") for i in range(2)]
     made = create_pretraining_data(corpus, files, vocab_file, max_seq_length=SEQ,
                                    max_predictions_per_seq=PREDICTIONS, dupe_factor=3,
-                                   next_sentence="none", random_seed=args.seed)
+                                   next_sentence="none", random_seed=args.seed,
+                                   masking="dynamic")
     counts = made["counts"]
-    print(f"corpus: {counts['instances']} instances ({counts['tokens']} tokens, masked "
-          f"{counts['masked_fraction']:.3f}), vocabulary {vocabulary_size}", flush=True)
+    print(f"corpus: {counts['instances']} instances ({counts['tokens']} tokens), vocabulary "
+          f"{vocabulary_size}", flush=True)
 
     flops = {kind: step_flops(kind, args, vocabulary_size) for kind in ("bert", "electra")}
     steps = {"electra": args.electra_steps,

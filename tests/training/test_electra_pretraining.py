@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,7 +16,6 @@ from tests.finetune_testing import character_vocabulary
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import read_losses
-from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.checkpoints import load_encoder
 from kbert.data import MaskingConfig
