@@ -147,7 +147,10 @@ def curve(model_dir, tag):
 def finetune(name, pretrained_dir, args, sst2_dir):
     start = time.time()
     results = run_finetuning(
-        "glue", pretrained_dir, os.path.join(args.work_dir, f"sst2_{name}"), task_name="sst-2",
+        "glue", pretrained_dir,
+        os.path.join(args.work_dir,
+                     f"sst2_{name}_{args.finetune_epochs:g}ep_{args.finetune_learning_rate:g}"),
+        task_name="sst-2",
         data_dir=sst2_dir, train_batch_size=32, eval_batch_size=128,
         learning_rate=args.finetune_learning_rate, num_train_epochs=args.finetune_epochs,
         warmup_proportion=0.1, max_seq_length=64, seed=args.seed, verbose=0)
@@ -172,6 +175,8 @@ def main():
     parser.add_argument("--finetune_epochs", type=float, default=2.0)
     parser.add_argument("--finetune_learning_rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--reuse_pretrained", action="store_true",
+                        help="keep the pre-trained runs already in --work_dir; fine-tune only")
     args = parser.parse_args()
     os.makedirs(args.work_dir, exist_ok=True)
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}", flush=True)
@@ -198,8 +203,14 @@ def main():
 
     runs = {}
     for kind in ("bert", "electra"):
-        model_dir, summary, _, seconds = pretrain(kind, steps[kind], args, files, vocab_file,
-                                                  vocabulary_size)
+        done = os.path.join(args.work_dir, kind, "summary.json")
+        if args.reuse_pretrained and os.path.exists(done):
+            # A finished run of the same settings: fine-tune again without pre-training again.
+            model_dir, summary = os.path.dirname(done), json.load(open(done))
+            seconds = summary["wall_seconds"]
+        else:
+            model_dir, summary, _, seconds = pretrain(kind, steps[kind], args, files,
+                                                      vocab_file, vocabulary_size)
         runs[kind] = {"model_dir": model_dir, "summary": summary, "seconds": seconds,
                       "masked_lm_loss": curve(model_dir, "masked_lm_loss"),
                       "masked_lm_accuracy": curve(model_dir, "masked_lm_accuracy")}
