@@ -10,11 +10,12 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.models.bert_token_classifier import BertTokenClassifier
+from kbert.layers.crf import bio_transitions
+from kbert.tasks.base import INPUT_NAMES
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
-from kbert.tasks.base import inference_function
 from kbert.tasks.ner.dataset import token_classification_dataset
 from kbert.tasks.ner.metrics import entity_f1
 from kbert.tasks.ner.reader import CONLL2003_LABELS
@@ -35,9 +36,35 @@ class NerConfig:
             `max_seq_length - 2` pieces is read in windows this many pieces
             apart, and each word is tagged in the window where it has the most
             context. Defaults to half a window, `(max_seq_length - 2) // 2`.
+        use_crf: bool. A linear-chain CRF over the words' tag scores
+            (`BertTokenClassifier(crf=True)`): trained with the sentence's
+            negative log-likelihood, decoded with Viterbi (also in the served
+            model). Defaults to False.
+        crf_bio_constraints: bool. With `use_crf`, forbid the transitions BIO
+            tags do not allow (`I-X` after anything but `B-X`/`I-X`, or first),
+            so no invalid sequence is ever predicted. Defaults to True.
+        crf_learning_rate_multiplier: float. With `use_crf`, the CRF's scores
+            learn this many times faster than the encoder. Defaults to 1.
     """
 
     window_stride: int | None = None
+    use_crf: bool = False
+    crf_bio_constraints: bool = True
+    crf_learning_rate_multiplier: float = 1.0
+
+
+def _tagging_function(model):
+    """One traced function: inputs and word positions -> the best tag of each position."""
+    signature = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
+
+    @tf.function(input_signature=[signature, tf.TensorSpec([None, None], tf.int32)])
+    def tag(inputs, word_position):
+        logits = model(inputs, training=False)
+        if getattr(model, "crf_layer", None) is None:
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return model.decode(logits, word_position > 0)
+
+    return tag
 
 
 class NerTask(Task):
@@ -98,13 +125,20 @@ class NerTask(Task):
         return encoder_inputs(batch), batch["label"], tf.cast(batch["weight"], tf.float32)
 
     def build_model(self, encoder: keras.Model) -> keras.Model:
-        return BertTokenClassifier(encoder, num_classes=len(self._label_names))
+        if not self.config.use_crf:
+            return BertTokenClassifier(encoder, num_classes=len(self._label_names))
+        starts, transitions = (bio_transitions(self._label_names)
+                               if self.config.crf_bio_constraints else (None, None))
+        return BertTokenClassifier(
+            encoder, num_classes=len(self._label_names), crf=True, crf_allowed_starts=starts,
+            crf_allowed_transitions=transitions,
+            crf_learning_rate_multiplier=self.config.crf_learning_rate_multiplier)
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
-        forward = inference_function(model)
+        forward = _tagging_function(model)
         predicted = [["O"] * len(s.words) for s in sentences]
         for batch in self.dataset(sentences, preprocessor, batch_size, False):
-            best = forward(encoder_inputs(batch)).numpy().argmax(axis=-1)
+            best = forward(encoder_inputs(batch), batch["word_position"]).numpy()
             positions = batch["word_position"].numpy()
             for row, index in enumerate(batch["example_index"].numpy()):
                 for position in np.nonzero(positions[row])[0]:
