@@ -4,7 +4,7 @@
 |---|---|---|
 | `serving_default` | `text` string `[batch]` | `words`, `tags` (string `[batch, max_words]`, `""`-padded), `num_words` int32 `[batch]` |
 | `words` | `words` string `[batch, max_words]`, `""`-padded | the same |
-| `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position |
+| `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position (argmax, also with a CRF) |
 
 Words are what fine-tuning calls words (`kbert.tasks.ner.words`): `text` is
 split on whitespace, and each word is tokenized on its own and tagged at its
