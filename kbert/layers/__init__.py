@@ -8,5 +8,7 @@ from kbert.layers.crf import bio_transitions
 from kbert.layers.dropout import Dropout
 from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate
+from kbert.layers.layer_mix import EncoderLayerMix
+from kbert.layers.layer_mix import layer_indexes
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.next_sentence_head import NextSentenceHead

@@ -88,6 +88,10 @@ class BertEncoder(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Defaults to 1e-12.
         initializer_range: float. Stddev of the truncated-normal initializer.
             Defaults to 0.02.
+        output_all_layers: bool. Also output `encoder_outputs`: the list of
+            every Transformer block's output, first to last (Model Garden's
+            name), for feature extraction and layer mixes. The default
+            outputs and the weights are the same either way. Defaults to False.
         dtype: str or `keras.DTypePolicy`. Compute and variable dtype, such as
             `"mixed_bfloat16"`. Defaults to the global policy.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -121,6 +125,7 @@ class BertEncoder(keras_hub.models.Backbone):
         activation: str = "gelu_approximate",
         layer_norm_epsilon: float = 1e-12,
         initializer_range: float = 0.02,
+        output_all_layers: bool = False,
         dtype=None,
         **kwargs,
     ):
@@ -192,19 +197,24 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_add((tokens, positions, segments))
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x)
+        layer_outputs = []
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
+            layer_outputs.append(x)
             # keras-hub builds the block's Dropout and LayerNormalization
             # layers on this first call; kbert's faster ones from here on.
             use_fast_layers(transformer_layer)
         pooled_output = self.pooled_dense(x[:, 0, :])
+        outputs = {"sequence_output": x, "pooled_output": pooled_output}
+        if output_all_layers:
+            outputs["encoder_outputs"] = layer_outputs
         super().__init__(
             inputs={
                 "token_ids": token_ids,
                 "segment_ids": segment_ids,
                 "padding_mask": padding_mask,
             },
-            outputs={"sequence_output": x, "pooled_output": pooled_output},
+            outputs=outputs,
             dtype=dtype,
             **kwargs,
         )
@@ -221,6 +231,7 @@ class BertEncoder(keras_hub.models.Backbone):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.output_all_layers = output_all_layers
         self.cls_token_index = 0
 
     def call(self, inputs, training=None, mask=None):
@@ -240,10 +251,15 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x, training=training)
         attention_mask = packed_attention_mask(inputs["instance_ids"])
+        layer_outputs = []
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=inputs["padding_mask"],
                                   attention_mask=attention_mask, training=training)
-        return {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
+            layer_outputs.append(x)
+        outputs = {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
+        if self.output_all_layers:
+            outputs["encoder_outputs"] = layer_outputs
+        return outputs
 
     def get_config(self):
         config = super().get_config()
@@ -262,7 +278,27 @@ class BertEncoder(keras_hub.models.Backbone):
                 "initializer_range": self.initializer_range,
             }
         )
+        if self.output_all_layers:
+            # Only when set, so default configs (and files holding them) stay as they were.
+            config["output_all_layers"] = True
         return config
+
+    def with_all_layers(self) -> "BertEncoder":
+        """This encoder with `output_all_layers=True`: a copy with the same weights.
+
+        Returns:
+            `self` if it already outputs `encoder_outputs`, else a new
+            `BertEncoder` of the same config and weights that does.
+
+        Example:
+
+        >>> layers = encoder.with_all_layers()(inputs)["encoder_outputs"]
+        """
+        if self.output_all_layers:
+            return self
+        copy = BertEncoder.from_config({**self.get_config(), "output_all_layers": True})
+        copy.set_weights(self.get_weights())
+        return copy
 
     @classmethod
     def from_bert_config(cls, config: dict, **kwargs) -> "BertEncoder":

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from kbert.layers.crf import LinearChainCrf
+from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.crf import compact
 from kbert.models.bert_task import BertTask
 
@@ -32,6 +33,14 @@ class BertTokenClassifier(BertTask):
         crf_allowed_transitions: `[from][to]` list of lists of bools or None.
         crf_learning_rate_multiplier: float. The CRF's scores learn this many
             times faster than the rest. Defaults to 1.
+        features: str or None. None: the head reads `sequence_output`. A mode
+            of `kbert.layers.EncoderLayerMix` (`last`, `sum_last_4`,
+            `concat_last_4`, `weighted`): the head reads that mix of the
+            blocks' outputs (the encoder must output `encoder_outputs`:
+            `encoder.with_all_layers()`). Defaults to None.
+        freeze_encoder: bool. The encoder's weights stay fixed and it runs in
+            inference mode (no dropout): the BERT paper's feature-based use.
+            Defaults to False.
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -44,19 +53,30 @@ class BertTokenClassifier(BertTask):
     """
 
     _config_keys = ("num_classes", "dropout", "crf", "crf_allowed_starts",
-                    "crf_allowed_transitions", "crf_learning_rate_multiplier")
+                    "crf_allowed_transitions", "crf_learning_rate_multiplier", "features",
+                    "freeze_encoder")
 
     def __init__(self, encoder, num_classes: int, dropout: float = 0.1, crf: bool = False,
                  crf_allowed_starts=None, crf_allowed_transitions=None,
-                 crf_learning_rate_multiplier: float = 1.0, **kwargs):
+                 crf_learning_rate_multiplier: float = 1.0, features: str | None = None,
+                 freeze_encoder: bool = False, **kwargs):
+        if features is not None and not getattr(encoder, "output_all_layers", False):
+            raise ValueError(f"features={features!r} mixes the encoder's layers, but the encoder "
+                             "does not output them; pass encoder.with_all_layers().")
         self.encoder = encoder
+        self.layer_mix = None if features is None else EncoderLayerMix(
+            features, dtype=encoder.dtype_policy, name="layer_mix")
         self._build_output_head(encoder, num_classes, dropout)
         self.crf_layer = (LinearChainCrf(num_classes, crf_allowed_starts, crf_allowed_transitions,
                                          crf_learning_rate_multiplier, dtype="float32", name="crf")
                           if crf else None)
 
         inputs = self._encoder_inputs()
-        sequence = encoder(inputs)["sequence_output"]
+        if freeze_encoder:
+            encoder.trainable = False
+        encoded = encoder(inputs, training=False) if freeze_encoder else encoder(inputs)
+        sequence = (encoded["sequence_output"] if self.layer_mix is None
+                    else self.layer_mix(encoded["encoder_outputs"]))
         outputs = self._output_head(sequence)
         if self.crf_layer is not None:
             outputs = self.crf_layer(outputs)
@@ -68,6 +88,8 @@ class BertTokenClassifier(BertTask):
         self.crf_allowed_starts = self.crf_layer.allowed_starts if crf else None
         self.crf_allowed_transitions = self.crf_layer.allowed_transitions if crf else None
         self.crf_learning_rate_multiplier = float(crf_learning_rate_multiplier)
+        self.features = features
+        self.freeze_encoder = bool(freeze_encoder)
         self._crf_loss = False
 
     def decode(self, logits, keep) -> tf.Tensor:

@@ -45,12 +45,21 @@ class NerConfig:
             so no invalid sequence is ever predicted. Defaults to True.
         crf_learning_rate_multiplier: float. With `use_crf`, the CRF's scores
             learn this many times faster than the encoder. Defaults to 1.
+        freeze_encoder: bool. Feature-based NER (the BERT paper, 5.3): the
+            encoder's weights stay fixed (and it runs without dropout); only
+            the head learns. Defaults to False.
+        features: str or None. What the head reads: None for the last layer,
+            or a mix of the encoder's layers, `last`, `sum_last_4`,
+            `concat_last_4` or `weighted` (ELMo's learned softmax mix; see
+            `kbert.layers.EncoderLayerMix`). Defaults to None.
     """
 
     window_stride: int | None = None
     use_crf: bool = False
     crf_bio_constraints: bool = True
     crf_learning_rate_multiplier: float = 1.0
+    freeze_encoder: bool = False
+    features: str | None = None
 
 
 def _tagging_function(model):
@@ -125,14 +134,16 @@ class NerTask(Task):
         return encoder_inputs(batch), batch["label"], tf.cast(batch["weight"], tf.float32)
 
     def build_model(self, encoder: keras.Model) -> keras.Model:
-        if not self.config.use_crf:
-            return BertTokenClassifier(encoder, num_classes=len(self._label_names))
-        starts, transitions = (bio_transitions(self._label_names)
-                               if self.config.crf_bio_constraints else (None, None))
-        return BertTokenClassifier(
-            encoder, num_classes=len(self._label_names), crf=True, crf_allowed_starts=starts,
-            crf_allowed_transitions=transitions,
-            crf_learning_rate_multiplier=self.config.crf_learning_rate_multiplier)
+        config = self.config
+        options = {"freeze_encoder": config.freeze_encoder, "features": config.features}
+        if config.features is not None:
+            encoder = encoder.with_all_layers()
+        if config.use_crf:
+            starts, transitions = (bio_transitions(self._label_names)
+                                   if config.crf_bio_constraints else (None, None))
+            options.update(crf=True, crf_allowed_starts=starts, crf_allowed_transitions=transitions,
+                           crf_learning_rate_multiplier=config.crf_learning_rate_multiplier)
+        return BertTokenClassifier(encoder, num_classes=len(self._label_names), **options)
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
         forward = _tagging_function(model)
