@@ -11,6 +11,25 @@ from kbert.layers.crf import compact
 from kbert.models.bert_task import BertTask
 
 
+class _InferenceMode(keras.layers.Layer):
+    """Runs a layer in inference mode whatever the caller's mode (a frozen encoder: no dropout).
+
+    A functional graph does not keep `training=False` given at construction;
+    the outer call's mode wins. This wrapper is built anew by its model and
+    never serialized on its own.
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def call(self, inputs):
+        return self.layer(inputs, training=False)
+
+    def compute_output_spec(self, inputs):
+        return self.layer.compute_output_spec(inputs)
+
+
 @keras.saving.register_keras_serializable(package="kbert")
 class BertTokenClassifier(BertTask):
     """Encoder + dropout + dense layer over every position of the sequence output.
@@ -74,7 +93,8 @@ class BertTokenClassifier(BertTask):
         inputs = self._encoder_inputs()
         if freeze_encoder:
             encoder.trainable = False
-        encoded = encoder(inputs, training=False) if freeze_encoder else encoder(inputs)
+        encoded = (_InferenceMode(encoder, name="frozen_encoder")(inputs) if freeze_encoder
+                   else encoder(inputs))
         sequence = (encoded["sequence_output"] if self.layer_mix is None
                     else self.layer_mix(encoded["encoder_outputs"]))
         outputs = self._output_head(sequence)
