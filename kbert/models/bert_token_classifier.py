@@ -138,8 +138,10 @@ class BertTokenClassifier(BertTask):
         """The CRF's mean negative log-likelihood when compiled with the "auto" CRF loss."""
         if not self._crf_loss:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
-        emissions, lengths = compact(y_pred, sample_weight > 0)
-        tags, _ = compact(y, sample_weight > 0)
+        # Without weights every real position is in the sequence.
+        keep = (x["padding_mask"] if sample_weight is None else sample_weight) > 0
+        emissions, lengths = compact(y_pred, keep)
+        tags, _ = compact(y, keep)
         loss = -tf.reduce_mean(self.crf_layer.log_likelihood(emissions, tags, lengths))
         if self.losses:
             loss += tf.add_n(self.losses)
