@@ -302,10 +302,31 @@ def max_context_window(spans, position):
     return best_index
 
 
+def numpy_viterbi(scores, starts, transitions, ends):
+    """The best tag sequence of `scores` `[time, tags]` under a linear-chain CRF, in numpy."""
+    import numpy as np
+
+    if not len(scores):
+        return []
+    delta, pointers = starts + scores[0], []
+    for step in scores[1:]:
+        candidates = delta[:, None] + transitions
+        pointers.append(candidates.argmax(axis=0))
+        delta = candidates.max(axis=0) + step
+    path = [int((delta + ends).argmax())]
+    for pointer in reversed(pointers):
+        path.append(int(pointer[path[-1]]))
+    return path[::-1]
+
+
 def reference_ner(model, texts, max_seq_length, label_names, window_stride=None):
     """Words split by `str.split()` and tokenized one by one, as fine-tuning sees CoNLL words;
-    windows `window_stride` pieces apart, each word tagged where its first piece has most context."""
+    windows `window_stride` pieces apart, each word tagged where its first piece has most context
+    (with a CRF: each word's scores from that window, then Viterbi over the text's words)."""
     import numpy as np
+
+    crf = getattr(model, "crf_layer", None)
+    crf_scores = None if crf is None else [np.asarray(s, "float64") for s in crf.scores()]
 
     tokenizer = hf_tokenizer()
     budget = max_seq_length - 2
@@ -324,13 +345,18 @@ def reference_ner(model, texts, max_seq_length, label_names, window_stride=None)
             window = pieces[start:start + length]
             inputs = _pad([[CLS] + window + [SEP]], [[0] * (length + 2)])
             logits.append(np.asarray(model(inputs, training=False))[0])
-        tags = []
+        tags, word_scores = [], []
         for first in first_pieces:
             if first is None:
                 tags.append(label_names[0])
                 continue
             index = max_context_window(spans, first)
-            tags.append(label_names[int(np.argmax(logits[index][first - spans[index][0] + 1]))])
+            word_scores.append(logits[index][first - spans[index][0] + 1])
+            tags.append(label_names[int(np.argmax(word_scores[-1]))])
+        if crf_scores is not None:
+            best = iter(numpy_viterbi(np.asarray(word_scores, "float64"), *crf_scores))
+            tags = [label_names[0] if first is None else label_names[next(best)]
+                    for first in first_pieces]
         results.append((words, tags))
     return results
 

@@ -102,6 +102,10 @@ class BertEncoder(keras_hub.models.Backbone):
             `get_config()`: the model that shares them (such as
             `ElectraPretrainer`) passes it again when it is rebuilt. Defaults
             to None.
+        output_all_layers: bool. Also output `encoder_outputs`: the list of
+            every Transformer block's output, first to last (Model Garden's
+            name), for feature extraction and layer mixes. The default
+            outputs and the weights are the same either way. Defaults to False.
         dtype: str or `keras.DTypePolicy`. Compute and variable dtype, such as
             `"mixed_bfloat16"`. Defaults to the global policy.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -137,6 +141,7 @@ class BertEncoder(keras_hub.models.Backbone):
         initializer_range: float = 0.02,
         embedding_dim: int | None = None,
         shared_embeddings: "BertEncoder | None" = None,
+        output_all_layers: bool = False,
         dtype=None,
         **kwargs,
     ):
@@ -229,19 +234,24 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_dropout(x)
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
+        layer_outputs = []
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
+            layer_outputs.append(x)
             # keras-hub builds the block's Dropout and LayerNormalization
             # layers on this first call; kbert's faster ones from here on.
             use_fast_layers(transformer_layer)
         pooled_output = self.pooled_dense(x[:, 0, :])
+        outputs = {"sequence_output": x, "pooled_output": pooled_output}
+        if output_all_layers:
+            outputs["encoder_outputs"] = layer_outputs
         super().__init__(
             inputs={
                 "token_ids": token_ids,
                 "segment_ids": segment_ids,
                 "padding_mask": padding_mask,
             },
-            outputs={"sequence_output": x, "pooled_output": pooled_output},
+            outputs=outputs,
             dtype=dtype,
             **kwargs,
         )
@@ -261,6 +271,7 @@ class BertEncoder(keras_hub.models.Backbone):
         self.embedding_dim = embedding_dim
         # `shared_embeddings` is not kept: an encoder held as an attribute
         # would become a sublayer, its weights listed (and saved) twice.
+        self.output_all_layers = output_all_layers
         self.cls_token_index = 0
 
     def call(self, inputs, training=None, mask=None):
@@ -282,10 +293,15 @@ class BertEncoder(keras_hub.models.Backbone):
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
         attention_mask = packed_attention_mask(inputs["instance_ids"])
+        layer_outputs = []
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=inputs["padding_mask"],
                                   attention_mask=attention_mask, training=training)
-        return {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
+            layer_outputs.append(x)
+        outputs = {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
+        if self.output_all_layers:
+            outputs["encoder_outputs"] = layer_outputs
+        return outputs
 
     def get_config(self):
         config = super().get_config()
@@ -308,12 +324,32 @@ class BertEncoder(keras_hub.models.Backbone):
         # they were before the argument existed.
         if self.embedding_dim is not None:
             config["embedding_dim"] = self.embedding_dim
+        if self.output_all_layers:
+            # Only when set, so default configs (and files holding them) stay as they were.
+            config["output_all_layers"] = True
         return config
 
     @property
     def embedding_width(self) -> int:
         """Width of the embeddings: `embedding_dim`, or `hidden_dim` when that is None."""
         return self.hidden_dim if self.embedding_dim is None else self.embedding_dim
+
+    def with_all_layers(self) -> "BertEncoder":
+        """This encoder with `output_all_layers=True`: a copy with the same weights.
+
+        Returns:
+            `self` if it already outputs `encoder_outputs`, else a new
+            `BertEncoder` of the same config and weights that does.
+
+        Example:
+
+        >>> layers = encoder.with_all_layers()(inputs)["encoder_outputs"]
+        """
+        if self.output_all_layers:
+            return self
+        copy = BertEncoder.from_config({**self.get_config(), "output_all_layers": True})
+        copy.set_weights(self.get_weights())
+        return copy
 
     @classmethod
     def from_bert_config(cls, config: dict, **kwargs) -> "BertEncoder":

@@ -33,8 +33,8 @@ def _strings(values):
 
 def test_every_model_has_serving_default_and_serve_ids(signatures):
     for name, model_signatures in signatures.items():
-        extra = ["words"] if name == "ner" else []
-        assert sorted(model_signatures) == ["serve_ids", "serving_default", *extra], name
+        extra = {"ner": ["words"], "embed": ["features"]}.get(name, [])
+        assert sorted(model_signatures) == sorted(["serve_ids", "serving_default", *extra]), name
 
 
 @pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb"])
@@ -186,6 +186,25 @@ def test_embedding_signature_is_normalised_mean_of_encoder(exported, signatures)
     expected = lib.reference_embedding(encoder, lib.TEXTS, 32)
     np.testing.assert_allclose(outputs["embedding"].numpy(), expected, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(outputs["embedding"].numpy(), axis=-1), 1.0, atol=1e-6)
+
+
+def test_features_signature_gives_the_encoder_layers_and_each_piece_word(exported, signatures):
+    encoder = load_encoder(exported["embed"]["model_dir"], output_all_layers=True)
+    outputs = signatures["embed"]["features"](text=_strings(lib.TEXTS))
+    inputs = lib.reference_inputs(lib.TEXTS, None, 32)
+    layers = encoder(inputs, training=False)["encoder_outputs"]
+    # The default layers: -1, -2 of this 2-layer encoder, last first.
+    expected = np.stack([np.asarray(layers[1]), np.asarray(layers[0])], axis=2)
+    num_tokens = outputs["num_tokens"].numpy()
+    assert num_tokens.tolist() == inputs["padding_mask"].sum(axis=1).tolist()
+    for row, n in enumerate(num_tokens):
+        assert outputs["token_ids"].numpy()[row, :n].tolist() == inputs["token_ids"][row, :n].tolist()
+        np.testing.assert_allclose(outputs["features"].numpy()[row, :n], expected[row, :n],
+                                   atol=1e-5)
+        words = lib.TEXTS[row].split()
+        pieces = [len(lib.hf_tokenizer().encode(w, add_special_tokens=False).ids) for w in words]
+        want = [-1] + [i for i, count in enumerate(pieces) for _ in range(count)][:30] + [-1]
+        assert outputs["word_ids"].numpy()[row, :n].tolist() == want
 
 
 def test_versions_count_up_and_existing_version_is_refused(exported, tmp_path):

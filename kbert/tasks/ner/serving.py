@@ -4,14 +4,18 @@
 |---|---|---|
 | `serving_default` | `text` string `[batch]` | `words`, `tags` (string `[batch, max_words]`, `""`-padded), `num_words` int32 `[batch]` |
 | `words` | `words` string `[batch, max_words]`, `""`-padded | the same |
-| `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position |
+| `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position (argmax, also with a CRF) |
 
 Words are what fine-tuning calls words (`kbert.tasks.ner.words`): `text` is
 split on whitespace, and each word is tokenized on its own and tagged at its
 first piece. A text longer than `max_seq_length - 2` pieces is read in windows
 `window_stride` pieces apart (`kbert.data.windows`); each word takes its tag
 from the window where its first piece has the most context, so every word is
-tagged and the work grows linearly with the text.
+tagged and the work grows linearly with the text. With a CRF
+(`BertTokenClassifier(crf=True)`), each word keeps its tag scores from that
+window instead of a tag, and Viterbi runs over each text's words in order, as
+in fine-tuning: a text of one window gets exactly the Keras model's tags, and
+a longer one a valid sequence across windows too.
 """
 
 from __future__ import annotations
@@ -124,18 +128,24 @@ class TokenClassifierServingModule(ServingModule):
         token_ids = windows["token_ids"]
         tagged = windows["tagged"]
 
-        def keep(logits, inputs, begin, end):
-            # Tags of the tagged pieces only (one per word), in window order.
-            best = tf.argmax(logits[:, 1:], axis=-1, output_type=tf.int32)
-            mask = rows_between(tagged, begin, end).to_tensor(
-                default_value=False, shape=tf.shape(best, out_type=tf.int64))
-            return [tf.boolean_mask(best, mask)]
+        crf = getattr(self.model, "crf_layer", None)
 
-        tag_ids, = self.run_windows(token_ids, tf.zeros_like(token_ids), keep,
-                                    [tf.TensorSpec([None], tf.int32)])
+        def keep(logits, inputs, begin, end):
+            # Scores (CRF) or tags of the tagged pieces only (one per word), in window order.
+            logits = tf.cast(logits[:, 1:], tf.float32)
+            mask = rows_between(tagged, begin, end).to_tensor(
+                default_value=False, shape=tf.shape(logits[..., 0], out_type=tf.int64))
+            if crf is not None:
+                return [tf.boolean_mask(logits, mask)]
+            return [tf.boolean_mask(tf.argmax(logits, axis=-1, output_type=tf.int32), mask)]
+
+        spec = (tf.TensorSpec([None, self.label_names.shape[0]], tf.float32) if crf is not None
+                else tf.TensorSpec([None], tf.int32))
+        kept, = self.run_windows(token_ids, tf.zeros_like(token_ids), keep, [spec])
         tagged_pieces = tf.boolean_mask(windows["piece_index"].flat_values, tagged.flat_values)
         word = tf.gather(windows["word"], tagged_pieces)
         num_words = tf.shape(words.flat_values)[0]
+        tag_ids = kept if crf is None else self._viterbi(crf, kept, word, words)
         # 0 for a word without pieces (untagged), else its tag id + 1.
         word_tag = tf.scatter_nd(word[:, tf.newaxis], tag_ids + 1, [num_words])
         tags = tf.gather(self.label_names, tf.maximum(word_tag - 1, 0))
@@ -144,6 +154,18 @@ class TokenClassifierServingModule(ServingModule):
             "tags": words.with_flat_values(tags).to_tensor(default_value=""),
             "num_words": tf.cast(words.row_lengths(), tf.int32),
         }
+
+    @staticmethod
+    def _viterbi(crf, scores, word, words: tf.RaggedTensor) -> tf.Tensor:
+        """Viterbi over each text's tagged words; tag ids in the order of `word`."""
+        # Tagged words in text order (flat word indices grow with the row).
+        order = tf.argsort(word, stable=True)
+        row = tf.gather(tf.cast(words.value_rowids(), tf.int32), tf.gather(word, order))
+        sequences = tf.RaggedTensor.from_value_rowids(tf.gather(scores, order), row,
+                                                      nrows=tf.cast(words.nrows(), tf.int32))
+        best = crf.decode(sequences.to_tensor(), tf.cast(sequences.row_lengths(), tf.int32))
+        in_order = tf.RaggedTensor.from_tensor(best, lengths=sequences.row_lengths()).flat_values
+        return tf.scatter_nd(order[:, tf.newaxis], in_order, tf.shape(order))
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):
         logits = tf.cast(self.run(ids_inputs(token_ids, segment_ids, padding_mask)), tf.float32)

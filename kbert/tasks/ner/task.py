@@ -10,11 +10,12 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.models.bert_token_classifier import BertTokenClassifier
+from kbert.layers.crf import bio_transitions
+from kbert.tasks.base import INPUT_NAMES
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
-from kbert.tasks.base import inference_function
 from kbert.tasks.ner.dataset import token_classification_dataset
 from kbert.tasks.ner.metrics import entity_f1
 from kbert.tasks.ner.reader import CONLL2003_LABELS
@@ -35,9 +36,44 @@ class NerConfig:
             `max_seq_length - 2` pieces is read in windows this many pieces
             apart, and each word is tagged in the window where it has the most
             context. Defaults to half a window, `(max_seq_length - 2) // 2`.
+        use_crf: bool. A linear-chain CRF over the words' tag scores
+            (`BertTokenClassifier(crf=True)`): trained with the sentence's
+            negative log-likelihood, decoded with Viterbi (also in the served
+            model). Defaults to False.
+        crf_bio_constraints: bool. With `use_crf`, forbid the transitions BIO
+            tags do not allow (`I-X` after anything but `B-X`/`I-X`, or first),
+            so no invalid sequence is ever predicted. Defaults to True.
+        crf_learning_rate_multiplier: float. With `use_crf`, the CRF's scores
+            learn this many times faster than the encoder. Defaults to 1.
+        freeze_encoder: bool. Feature-based NER (the BERT paper, 5.3): the
+            encoder's weights stay fixed (and it runs without dropout); only
+            the head learns. Defaults to False.
+        features: str or None. What the head reads: None for the last layer,
+            or a mix of the encoder's layers, `last`, `sum_last_4`,
+            `concat_last_4` or `weighted` (ELMo's learned softmax mix; see
+            `kbert.layers.EncoderLayerMix`). Defaults to None.
     """
 
     window_stride: int | None = None
+    use_crf: bool = False
+    crf_bio_constraints: bool = True
+    crf_learning_rate_multiplier: float = 1.0
+    freeze_encoder: bool = False
+    features: str | None = None
+
+
+def _tagging_function(model):
+    """One traced function: inputs and word positions -> the best tag of each position."""
+    signature = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
+
+    @tf.function(input_signature=[signature, tf.TensorSpec([None, None], tf.int32)])
+    def tag(inputs, word_position):
+        logits = model(inputs, training=False)
+        if getattr(model, "crf_layer", None) is None:
+            return tf.argmax(logits, axis=-1, output_type=tf.int32)
+        return model.decode(logits, word_position > 0)
+
+    return tag
 
 
 class NerTask(Task):
@@ -98,13 +134,22 @@ class NerTask(Task):
         return encoder_inputs(batch), batch["label"], tf.cast(batch["weight"], tf.float32)
 
     def build_model(self, encoder: keras.Model) -> keras.Model:
-        return BertTokenClassifier(encoder, num_classes=len(self._label_names))
+        config = self.config
+        options = {"freeze_encoder": config.freeze_encoder, "features": config.features}
+        if config.features is not None:
+            encoder = encoder.with_all_layers()
+        if config.use_crf:
+            starts, transitions = (bio_transitions(self._label_names)
+                                   if config.crf_bio_constraints else (None, None))
+            options.update(crf=True, crf_allowed_starts=starts, crf_allowed_transitions=transitions,
+                           crf_learning_rate_multiplier=config.crf_learning_rate_multiplier)
+        return BertTokenClassifier(encoder, num_classes=len(self._label_names), **options)
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
-        forward = inference_function(model)
+        forward = _tagging_function(model)
         predicted = [["O"] * len(s.words) for s in sentences]
         for batch in self.dataset(sentences, preprocessor, batch_size, False):
-            best = forward(encoder_inputs(batch)).numpy().argmax(axis=-1)
+            best = forward(encoder_inputs(batch), batch["word_position"]).numpy()
             positions = batch["word_position"].numpy()
             for row, index in enumerate(batch["example_index"].numpy()):
                 for position in np.nonzero(positions[row])[0]:
