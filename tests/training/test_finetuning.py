@@ -48,11 +48,20 @@ def test_finetune_gin_binds_hyperparameters_not_paths():
     from kbert import configurables
 
     configurables.parse_gin(["finetune.gin"])
-    assert gin.query_parameter("run_finetuning.learning_rate") == 2e-5
+    assert gin.query_parameter("run_finetuning.learning_rate") == "auto"
     assert gin.query_parameter("run_finetuning.train_batch_size") == 32
     assert gin.query_parameter("run_finetuning.num_train_epochs") == 3.0
-    assert gin.query_parameter("run_finetuning.warmup_proportion") == 0.1
+    assert gin.query_parameter("run_finetuning.warmup_proportion") == "auto"
     assert gin.query_parameter("run_finetuning.max_seq_length") == 128
+    assert gin.query_parameter("run_finetuning.eval_every_steps") == 0
+    assert gin.query_parameter("run_finetuning.keep_best_checkpoint") is True
+    assert gin.query_parameter("run_finetuning.early_stopping_patience") == 0
+    # Every hyperparameter of run_finetuning has its default in finetune.gin.
+    from kbert.training.finetuning import HYPERPARAMETERS
+    for name in HYPERPARAMETERS:
+        gin.query_parameter(f"run_finetuning.{name}")
+    with pytest.raises(ValueError, match="num_restarts"):  # a flag, not a binding
+        configurables.parse_gin(["finetune.gin"], ["run_finetuning.num_restarts = 3"])
     with pytest.raises(ValueError, match="model_dir"):
         configurables.parse_gin(["finetune.gin"], ["run_finetuning.model_dir = 'x'"])
 
