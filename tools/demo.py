@@ -148,7 +148,6 @@ def stage_finetune() -> str:
         "--task=glue", "--task_name=SST-2", f"--data_dir={DATA}/sst2",
         f"--init_checkpoint={minilm}", f"--model_dir={sst2}", "--do_train", "--do_eval",
         "--gin_params=run_finetuning.num_train_epochs = 1",
-        "--gin_params=run_finetuning.learning_rate = 1e-4",
         "--gin_params=run_finetuning.max_seq_length = 64",
     ], keep=sparse_progress)
     results = json.load(open(os.path.join(sst2, "eval_results.json")))
