@@ -126,6 +126,7 @@ class _TrainedRun:
     hparams: Hyperparameters
     schedule: _Schedule
     train_loss: list[float]
+    steps_run: int = 0  # fewer than `schedule.total_steps` when stopped early
     evaluation: Evaluation | None = None  # of the kept model, when evaluated during training
     best_step: int | None = None
     curve: list[CurvePoint] = dataclasses.field(default_factory=list)
@@ -412,6 +413,8 @@ def _train_selected(setup: _Setup, base: Hyperparameters, num_restarts: int, hpa
                    train_batch_size=best.hparams.train_batch_size,
                    num_train_epochs=best.hparams.num_train_epochs,
                    warmup_steps=best.schedule.warmup_steps, seed=best.hparams.seed)
+    if best.steps_run < best.schedule.total_steps:
+        results["early_stopped_at_step"] = best.steps_run
     if best.evaluation is not None:
         results.update(main_metric=metric, best_step=best.best_step,
                        eval_curve=[{"step": p.step, "epoch": p.epoch, **p.metrics}
@@ -472,7 +475,8 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
         history = model.fit(dataset.map(task.training_batch), epochs=schedule.num_intervals,
                             steps_per_epoch=schedule.interval, shuffle=False,
                             callbacks=callbacks, verbose=setup.verbose)
-    run = _TrainedRun(model, hparams, schedule, [float(v) for v in history.history["loss"]])
+    losses = [float(v) for v in history.history["loss"]]
+    run = _TrainedRun(model, hparams, schedule, losses, len(losses) * schedule.interval)
     if evaluation is not None:
         keep_best = setup.keep_best_checkpoint
         run.evaluation = evaluation.best if keep_best else evaluation.last

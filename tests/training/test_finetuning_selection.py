@@ -80,6 +80,7 @@ def test_the_saved_model_is_the_best_dev_step_and_the_rate_is_auto(pretrained, t
     assert _same(saved, snapshots[1]) and not _same(saved, snapshots[3])
     written = json.load(open(os.path.join(model_dir, "eval_results.json")))
     assert (written["best_step"], written["score"], written["train_steps"]) == (6, 0.9, 12)
+    assert "early_stopped_at_step" not in written
 
 
 def test_restarts_use_distinct_seeds_and_keep_the_best(pretrained, tmp_path, scripted):
@@ -103,7 +104,8 @@ def test_early_stopping_stops_after_the_patience(pretrained, tmp_path, scripted)
                              num_train_epochs=6, early_stopping_patience=2, **FAST)
     assert len(snapshots) == 4 and len(results["train_loss"]) == 4
     assert [p["step"] for p in results["eval_curve"]] == [3, 6, 9, 12]
-    assert (results["best_step"], results["score"]) == (6, 0.6)
+    assert (results["best_step"], results["score"], results["early_stopped_at_step"],
+            results["train_steps"]) == (6, 0.6, 12, 18)
 
 
 def test_restarts_and_search_need_dev_data(pretrained, tmp_path, scripted):
