@@ -534,9 +534,9 @@ def _evaluate_and_predict(model, task: Task, examples: dict[str, list],
 def _best_hparams_gin(task: Task, settings: dict[str, Any], best: _TrainedRun,
                       results: dict[str, Any]) -> str:
     """`best_hparams.gin`: every hyperparameter of the search's best run, as gin bindings."""
-    chosen = {**settings, "learning_rate": best.hparams.learning_rate,
-              "train_batch_size": best.hparams.train_batch_size,
-              "num_train_epochs": best.hparams.num_train_epochs}
+    # The best run's own seed (a restart's, with --num_restarts), so that one run
+    # with this file trains that very model again.
+    chosen = {**settings, **dataclasses.asdict(best.hparams)}
     bindings = {f"run_finetuning.{name}": chosen[name] for name in HYPERPARAMETERS}
     config_name = type(task.config).__name__
     bindings.update({f"{config_name}.{field.name}": getattr(task.config, field.name)
