@@ -2,7 +2,7 @@
 
 Fine-tunes exactly as a user would (subset files are written in the original
 formats and passed to `run_finetuning`) at the defaults of `gin/finetune.gin`
-(learning rate "auto", 3 epochs, best dev checkpoint kept): only the sequence
+(learning rate and epochs "auto", best dev checkpoint kept): only the sequence
 length (and SQuAD's window stride) is set per task, to fit a small CPU. With
 `--learning_rates=auto,3e-4,1e-4,5e-5,3e-5` each task also runs at each rate
 of google-research/bert's small-BERT grid, to check the `auto` table against

@@ -1,5 +1,5 @@
-"""Fine-tuning settings that follow the encoder and the run: `learning_rate = "auto"` and
-`warmup_proportion = "auto"`.
+"""Fine-tuning settings that follow the encoder and the data: `learning_rate`,
+`num_train_epochs` and `warmup_proportion` set to `"auto"`.
 
 google-research/bert fine-tunes BERT-base at 2e-5 to 5e-5, but its README
 for the 24 small BERTs (L2..L12 x H128..H768) picks each task's rate from
@@ -7,7 +7,14 @@ for the 24 small BERTs (L2..L12 x H128..H768) picks each task's rate from
 and at BERT-base's rate a MiniLM-sized encoder barely moves in a few epochs.
 `AUTO_LEARNING_RATES` is kbert's table of those recommendations by hidden
 size, checked by `benchmarks/finetuning_quality.py` (see BENCHMARKS.md and
-docs/finetuning.md). An explicit number always wins.
+docs/finetuning.md). Small training sets also need more passes than BERT's 3
+epochs (Mosbach et al., 2021; Zhang et al., 2021): with the best dev
+checkpoint kept, extra epochs cost time, not quality. An explicit number always
+wins.
+
+Reference: Mosbach et al., 2021. "On the Stability of Fine-tuning BERT:
+Misconceptions, Explanations, and Strong Baselines"; Zhang et al., 2021.
+"Revisiting Few-sample BERT Fine-tuning".
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ AUTO_LEARNING_RATES = (
     RateRow(768, 3e-5, "BERT-base (L12/H768), L2..L10/H768"),
     RateRow(10**9, 2e-5, "BERT-large (L24/H1024) and larger"),
 )
+# Epochs of "auto": BERT's 3, raised for small training sets until the run
+# makes MIN_AUTO_STEPS optimizer steps, but never beyond MAX_AUTO_EPOCHS passes.
+DEFAULT_EPOCHS = 3
+MIN_AUTO_STEPS = 300
+MAX_AUTO_EPOCHS = 10
 # Warm-up of "auto": BERT's 10% of the steps, but at least MIN_WARMUP_STEPS
 # (at most a third of the run): Adam's first updates move every weight by about
 # the learning rate whatever the gradient's size, and a 5-step warm-up at a
@@ -59,7 +71,8 @@ def auto_learning_rate(hidden_dim: int) -> float:
     >>> auto_learning_rate(384)  # all-MiniLM-L6-v2
     0.0001
     """
-    return next(row.learning_rate for row in AUTO_LEARNING_RATES if hidden_dim <= row.max_hidden_dim)
+    return next(row.learning_rate for row in AUTO_LEARNING_RATES
+                if hidden_dim <= row.max_hidden_dim)
 
 
 def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[str, Any]) -> float:
@@ -80,6 +93,29 @@ def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[st
         return auto_learning_rate(encoder_config["hidden_dim"])
     _check_number("learning_rate", learning_rate, low=0.0, low_inclusive=False)
     return float(learning_rate)
+
+
+def resolve_num_train_epochs(num_train_epochs: float | str, steps_per_epoch: int) -> float:
+    """`num_train_epochs` as a number: for `"auto"`, 3, or more for small training sets.
+
+    Args:
+        num_train_epochs: float or `"auto"`. The `run_finetuning.num_train_epochs` binding.
+        steps_per_epoch: int. Optimizer steps per pass over the training data.
+
+    Returns:
+        float: the value itself, or for `"auto"` the fewest whole epochs from 3
+        up to 10 that make at least 300 steps.
+
+    Example:
+
+    >>> resolve_num_train_epochs("auto", 125), resolve_num_train_epochs("auto", 47)
+    (3.0, 7.0)
+    """
+    if num_train_epochs != AUTO:
+        _check_number("num_train_epochs", num_train_epochs, low=0.0, low_inclusive=False)
+        return float(num_train_epochs)
+    needed = math.ceil(MIN_AUTO_STEPS / max(1, steps_per_epoch))
+    return float(min(MAX_AUTO_EPOCHS, max(DEFAULT_EPOCHS, needed)))
 
 
 def resolve_warmup_steps(warmup_proportion: float | str, total_steps: int) -> int:
@@ -109,6 +145,12 @@ def check_learning_rate(learning_rate: float | str) -> None:
     """Raises a clear error unless `learning_rate` is `"auto"` or a number > 0."""
     if learning_rate != AUTO:
         _check_number("learning_rate", learning_rate, low=0.0, low_inclusive=False)
+
+
+def check_num_train_epochs(num_train_epochs: float | str) -> None:
+    """Raises a clear error unless `num_train_epochs` is `"auto"` or a number > 0."""
+    if num_train_epochs != AUTO:
+        _check_number("num_train_epochs", num_train_epochs, low=0.0, low_inclusive=False)
 
 
 def check_warmup_proportion(warmup_proportion: float | str) -> None:

@@ -77,7 +77,7 @@ class Hyperparameters:
 
     learning_rate: float
     train_batch_size: int
-    num_train_epochs: float
+    num_train_epochs: float | str  # "auto" until a run resolves it for its batch size
     seed: int
 
 
@@ -152,7 +152,7 @@ def run_finetuning(
     train_batch_size: int = 32,
     eval_batch_size: int = 64,
     learning_rate: float | str = "auto",
-    num_train_epochs: float = 3.0,
+    num_train_epochs: float | str = "auto",
     warmup_proportion: float | str = "auto",
     weight_decay: float = 0.01,
     max_seq_length: int = 128,
@@ -198,7 +198,9 @@ def run_finetuning(
         learning_rate: float or `"auto"`. Peak AdamW learning rate; `"auto"`
             takes it from the encoder's width
             (`kbert.training.auto_settings.AUTO_LEARNING_RATES`). Defaults to "auto".
-        num_train_epochs: float. Defaults to 3.0.
+        num_train_epochs: float or `"auto"`. Passes over the training data;
+            `"auto"` is 3, or more (up to 10) for small training sets so that
+            the run makes at least 300 steps. Defaults to "auto".
         warmup_proportion: float or `"auto"`. Fraction of steps warming up;
             `"auto"` is 0.1 but at least 20 steps (at most a third of the run).
             Defaults to "auto".
@@ -306,9 +308,7 @@ def _check_arguments(task, strategy, do_train, do_eval, do_predict, settings: di
         if settings[name] < 0:
             raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 0 "
                              "(0 turns it off).")
-    if do_train and settings["num_train_epochs"] <= 0:
-        raise ValueError(f"run_finetuning.num_train_epochs={settings['num_train_epochs']}; "
-                         "it must be > 0.")
+    auto_settings.check_num_train_epochs(settings["num_train_epochs"])
     auto_settings.check_learning_rate(settings["learning_rate"])
     auto_settings.check_warmup_proportion(settings["warmup_proportion"])
     if num_restarts < 1:
@@ -447,6 +447,9 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     task = setup.task
     keras.utils.set_random_seed(hparams.seed)
     evaluating = setup.dev_examples is not None
+    steps_per_epoch = math.ceil(len(setup.train_rows) / hparams.train_batch_size)
+    epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch)
+    hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
     schedule = _schedule(len(setup.train_rows), hparams.train_batch_size,
                          hparams.num_train_epochs, setup.warmup_proportion,
                          setup.eval_every_steps if evaluating else 0)

@@ -149,7 +149,8 @@ def search(points: Sequence[Point], train: Callable[[Point], Outcome],
     for trial in trials:
         elapsed = clock() - start
         if seconds_per_epoch:
-            estimate = trial.point.num_train_epochs * sum(seconds_per_epoch) / len(seconds_per_epoch)
+            per_epoch = sum(seconds_per_epoch) / len(seconds_per_epoch)
+            estimate = trial.point.num_train_epochs * per_epoch
             if elapsed + estimate > 60 * time_budget_minutes:
                 logger.info("search: skipping %s (about %.1f min; %.1f of %.1f min left).",
                             trial.point, estimate / 60, time_budget_minutes - elapsed / 60,

@@ -1,9 +1,11 @@
-"""learning_rate = "auto" and warmup_proportion = "auto": the table, the rule, and explicit values winning."""
+"""learning_rate, num_train_epochs and warmup_proportion = "auto": the table, the rules, and
+explicit values winning."""
 
 import pytest
 
 from kbert.training import auto_settings
 from kbert.training.auto_settings import resolve_learning_rate
+from kbert.training.auto_settings import resolve_num_train_epochs
 from kbert.training.auto_settings import resolve_warmup_steps
 
 
@@ -49,3 +51,18 @@ def test_an_explicit_warmup_proportion_wins():
     with pytest.raises(ValueError, match=r"run_finetuning.warmup_proportion=1.0; it must be in "
                                          r"\[0, 1\) or \"auto\""):
         resolve_warmup_steps(1.0, 90)
+
+
+@pytest.mark.parametrize("steps_per_epoch, epochs", [
+    (1, 10.0), (29, 10.0), (30, 10.0), (31, 10.0), (34, 9.0), (47, 7.0), (100, 3.0), (125, 3.0),
+    (5000, 3.0)])
+def test_auto_epochs_are_3_or_more_for_small_data_to_reach_300_steps_up_to_10(steps_per_epoch,
+                                                                              epochs):
+    assert resolve_num_train_epochs("auto", steps_per_epoch) == epochs
+
+
+def test_explicit_epochs_win_and_bad_ones_are_named():
+    assert resolve_num_train_epochs(1.5, 1) == 1.5
+    with pytest.raises(ValueError, match=r"run_finetuning.num_train_epochs=0; it must be a "
+                                         r"number > 0.0 or \"auto\""):
+        resolve_num_train_epochs(0, 100)

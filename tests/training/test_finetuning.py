@@ -50,7 +50,7 @@ def test_finetune_gin_binds_hyperparameters_not_paths():
     configurables.parse_gin(["finetune.gin"])
     assert gin.query_parameter("run_finetuning.learning_rate") == "auto"
     assert gin.query_parameter("run_finetuning.train_batch_size") == 32
-    assert gin.query_parameter("run_finetuning.num_train_epochs") == 3.0
+    assert gin.query_parameter("run_finetuning.num_train_epochs") == "auto"
     assert gin.query_parameter("run_finetuning.warmup_proportion") == "auto"
     assert gin.query_parameter("run_finetuning.max_seq_length") == 128
     assert gin.query_parameter("run_finetuning.eval_every_steps") == 0
