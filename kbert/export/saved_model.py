@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 
 import tensorflow as tf
 
@@ -29,6 +28,7 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.export.ops_check import check_ops
+from kbert.files import atomic_directory
 from kbert.tasks import Task
 from kbert.tasks import get_task
 
@@ -59,38 +59,36 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
     if tf.io.gfile.exists(final):
         raise ValueError(f"{final} already exists; pass another --version or leave it out "
                          f"to use the next one ({(versions(export_dir) or [0])[-1] + 1}).")
-    tf.io.gfile.makedirs(export_dir)
-    # The name starts with "." and is not a number, so servers ignore it while it fills.
-    staging = os.path.join(export_dir, f".{version}.tmp-{uuid.uuid4().hex[:8]}")
-    local = staging
     remote = "://" in export_dir
-    if remote:  # SavedModels are written locally, then copied; the rename still publishes at once.
-        local = tempfile.mkdtemp(prefix="kbert-export-")
-    try:
-        signatures = module.signatures()
-        tf.saved_model.save(module, local, signatures=signatures)
-        extra = os.path.join(local, "assets.extra")
-        os.makedirs(extra, exist_ok=True)
-        tf.io.gfile.copy(vocab_file, os.path.join(extra, "vocab.txt"), overwrite=True)
-        info = dict(info, signatures=sorted(signatures))
-        with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
-            f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
-        if check:
-            report = check_ops(local)
-            if not report.ok:
-                raise ValueError(report.message())
-            log.info("ops check: %s", report.message())
-        if remote:
-            _copy_tree(local, staging)
-        tf.io.gfile.rename(staging, final)
-    finally:
-        for leftover in {local, staging}:
-            if tf.io.gfile.exists(leftover):
-                if "://" in leftover:
-                    tf.io.gfile.rmtree(leftover)
-                else:
-                    shutil.rmtree(leftover, ignore_errors=True)
+    # The staging name starts with "." and is not a number, so servers ignore it while it fills.
+    with atomic_directory(final, hidden=True) as staging:
+        # SavedModels are written locally, then copied; the rename still publishes at once.
+        local = tempfile.mkdtemp(prefix="kbert-export-") if remote else staging
+        try:
+            _write_version(module, local, info, vocab_file, check)
+            if remote:
+                _copy_tree(local, staging)
+        finally:
+            if remote:
+                shutil.rmtree(local, ignore_errors=True)
     return final
+
+
+def _write_version(module, directory: str, info: dict, vocab_file: str, check: bool) -> None:
+    """Saves the SavedModel and its `assets.extra/`, then checks its ops."""
+    signatures = module.signatures()
+    tf.saved_model.save(module, directory, signatures=signatures)
+    extra = os.path.join(directory, "assets.extra")
+    os.makedirs(extra, exist_ok=True)
+    tf.io.gfile.copy(vocab_file, os.path.join(extra, "vocab.txt"), overwrite=True)
+    info = dict(info, signatures=sorted(signatures))
+    with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
+        f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    if check:
+        report = check_ops(directory)
+        if not report.ok:
+            raise ValueError(report.message())
+        log.info("ops check: %s", report.message())
 
 
 def _copy_tree(source: str, destination: str) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.serving.errors import ServingError
+from kbert.serving.limits import deadline_exceeded
 
 _WRAPPED = re.compile(r"(\w+)\s*\{\s*value\s*:\s*(\"[^\"]*\"|[^\s}]+)\s*\}")
 _PLAIN = re.compile(r"(\w+)\s*:\s*(\"[^\"]*\"|[^\s{}]+)")
@@ -117,12 +118,13 @@ class BatchingParameters:
                              f"must equal max_batch_size ({self.max_batch_size}).")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)  # compared by identity: queues remove one request
 class _Task:
     inputs: dict
     size: int
     run: Callable
     created: float
+    deadline: float | None = None
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     outputs: dict | None = None
     error: Exception | None = None
@@ -151,7 +153,8 @@ class BatchScheduler:
         for worker in self._workers:
             worker.start()
 
-    def run(self, key, run: Callable[[dict], dict], inputs: dict, batch_size: int) -> dict:
+    def run(self, key, run: Callable[[dict], dict], inputs: dict, batch_size: int,
+            deadline: float | None = None) -> dict:
         """Runs `run(inputs)` as part of a batch; blocks until this request's rows are back.
 
         Args:
@@ -160,13 +163,19 @@ class BatchScheduler:
             run: callable from batched inputs to batched outputs.
             inputs: dict of arrays with `batch_size` rows.
             batch_size: int.
+            deadline: float or None. A `time.monotonic()` instant; a request
+                still queued then is taken out and not run.
 
         Returns:
             This request's rows of every output.
+
+        Raises:
+            ServingError: UNAVAILABLE when the queue is full, DEADLINE_EXCEEDED
+                when the deadline passes before the batch starts.
         """
         if batch_size >= self.params.max_batch_size:
             return run(inputs)  # already a full batch: nothing to merge with
-        task = _Task(inputs, batch_size, run, time.monotonic())
+        task = _Task(inputs, batch_size, run, time.monotonic(), deadline)
         with self._condition:
             if self._stopped:
                 raise ServingError(grpc.StatusCode.UNAVAILABLE, "The server is shutting down.")
@@ -178,7 +187,15 @@ class BatchScheduler:
                                    f"({self.params.max_enqueued_batches} batches); retry later.")
             queue.append(task)
             self._condition.notify()
-        task.done.wait()
+        if not task.done.wait(None if deadline is None else max(0.0, deadline - time.monotonic())):
+            with self._condition:
+                queue = self._queues.get(key)
+                if queue is not None and task in queue:  # not started: leave the queue, never run
+                    queue.remove(task)
+                    if not queue:
+                        del self._queues[key]
+                    raise deadline_exceeded("its batch started")
+            task.done.wait()  # already running: it cannot be stopped half-way
         if task.error is not None:
             raise task.error
         return task.outputs
@@ -210,14 +227,23 @@ class BatchScheduler:
                         break
                     self._condition.wait(timeout=wait)
                 queue = self._queues[key]
-                tasks, size = [], 0
+                tasks, size, now = [], 0, time.monotonic()
                 while queue and size + queue[0].size <= self.params.max_batch_size:
                     task = queue.popleft()
+                    if task.deadline is not None and task.deadline <= now:
+                        self._expire(task)
+                        continue
                     tasks.append(task)
                     size += task.size
                 if not queue:
                     del self._queues[key]
-            self._run_batch(tasks, size)
+            if tasks:
+                self._run_batch(tasks, size)
+
+    @staticmethod
+    def _expire(task: _Task) -> None:
+        task.error = deadline_exceeded("its batch started")
+        task.done.set()
 
     def _padded_size(self, size: int) -> int:
         for allowed in self.params.allowed_batch_sizes:

@@ -3,10 +3,13 @@
 Like TF Serving's file-system source with the availability-preserving policy:
 every `file_system_poll_wait_seconds` it lists each `base_path`, loads the
 versions the policy asks for, and unloads others only once an asked-for version
-is serving. A version that fails to load is recorded (state END with its error)
-and not retried until its `saved_model.pb` changes; what served before keeps
-serving. Requests hold a reference to the `Servable` they started on, so a
-swap never disturbs requests in flight: they finish on the old version.
+is serving. A version that fails to load is recorded (state END with the
+cause) and, as TF Serving does, tried again: at once when any file under its
+directory changes (a copy that was still arriving, e.g. `saved_model.pb` before
+`variables/`), and otherwise every `load_retry_interval_seconds`, up to
+`max_num_load_retries` times; what served before keeps serving meanwhile.
+Requests hold a reference to the `Servable` they started on, so a swap never
+disturbs requests in flight: they finish on the old version.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 
 import tensorflow as tf
 
 from kbert.serving.errors import not_found
+from kbert.serving.errors import op_error_cause
 from kbert.serving.model_config import ModelConfig
 from kbert.serving.servable import Servable
 
@@ -46,12 +51,35 @@ def _version_dirs(base_path: str) -> dict[int, str]:
     return found
 
 
-def _stamp(path: str):
+def _stamp(path: str) -> tuple:
+    """Every file under a version directory with its size and modification time.
+
+    Any change (a file arriving, growing or being rewritten) makes a failed
+    version worth loading again.
+    """
+    found = []
     try:
-        stat = tf.io.gfile.stat(os.path.join(path, "saved_model.pb"))
-        return stat.mtime_nsec, stat.length
+        for directory, _, files in tf.io.gfile.walk(path):
+            for name in files:
+                file_path = os.path.join(directory, name)
+                try:
+                    stat = tf.io.gfile.stat(file_path)
+                except tf.errors.OpError:  # removed while we looked: the next poll sees the change
+                    continue
+                found.append((os.path.relpath(file_path, path), stat.length, stat.mtime_nsec))
     except tf.errors.OpError:
-        return None
+        pass
+    return tuple(sorted(found))
+
+
+@dataclasses.dataclass
+class _Failure:
+    """The last failed load of one version."""
+
+    stamp: tuple
+    attempts: int  # loads tried in all
+    timed_retries: int  # of them, retries on the timer since the files last changed
+    retry_at: float  # time.monotonic() of the next retry on the timer
 
 
 class ModelManager:
@@ -61,6 +89,11 @@ class ModelManager:
         configs: list of `ModelConfig`.
         poll_wait_seconds: float. Seconds between polls; 0 polls once at start
             (TF Serving's `--file_system_poll_wait_seconds`).
+        max_num_load_retries: int. Retries of a failed version while its files
+            stay the same (`--max_num_load_retries`). Defaults to 5.
+        load_retry_interval_seconds: float. Seconds between those retries
+            (`--load_retry_interval_micros` / 1e6). Defaults to 60. A change of
+            any file under the version retries at the next poll regardless.
 
     Example:
 
@@ -70,13 +103,16 @@ class ModelManager:
     >>> servable = manager.get("sst2")
     """
 
-    def __init__(self, configs: list[ModelConfig], poll_wait_seconds: float = 1.0):
+    def __init__(self, configs: list[ModelConfig], poll_wait_seconds: float = 1.0,
+                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0):
         self.configs = {config.name: config for config in configs}
         self.poll_wait_seconds = poll_wait_seconds
+        self.max_num_load_retries = max_num_load_retries
+        self.load_retry_interval_seconds = load_retry_interval_seconds
         self._lock = threading.Lock()
         self._loaded: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._status: dict[str, dict[int, VersionStatus]] = {name: {} for name in self.configs}
-        self._failed: dict[tuple[str, int], object] = {}
+        self._failed: dict[tuple[str, int], _Failure] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -96,29 +132,8 @@ class ModelManager:
         on_disk = _version_dirs(config.base_path)
         aspired = config.aspired(list(on_disk))
         for version in aspired:
-            if version in self._loaded[config.name]:
-                continue
-            path = on_disk[version]
-            stamp = _stamp(path)
-            if (config.name, version) in self._failed and self._failed[(config.name, version)] == stamp:
-                continue
-            self._set_status(config.name, version, "LOADING")
-            try:
-                servable = Servable(config.name, version, path)
-            except Exception as e:
-                message = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                self._failed[(config.name, version)] = stamp
-                self._set_status(config.name, version, "END", "UNKNOWN",
-                                 f"Loading {path} failed: {message}")
-                log.error("kbert-serve: refused %s version %d (%s): %s; still serving %s",
-                          config.name, version, path, message,
-                          sorted(self._loaded[config.name]) or "nothing")
-                continue
-            with self._lock:
-                self._loaded[config.name][version] = servable
-                self._status[config.name][version] = VersionStatus(version, "AVAILABLE")
-            self._failed.pop((config.name, version), None)
-            log.info("kbert-serve: loaded %s version %d from %s", config.name, version, path)
+            if version not in self._loaded[config.name]:
+                self._load(config, version, on_disk[version])
         with self._lock:
             loaded = self._loaded[config.name]
             serving_aspired = [v for v in loaded if v in aspired]
@@ -128,6 +143,42 @@ class ModelManager:
                     del loaded[version]
                     self._status[config.name][version] = VersionStatus(version, "END")
                     log.info("kbert-serve: unloaded %s version %d", config.name, version)
+
+    def _load(self, config: ModelConfig, version: int, path: str) -> None:
+        """Loads one version unless it failed before and neither its files nor the retry timer say go."""
+        key = (config.name, version)
+        stamp = _stamp(path)
+        failure = self._failed.get(key)
+        attempt, timed_retries = (failure.attempts + 1 if failure else 1), 0
+        if failure is not None and stamp == failure.stamp:
+            if failure.timed_retries >= self.max_num_load_retries or time.monotonic() < failure.retry_at:
+                return
+            timed_retries = failure.timed_retries + 1
+        self._set_status(config.name, version, "LOADING")
+        try:
+            servable = Servable(config.name, version, path)
+        except Exception as e:
+            cause = op_error_cause(str(e), max_lines=1) if str(e) else ""
+            message = f"{type(e).__name__}: {cause}"
+            self._failed[key] = _Failure(stamp, attempt, timed_retries,
+                                         time.monotonic() + self.load_retry_interval_seconds)
+            if timed_retries < self.max_num_load_retries:
+                retry = (f"retrying in {self.load_retry_interval_seconds:g} s (--load_retry_interval_micros) "
+                         "or as soon as a file under it changes")
+            else:
+                retry = (f"no more timed retries (--max_num_load_retries={self.max_num_load_retries}); "
+                         "retrying when a file under it changes")
+            self._set_status(config.name, version, "END", "UNKNOWN",
+                             f"Loading {path} failed (attempt {attempt}; {retry}): {message}")
+            log.error("kbert-serve: refused %s version %d (%s), attempt %d: %s; still serving %s",
+                      config.name, version, path, attempt, message, sorted(self._loaded[config.name]) or "nothing")
+            return
+        with self._lock:
+            self._loaded[config.name][version] = servable
+            self._status[config.name][version] = VersionStatus(version, "AVAILABLE")
+        self._failed.pop(key, None)
+        log.info("kbert-serve: loaded %s version %d from %s%s", config.name, version, path,
+                 f" (attempt {attempt})" if attempt > 1 else "")
 
     def start(self) -> None:
         """Starts polling in a background thread (if `poll_wait_seconds > 0`)."""

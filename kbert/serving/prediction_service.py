@@ -8,6 +8,8 @@ signatures take raw text through Predict.
 
 from __future__ import annotations
 
+import time
+
 import grpc
 import tensorflow as tf
 from google.protobuf import any_pb2
@@ -19,6 +21,9 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
+from kbert.serving.limits import ByteBudget
+from kbert.serving.limits import Limits
+from kbert.serving.limits import check_deadline
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.predictor import Predictor
 
@@ -28,9 +33,11 @@ def _version_request(model_spec):
     return model_spec.name, version, model_spec.version_label or None
 
 
-def _to_arrays(inputs) -> dict:
+def _to_arrays(inputs, limits: Limits) -> dict:
     arrays = {}
     for key, proto in inputs.items():
+        if proto.tensor_shape.dim:  # refuse a huge batch before decoding it
+            limits.check_batch(key, proto.tensor_shape.dim[0].size)
         try:
             arrays[key] = tf.make_ndarray(proto)
         except Exception as e:  # a TensorProto whose content does not match its shape or dtype
@@ -42,31 +49,57 @@ def _abort(context, error: ServingError):
     context.abort(error.code, error.message)
 
 
+def _deadline(context) -> float | None:
+    """The client's deadline as a `time.monotonic()` instant, or None if it set none."""
+    remaining = context.time_remaining()
+    if remaining is None or remaining > 1e8:  # grpcio reports "no deadline" as a far-off one
+        return None
+    return time.monotonic() + remaining
+
+
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
     """`tensorflow.serving.PredictionService` over a `Predictor`.
 
     Args:
         predictor: `Predictor`.
+        budget: `ByteBudget` or None. Bytes that all requests in flight may
+            hold (shared with REST); None sets no such cap.
     """
 
-    def __init__(self, predictor: Predictor):
+    def __init__(self, predictor: Predictor, budget: ByteBudget | None = None):
         self.predictor = predictor
+        self.budget = budget
 
     def Predict(self, request: predict_pb2.PredictRequest, context) -> predict_pb2.PredictResponse:
+        deadline = _deadline(context)
+        held = 0
         try:
+            # A request that waited for a thread past its client's deadline is not run at all.
+            check_deadline(deadline, "a thread was free to read it")
+            if not context.is_active():
+                raise ServingError(grpc.StatusCode.CANCELLED, "The client cancelled the request.")
+            if self.budget is not None:
+                size = request.ByteSize()
+                self.budget.take(size)
+                held = size
             name, version, label = _version_request(request.model_spec)
             servable, signature, outputs = self.predictor.predict(
-                name, version, label, request.model_spec.signature_name, _to_arrays(request.inputs),
-                list(request.output_filter))
+                name, version, label, request.model_spec.signature_name,
+                _to_arrays(request.inputs, self.predictor.limits), list(request.output_filter),
+                deadline=deadline)
+            response = predict_pb2.PredictResponse()
+            response.model_spec.name = servable.name
+            response.model_spec.version.value = servable.version
+            response.model_spec.signature_name = signature
+            for key, value in outputs.items():
+                response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
+            return response
         except ServingError as e:
-            _abort(context, e)
-        response = predict_pb2.PredictResponse()
-        response.model_spec.name = servable.name
-        response.model_spec.version.value = servable.version
-        response.model_spec.signature_name = signature
-        for key, value in outputs.items():
-            response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
-        return response
+            error = e
+        finally:
+            if held:
+                self.budget.give(held)
+        _abort(context, error)
 
     def GetModelMetadata(self, request, context):
         fields = list(request.metadata_field)

@@ -11,6 +11,8 @@ from tensorflow_serving.apis import get_model_metadata_pb2
 from kbert.serving.batching import BatchScheduler
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
+from kbert.serving.limits import Limits
+from kbert.serving.limits import check_deadline
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.servable import Servable
 
@@ -23,6 +25,8 @@ class Predictor:
     Args:
         manager: `ModelManager` holding the loaded versions.
         scheduler: `BatchScheduler` or None (no server-side batching).
+        limits: `Limits` on batch size and string length. Defaults to
+            `Limits()`.
 
     Example:
 
@@ -30,13 +34,15 @@ class Predictor:
     >>> servable, signature, outputs = predictor.predict("sst2", None, None, "", {"text": texts})
     """
 
-    def __init__(self, manager: ModelManager, scheduler: BatchScheduler | None = None):
+    def __init__(self, manager: ModelManager, scheduler: BatchScheduler | None = None,
+                 limits: Limits | None = None):
         self.manager = manager
         self.scheduler = scheduler
+        self.limits = limits or Limits()
 
     def predict(self, name: str, version: int | None, label: str | None, signature_name: str,
                 inputs: dict[str, np.ndarray], output_filter: list[str] | None = None,
-                servable: Servable | None = None):
+                servable: Servable | None = None, deadline: float | None = None):
         """Runs one Predict request.
 
         Args:
@@ -48,6 +54,8 @@ class Predictor:
             output_filter: list of str or None. Outputs to return.
             servable: `Servable` or None. Already looked up (REST does, to
                 read its signature's input types).
+            deadline: float or None. `time.monotonic()` instant after which
+                the model is not run (the client has given up).
 
         Returns:
             `(servable, signature_name, outputs)`.
@@ -63,13 +71,15 @@ class Predictor:
             servable = servable or self.manager.get(name, version, label)
             signature = servable.signature(signature_name)
             batch = servable.validate(signature, inputs)
+            self.limits.check_inputs(inputs)
             if output_filter:
                 outputs_known = set(servable.signature_defs[signature].outputs)
                 unknown = sorted(set(output_filter) - outputs_known)
                 if unknown:
                     raise invalid(f"output_filter names {unknown}, which signature {signature!r} does not "
                                   f"produce; it has {sorted(outputs_known)}.")
-            outputs = self._run(servable, signature, inputs, batch)
+            check_deadline(deadline, "the model ran")
+            outputs = self._run(servable, signature, inputs, batch, deadline)
             if output_filter:
                 outputs = {key: outputs[key] for key in output_filter}
             return servable, signature, outputs
@@ -81,12 +91,14 @@ class Predictor:
                       servable.version if servable else version, signature, batch, code,
                       (time.perf_counter() - started) * 1e3)
 
-    def _run(self, servable: Servable, signature: str, inputs: dict, batch: int) -> dict:
+    def _run(self, servable: Servable, signature: str, inputs: dict, batch: int,
+             deadline: float | None) -> dict:
         if self.scheduler is None:
             return servable.run(signature, inputs)
         key = (id(servable), signature,
                tuple(sorted((k, v.shape[1:], v.dtype.str) for k, v in inputs.items())))
-        return self.scheduler.run(key, lambda batched: servable.run(signature, batched), inputs, batch)
+        return self.scheduler.run(key, lambda batched: servable.run(signature, batched), inputs, batch,
+                                  deadline)
 
     def metadata(self, name: str, version: int | None, label: str | None):
         """Returns `(servable, SignatureDefMap)` for GetModelMetadata."""

@@ -1,4 +1,4 @@
-"""TF Serving's REST API on the standard library's threading HTTP server.
+"""TF Serving's REST API, apart from the HTTP server that carries it (`rest_server.py`).
 
     POST /v1/models/<name>[/versions/<v> | /labels/<l>]:predict
          {"signature_name": "...", "instances": [...]}   -> {"predictions": [...]}
@@ -6,18 +6,20 @@
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]            model status
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]/metadata   signature defs
 
-Errors are `{"error": "<message>"}` with HTTP 400 (bad request), 404 (unknown
-model or version), 413 (over `--max_request_bytes`) or 5xx. Strings may be sent
-as `{"b64": "<base64>"}` (TF Serving's way to send bytes that are not UTF-8).
+Errors are `{"error": "<message>"}` with HTTP 400 (bad request, malformed or
+over-deep JSON, a limit passed), 404 (unknown model or version), 413 (over
+`--max_request_bytes`), 503 (busy: retry) or 504 (deadline passed). Strings may
+be sent as `{"b64": "<base64>"}` (TF Serving's way to send bytes that are not
+UTF-8).
 """
 
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import logging
 import re
+import sys
 
 import grpc
 import numpy as np
@@ -26,6 +28,8 @@ from google.protobuf import json_format
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import not_found
+from kbert.serving.limits import Limits
+from kbert.serving.limits import check_deadline
 from kbert.serving.prediction_service import status_response
 
 log = logging.getLogger("kbert.serving")
@@ -51,6 +55,9 @@ def _decode_strings(value, input_name: str):
 def _to_array(value, input_name: str, spec) -> np.ndarray:
     if spec is not None and spec.dtype.name == "string":
         array = np.array(_decode_strings(value, input_name), dtype=object)
+        if array.ndim > len(spec.shape):  # before .flat, which numpy limits to 32 dimensions
+            raise invalid(f"input {input_name!r} is nested {array.ndim} lists deep; the signature takes "
+                          f"rank {len(spec.shape)}.")
         if array.dtype != object or (array.ndim and any(isinstance(v, list) for v in array.flat)):
             raise invalid(f"input {input_name!r} is a ragged list; every row needs the same length.")
         return array
@@ -70,12 +77,14 @@ def _to_json(value: np.ndarray):
     return value.tolist()
 
 
-def parse_predict_body(body: bytes, specs: dict) -> tuple[dict, str]:
+def parse_predict_body(body, specs: dict, limits: Limits | None = None) -> tuple[dict, str]:
     """Turns a REST predict body into input arrays; returns `(inputs, "row" | "columnar")`.
 
     Args:
-        body: bytes. The request body.
+        body: the parsed JSON body.
         specs: dict of input name to `tf.TensorSpec` of the chosen signature.
+        limits: `Limits` or None. The batch size is checked before any input
+            is converted.
     """
     if not isinstance(body, dict):
         raise invalid("The request body must be a JSON object with 'instances' or 'inputs'.")
@@ -90,6 +99,8 @@ def parse_predict_body(body: bytes, specs: dict) -> tuple[dict, str]:
         instances = body["instances"]
         if not isinstance(instances, list) or not instances:
             raise invalid("'instances' must be a non-empty list (one item per example).")
+        if limits is not None:
+            limits.check_batch("instances", len(instances))
         columns: dict = {name: [] for name in names}
         for index, instance in enumerate(instances):
             if not _named(instance):
@@ -108,6 +119,10 @@ def parse_predict_body(body: bytes, specs: dict) -> tuple[dict, str]:
         if len(names) != 1:
             raise invalid(f"'inputs' must be an object with keys {names}.")
         inputs = {names[0]: inputs}
+    if limits is not None:
+        for name, value in inputs.items():
+            if isinstance(value, list):
+                limits.check_batch(name, len(value))
     return {name: _to_array(value, name, specs.get(name)) for name, value in inputs.items()}, "columnar"
 
 
@@ -127,91 +142,96 @@ def format_predict_response(outputs: dict, form: str) -> dict:
     return {"predictions": [{name: value[i] for name, value in converted.items()} for i in range(rows)]}
 
 
-class RestHandler(http.server.BaseHTTPRequestHandler):
-    """Request handler; the server object carries `predictor`, `manager` and `max_request_bytes`."""
+class RestApi:
+    """Answers REST paths and bodies with `(HTTP status, JSON object)`; any HTTP server can carry it.
 
-    protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
-    server_version = "kbert-serve"
+    Args:
+        predictor: `Predictor`.
+        manager: `ModelManager`.
 
-    def log_message(self, format, *args):  # noqa: A002  (the base class's name)
-        log.debug("REST %s", format % args)
+    Example:
 
-    def _send(self, status: int, payload: dict) -> None:
-        body = json.dumps(payload).encode("utf-8")
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+    >>> api = RestApi(predictor, manager)
+    >>> api.post("/v1/models/sst2:predict", b'{"instances": ["a gorgeous film"]}')
+    (200, {'predictions': [{'label': 'positive', ...}]})
+    """
 
-    def _error(self, error: ServingError) -> None:
-        self._send(error.http_status, {"error": error.message})
+    def __init__(self, predictor, manager):
+        self.predictor = predictor
+        self.manager = manager
 
-    def do_GET(self):  # noqa: N802  (http.server's naming)
+    def get(self, path: str) -> tuple[int, dict]:
+        """Model status (`/v1/models/<name>[/versions/<v>]`) or metadata (`.../metadata`)."""
         try:
-            match = _STATUS.match(self.path.split("?")[0])
+            match = _STATUS.match(path)
             if not match:
-                raise not_found(f"Malformed request: GET {self.path}; try /v1/models/<name> or "
+                raise not_found(f"Malformed request: GET {path}; try /v1/models/<name> or "
                                 "/v1/models/<name>/metadata.")
             name, version, label, metadata = match.groups()
             version = int(version) if version else None
-            manager = self.server.manager
             if metadata:
-                servable, signature_map = self.server.predictor.metadata(name, version, label)
-                self._send(200, {
-                    "model_spec": {"name": servable.name, "signature_name": "",
-                                   "version": str(servable.version)},
+                servable, signature_map = self.predictor.metadata(name, version, label)
+                return 200, {
+                    "model_spec": {"name": servable.name, "signature_name": "", "version": str(servable.version)},
                     "metadata": {"signature_def": json_format.MessageToDict(
                         signature_map, preserving_proto_field_name=True)},
-                })
-                return
+                }
             if label:
-                version = manager.get(name, label=label).version
-            response = status_response(manager.status(name, version))
-            payload = {"model_version_status": [
-                {"version": str(entry.version),
-                 "state": type(entry).State.Name(entry.state),
+                version = self.manager.get(name, label=label).version
+            response = status_response(self.manager.status(name, version))
+            return 200, {"model_version_status": [
+                {"version": str(entry.version), "state": type(entry).State.Name(entry.state),
                  "status": {"error_code": _code_name(entry.status.error_code),
                             "error_message": entry.status.error_message}}
                 for entry in response.model_version_status]}
-            self._send(200, payload)
         except ServingError as e:
-            self._error(e)
+            return e.http_status, {"error": e.message}
 
-    def do_POST(self):  # noqa: N802
+    def post(self, path: str, raw: bytes, deadline: float | None = None) -> tuple[int, dict]:
+        """Predict (`/v1/models/<name>[/versions/<v> | /labels/<l>]:predict`).
+
+        Args:
+            path: str. The URL path, without the query.
+            raw: bytes. The body.
+            deadline: float or None. `time.monotonic()` instant after which the
+                model is not run.
+        """
         try:
-            length = self.headers.get("Content-Length")
-            if length is None:
-                self.close_connection = True
-                raise invalid("The request needs a Content-Length header.")
-            length = int(length)
-            if length > self.server.max_request_bytes:
-                self.close_connection = True  # the unread body must not be taken as the next request
-                raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED,
-                                   f"Request of {length} bytes is over --max_request_bytes="
-                                   f"{self.server.max_request_bytes}.")
-            raw = self.rfile.read(length)
-            match = _PREDICT.match(self.path)
+            check_deadline(deadline, "a thread was free to read it")  # waited in the pool too long
+            match = _PREDICT.match(path)
             if not match:
-                raise not_found(f"Malformed request: POST {self.path}; predict at "
+                raise not_found(f"Malformed request: POST {path}; predict at "
                                 "/v1/models/<name>[/versions/<v>]:predict.")
             name, version, label = match.groups()
             version = int(version) if version else None
-            try:
-                body = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise invalid(f"Malformed JSON request body: {e}") from None
+            body = _parse_json(raw)
             signature_name = body.get("signature_name", "") if isinstance(body, dict) else ""
             if not isinstance(signature_name, str):
                 raise invalid("'signature_name' must be a string.")
-            servable = self.server.manager.get(name, version, label)
+            servable = self.manager.get(name, version, label)
             signature = servable.signature(signature_name)
-            inputs, form = parse_predict_body(body, servable.input_specs[signature])
-            _, _, outputs = self.server.predictor.predict(name, version, label, signature, inputs,
-                                                          servable=servable)
-            self._send(200, format_predict_response(outputs, form))
+            inputs, form = parse_predict_body(body, servable.input_specs[signature], self.predictor.limits)
+            _, _, outputs = self.predictor.predict(name, version, label, signature, inputs, servable=servable,
+                                                   deadline=deadline)
+            return 200, format_predict_response(outputs, form)
         except ServingError as e:
-            self._error(e)
+            return e.http_status, {"error": e.message}
+        except RecursionError:  # nesting below the JSON parser's own limit, e.g. in 'instances'
+            return 400, {"error": _TOO_DEEP}
+
+
+_TOO_DEEP = (f"Malformed JSON request body: nested deeper than kbert-serve reads (about "
+             f"{sys.getrecursionlimit()} levels); a predict request needs a few levels plus the rank of its "
+             "inputs.")
+
+
+def _parse_json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise invalid(f"Malformed JSON request body: {e}") from None
+    except RecursionError:  # the C parser refuses deep nesting this way; it is the client's error
+        raise invalid(_TOO_DEEP) from None
 
 
 def _code_name(code: int) -> str:
@@ -219,23 +239,3 @@ def _code_name(code: int) -> str:
         if status.value[0] == code:
             return status.name
     return str(code)
-
-
-class RestServer(http.server.ThreadingHTTPServer):
-    """A threading HTTP server carrying what `RestHandler` needs.
-
-    Args:
-        address: `(host, port)`.
-        predictor: `Predictor`.
-        manager: `ModelManager`.
-        max_request_bytes: int. Larger bodies get HTTP 413.
-    """
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, predictor, manager, max_request_bytes: int):
-        self.predictor = predictor
-        self.manager = manager
-        self.max_request_bytes = max_request_bytes
-        super().__init__(address, RestHandler)

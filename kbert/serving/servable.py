@@ -11,6 +11,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
+from kbert.serving.errors import op_error_cause
 
 import grpc
 
@@ -133,8 +134,11 @@ class Servable:
             outputs = function(**{key: tf.constant(value) for key, value in inputs.items()})
         except tf.errors.InvalidArgumentError as e:
             raise invalid(f"{self.name} version {self.version} signature {signature_name!r} rejected the "
-                          f"input values: {e.message.splitlines()[0]}") from None
-        except (tf.errors.OpError, ValueError, TypeError) as e:
+                          f"input values: {op_error_cause(e.message)}") from None
+        except tf.errors.OpError as e:
+            raise ServingError(grpc.StatusCode.INTERNAL, f"{self.name} version {self.version} signature "
+                               f"{signature_name!r} failed: {op_error_cause(e.message)}") from None
+        except (ValueError, TypeError) as e:
             raise ServingError(grpc.StatusCode.INTERNAL,
                                f"{self.name} version {self.version} failed: {e}") from None
         return {key: value.numpy() for key, value in outputs.items()}

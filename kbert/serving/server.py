@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from concurrent import futures
 
@@ -12,18 +13,29 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from kbert.serving.batching import BatchingParameters
 from kbert.serving.batching import BatchScheduler
+from kbert.serving.limits import ByteBudget
+from kbert.serving.limits import Limits
 from kbert.serving.model_config import ModelConfig
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.prediction_service import ModelServicer
 from kbert.serving.prediction_service import PredictionServicer
 from kbert.serving.predictor import Predictor
-from kbert.serving.rest import RestServer
+from kbert.serving.rest import RestApi
+from kbert.serving.rest_server import RestServer
 
 log = logging.getLogger("kbert.serving")
 
 
 class ModelServer:
     """TF Serving's protocol for kbert SavedModels: gRPC `PredictionService`/`ModelService` + REST.
+
+    Both ports are bound before any model loads, so a port in use is reported
+    at once. Requests are bounded everywhere one request could hurt the
+    others: gRPC runs at most `grpc_max_concurrent_rpcs` at once (more get
+    RESOURCE_EXHAUSTED before any thread is spent on them) and skips requests
+    whose client deadline has passed; REST reads on one event loop with
+    timeouts and a connection cap (`kbert.serving.rest_server`); `limits` caps
+    batch size, string length, request size and the bytes all requests hold.
 
     Args:
         configs: list of `ModelConfig`, the models to serve.
@@ -34,75 +46,119 @@ class ModelServer:
         poll_wait_seconds: float. Seconds between looks for new versions; 0
             looks once at start. Defaults to 1.
         batching: `BatchingParameters` or None. None runs each request alone.
-        max_request_bytes: int. Larger requests get RESOURCE_EXHAUSTED.
-            Defaults to 64 MiB.
-        grpc_max_threads: int. Concurrent gRPC requests. Defaults to 64.
+        limits: `Limits` or None (the defaults): `--max_batch_size`,
+            `--max_text_bytes`, `--max_request_bytes`,
+            `--max_concurrent_request_bytes`.
+        grpc_max_threads: int. gRPC requests run at once. Defaults to 64.
+        grpc_max_concurrent_rpcs: int. gRPC requests accepted at once (running
+            or waiting for a thread); more get RESOURCE_EXHAUSTED. Defaults to 128.
+        rest_api_num_threads: int. REST requests run at once. Defaults to 16.
+        rest_api_timeout_in_ms: int. Longest wait for a REST request's
+            headers, its body, or a thread to run it. Defaults to 30000.
+        rest_api_max_connections: int. Open REST connections past which new
+            ones get 503. Defaults to 1000.
+        max_num_load_retries: int. Timed retries of a version that failed to
+            load. Defaults to 5.
+        load_retry_interval_seconds: float. Seconds between them. Defaults to 60.
 
     Example:
 
-    >>> server = ModelServer([ModelConfig("sst2", "export/sst2")])
+    >>> server = ModelServer([ModelConfig("sst2", "export/sst2")], limits=Limits(max_batch_size=64))
     >>> server.start()
     >>> server.wait()  # until server.stop() (e.g. from a SIGTERM handler)
     """
 
     def __init__(self, configs: list[ModelConfig], host: str = "127.0.0.1", port: int = 8500,
                  rest_api_port: int = 8501, poll_wait_seconds: float = 1.0,
-                 batching: BatchingParameters | None = None, max_request_bytes: int = 64 << 20,
-                 grpc_max_threads: int = 64):
-        if max_request_bytes < 1:
-            raise ValueError(f"--max_request_bytes={max_request_bytes}; it must be positive.")
+                 batching: BatchingParameters | None = None, limits: Limits | None = None,
+                 grpc_max_threads: int = 64, grpc_max_concurrent_rpcs: int = 128, rest_api_num_threads: int = 16,
+                 rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
+                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0):
+        for flag, value in (("grpc_max_threads", grpc_max_threads), ("grpc_max_concurrent_rpcs",
+                            grpc_max_concurrent_rpcs), ("rest_api_num_threads", rest_api_num_threads),
+                            ("rest_api_timeout_in_ms", rest_api_timeout_in_ms),
+                            ("rest_api_max_connections", rest_api_max_connections)):
+            if value < 1:
+                raise ValueError(f"--{flag}={value}; it must be positive.")
         self.host = host
         self.port = port
         self.rest_api_port = rest_api_port
-        self.max_request_bytes = max_request_bytes
+        self.limits = limits or Limits()
         self.grpc_max_threads = grpc_max_threads
-        self.manager = ModelManager(configs, poll_wait_seconds)
+        self.grpc_max_concurrent_rpcs = grpc_max_concurrent_rpcs
+        self.rest_api_num_threads = rest_api_num_threads
+        self.rest_api_timeout_in_ms = rest_api_timeout_in_ms
+        self.rest_api_max_connections = rest_api_max_connections
+        self.budget = ByteBudget(self.limits.max_concurrent_request_bytes)
+        self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
         self.scheduler = BatchScheduler(batching) if batching is not None else None
-        self.predictor = Predictor(self.manager, self.scheduler)
+        self.predictor = Predictor(self.manager, self.scheduler, self.limits)
         self._grpc = None
         self._rest = None
-        self._rest_thread = None
         self._stopped = threading.Event()
 
     def start(self) -> None:
-        """Loads the models (failing if one has no loadable version), then listens."""
-        self.manager.poll()
-        empty = [name for name in self.manager.configs if not self.manager.loaded_versions(name)]
-        if empty:
-            details = "; ".join(
-                f"{name}: {self.manager.configs[name].base_path}"
-                + "".join(f" (version {s.version}: {s.error_message})"
-                          for s in self._statuses(name) if s.error_message)
-                for name in empty)
-            raise ValueError(f"no loadable version for {details}. Export one with kbert-export "
-                             "--export_dir=<model_base_path>.")
+        """Binds the ports, loads the models (failing if one has no loadable version), then listens.
+
+        Raises:
+            ValueError: a port is in use, or a model has no loadable version.
+        """
+        self._bind()
+        try:
+            self.manager.poll()
+            empty = [name for name in self.manager.configs if not self.manager.loaded_versions(name)]
+            if empty:
+                details = "; ".join(
+                    f"{name}: {self.manager.configs[name].base_path}"
+                    + "".join(f" (version {s.version}: {s.error_message})"
+                              for s in self._statuses(name) if s.error_message)
+                    for name in empty)
+                raise ValueError(f"no loadable version for {details}. Export one with kbert-export "
+                                 "--export_dir=<model_base_path>.")
+        except BaseException:
+            self._unbind()
+            raise
         self.manager.start()
-        options = [("grpc.max_receive_message_length", self.max_request_bytes),
+        self._grpc.start()
+        if self._rest is not None:
+            self._rest.start()
+
+    def _bind(self) -> None:
+        options = [("grpc.max_receive_message_length", self.limits.max_request_bytes),
                    ("grpc.max_send_message_length", 1 << 30),
                    ("grpc.so_reuseport", 0)]
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=self.grpc_max_threads,
                                                             thread_name_prefix="kbert-grpc"),
-                                 options=options)
+                                 options=options, maximum_concurrent_rpcs=self.grpc_max_concurrent_rpcs)
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-            PredictionServicer(self.predictor), self._grpc)
+            PredictionServicer(self.predictor, self.budget), self._grpc)
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(self.manager), self._grpc)
-        bound = self._grpc.add_insecure_port(f"{self._host_for_grpc()}:{self.port}")
+        _check_port_free(self.host, self.port, "gRPC", "--port")
+        try:
+            bound = self._grpc.add_insecure_port(f"{self._host_for_grpc()}:{self.port}")
+        except RuntimeError:  # grpcio's way to say the bind failed
+            bound = 0
         if bound == 0:
-            raise ValueError(f"cannot listen on {self.host}:{self.port} (gRPC); is the port in use? "
-                             "Pass another --port.")
+            raise ValueError(f"cannot listen on {self.host}:{self.port} (gRPC): the address is in use or "
+                             "not this machine's; pass another --port.")
         self.port = bound
-        self._grpc.start()
         if self.rest_api_port:
             try:
-                self._rest = RestServer((self.host, self.rest_api_port), self.predictor, self.manager,
-                                        self.max_request_bytes)
+                self._rest = RestServer(
+                    (self.host, self.rest_api_port), RestApi(self.predictor, self.manager), self.limits,
+                    self.budget, num_threads=self.rest_api_num_threads,
+                    timeout_seconds=self.rest_api_timeout_in_ms / 1000,
+                    max_connections=self.rest_api_max_connections)
             except OSError as e:
                 self._grpc.stop(0)
-                raise ValueError(f"cannot listen on {self.host}:{self.rest_api_port} (REST): {e}; pass "
-                                 "another --rest_api_port.") from None
-            self._rest_thread = threading.Thread(target=self._rest.serve_forever, name="kbert-rest",
-                                                 daemon=True)
-            self._rest_thread.start()
+                raise ValueError(f"cannot listen on {self.host}:{self.rest_api_port} (REST): "
+                                 f"{e.strerror or e}; pass another --rest_api_port.") from None
+
+    def _unbind(self) -> None:
+        if self._rest is not None:
+            self._rest.stop(0)
+        if self._grpc is not None:
+            self._grpc.stop(0)
 
     def _host_for_grpc(self) -> str:
         return f"[{self.host}]" if ":" in self.host else self.host
@@ -127,8 +183,7 @@ class ModelServer:
         if self._stopped.is_set():
             return
         if self._rest is not None:
-            self._rest.shutdown()
-            self._rest.server_close()
+            self._rest.stop(grace)
         if self._grpc is not None:
             self._grpc.stop(grace).wait(grace + 1)
         if self.scheduler is not None:
@@ -139,3 +194,22 @@ class ModelServer:
     def wait(self, timeout: float | None = None) -> bool:
         """Blocks until `stop()` has finished; returns whether it has."""
         return self._stopped.wait(timeout)
+
+
+def _check_port_free(host: str, port: int, what: str, flag: str) -> None:
+    """Fails with one line if `host:port` is taken.
+
+    grpcio reports a busy port by logging a core error and raising a bare
+    RuntimeError; trying the bind first gives the user the cause instead.
+    """
+    if not port:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc's own listener does
+            probe.bind(address)
+    except OSError as e:
+        raise ValueError(f"cannot listen on {host}:{port} ({what}): {e.strerror or e}; is another server "
+                         f"running there? Pass another {flag}.") from None

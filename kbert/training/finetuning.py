@@ -38,6 +38,7 @@ from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.data.packing import PackingConfig
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.vocabulary import INPUT_TOKENS
@@ -107,6 +108,7 @@ class _Setup:
     init_checkpoint: str
     preprocessor: TextPreprocessor
     train_rows: list
+    num_rows: int  # rows of one training epoch: the examples, or packed rows
     dev_examples: list | None
     distribution: tf.distribute.Strategy
     warmup_proportion: float | str
@@ -115,6 +117,7 @@ class _Setup:
     eval_every_steps: int
     keep_best_checkpoint: bool
     early_stopping_patience: int
+    packing: PackingConfig | None
     verbose: Any
 
 
@@ -164,6 +167,7 @@ def run_finetuning(
     hparam_grid: hparam_search.HparamGrid | None = None,
     verbose: str | int = "auto",
     task_options: Any = None,
+    packing: PackingConfig | None = None,
 ) -> dict[str, Any]:
     """Fine-tunes, evaluates and predicts on one task; writes a fine-tuned model directory.
 
@@ -226,6 +230,12 @@ def run_finetuning(
         verbose: Keras `fit` verbosity. Defaults to "auto".
         task_options: the task's config dataclass (e.g. `SquadConfig(doc_stride=64)`),
             or None for its defaults; gin binds it as `SquadConfig.doc_stride`.
+        packing: `PackingConfig` or None. Train on packed rows (several
+            examples per row of `max_seq_length`, attention kept inside each;
+            tasks with `supports_packing`, e.g. GLUE); `train_batch_size` then
+            counts rows and an epoch is the packed rows of the training set.
+            None trains on length-bucketed batches. Evaluation is bucketed
+            either way. Defaults to None.
 
     Returns:
         dict with the evaluation metrics (if `do_eval`), `train_loss` (per
@@ -259,14 +269,17 @@ def run_finetuning(
         raise ValueError("no training examples after reading the data.")
 
     distribution = create_strategy(strategy)
+    _check_replicas(distribution, train_batch_size, eval_batch_size, do_train, hparam_grid)
+    num_rows = (_packed_rows(task_object, train_rows, preprocessor, packing)
+                if do_train and packing is not None else len(train_rows))
     results: dict[str, Any] = {}
     extra_files: dict[str, str] = {}
     trained = None
     if do_train:
-        setup = _Setup(task_object, init_checkpoint, preprocessor, train_rows,
+        setup = _Setup(task_object, init_checkpoint, preprocessor, train_rows, num_rows,
                        examples.get("dev") if task_object.main_metric else None, distribution,
                        warmup_proportion, weight_decay, eval_batch_size, eval_every_steps,
-                       keep_best_checkpoint, early_stopping_patience, verbose)
+                       keep_best_checkpoint, early_stopping_patience, packing, verbose)
         base = Hyperparameters(auto_settings.resolve_learning_rate(learning_rate, encoder_config),
                                train_batch_size, num_train_epochs, seed)
         trained = _train_selected(setup, base, num_restarts, hparam_grid,
@@ -295,6 +308,12 @@ HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).param
 def _check_arguments(task, strategy, do_train, do_eval, do_predict, settings: dict,
                      num_restarts: int, hparam_grid) -> None:
     task_class = get_task(task)
+    packing = settings["packing"]
+    if packing is not None:
+        if not task_class.supports_packing:
+            raise ValueError(f"run_finetuning.packing is set but --task={task} cannot pack its "
+                             "rows; drop the binding (its batches are length-bucketed).")
+        packing.validate()
     if not task_class.trainable:
         raise ValueError(f"--task={task!r} is export-only; kbert-finetune cannot train it.")
     if strategy not in STRATEGIES:
@@ -330,6 +349,35 @@ def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: in
     if not task.main_metric:
         raise ValueError(f"{' and '.join(wanted)}: task {task.name!r} names no main_metric "
                          "to compare runs by.")
+
+
+def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
+                    eval_batch_size: int, do_train: bool, hparam_grid=None) -> None:
+    """Every replica gets the same shape: a bucketed batch is padded once, then split evenly.
+
+    Model Garden's trick for bucketing under `tf.distribute`: batches are
+    formed (and padded to one length) for all replicas together, in
+    multiples of the replica count, so each replica's share has the same
+    length and size.
+    """
+    replicas = distribution.num_replicas_in_sync
+    checked = [("run_finetuning.train_batch_size", train_batch_size, do_train),
+               ("run_finetuning.eval_batch_size", eval_batch_size, True)]
+    if hparam_grid is not None:
+        checked += [("--search_batch_sizes", size, do_train)
+                     for size in hparam_grid.train_batch_sizes]
+    for name, value, used in checked:
+        if used and value % replicas:
+            raise ValueError(
+                f"{name}={value} is not divisible by {replicas} replicas; use a "
+                f"multiple of {replicas} so that every replica gets the same shape.")
+
+
+def _packed_rows(task: Task, rows: list, preprocessor: TextPreprocessor,
+                 packing: PackingConfig) -> int:
+    """How many packed rows one epoch of `rows` makes (one pass of packing)."""
+    dataset = task.dataset(rows, preprocessor, 256, is_training=False, packing=packing)
+    return int(sum(int(tf.shape(batch["token_ids"])[0]) for batch in dataset))
 
 
 def _resolve_task(task: str, task_name: str | None, task_options: Any, init_checkpoint: str,
@@ -447,10 +495,10 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     task = setup.task
     keras.utils.set_random_seed(hparams.seed)
     evaluating = setup.dev_examples is not None
-    steps_per_epoch = math.ceil(len(setup.train_rows) / hparams.train_batch_size)
+    steps_per_epoch = math.ceil(setup.num_rows / hparams.train_batch_size)
     epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch)
     hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
-    schedule = _schedule(len(setup.train_rows), hparams.train_batch_size,
+    schedule = _schedule(setup.num_rows, hparams.train_batch_size,
                          hparams.num_train_epochs, setup.warmup_proportion,
                          setup.eval_every_steps if evaluating else 0)
     with setup.distribution.scope():
@@ -466,12 +514,13 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
         callbacks = best_checkpoint_callbacks(evaluation, setup.keep_best_checkpoint,
                                               setup.early_stopping_patience,
                                               schedule.num_intervals)
-    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d, learning rate %g, "
+    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d%s, learning rate %g, "
                 "seed %d.", task.task_name, len(setup.train_rows), schedule.total_steps,
-                schedule.warmup_steps, hparams.train_batch_size, hparams.learning_rate,
-                hparams.seed)
+                schedule.warmup_steps, hparams.train_batch_size,
+                " packed rows" if setup.packing else "", hparams.learning_rate, hparams.seed)
+    options = {"packing": setup.packing} if setup.packing is not None else {}
     dataset = task.dataset(setup.train_rows, setup.preprocessor, hparams.train_batch_size,
-                           is_training=True, seed=hparams.seed)
+                           is_training=True, seed=hparams.seed, **options)
     with warnings.catch_warnings():
         # The token and span heads do not use the pooler; Keras warns each step.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
@@ -541,9 +590,16 @@ def _best_hparams_gin(task: Task, settings: dict[str, Any], best: _TrainedRun,
     # with this file trains that very model again.
     chosen = {**settings, **dataclasses.asdict(best.hparams)}
     bindings = {f"run_finetuning.{name}": chosen[name] for name in HYPERPARAMETERS}
-    config_name = type(task.config).__name__
-    bindings.update({f"{config_name}.{field.name}": getattr(task.config, field.name)
-                     for field in dataclasses.fields(task.config)})
+    # Config dataclasses are bound field by field and referenced by their
+    # configurable's name (configurables.py registers each under its class name).
+    for config, binding in ((task.config, None), (chosen["packing"], "run_finetuning.packing")):
+        if config is None:
+            continue
+        config_name = type(config).__name__
+        if binding is not None:
+            bindings[binding] = hparam_search.GinReference(f"@{config_name}()")
+        bindings.update({f"{config_name}.{field.name}": getattr(config, field.name)
+                         for field in dataclasses.fields(config)})
     metric = task.main_metric
     header = (f"Best of kbert-finetune --hparam_search on {task.name} ({task.task_name}): dev "
               f"{metric} {best.value(metric):.4f} at step {best.best_step}.\n"

@@ -196,12 +196,26 @@ def format_table(rows: Sequence[Mapping[str, Any]], metric: str) -> str:
     return "\n".join(lines)
 
 
+class GinReference(str):
+    """A gin reference such as `@PackingConfig()`, written into a gin file as is.
+
+    Example:
+
+    >>> print(gin_file_text({"run_finetuning.packing": GinReference("@PackingConfig()")}, ""))
+    run_finetuning.packing = @PackingConfig()
+    """
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def gin_file_text(bindings: Mapping[str, Any], header: str) -> str:
     """Gin bindings of Python literals, one a line, after a comment header.
 
     Args:
         bindings: mapping. Binding name (`run_finetuning.learning_rate`) -> value
-            (a number, str, bool or None: gin reads Python literals).
+            (a number, str, bool or None: gin reads Python literals; a
+            `GinReference` is written as is).
         header: str. Comment lines (without `#`) put on top.
 
     Returns:

@@ -2,6 +2,7 @@
 
 import os
 import threading
+import time
 
 import grpc
 import numpy as np
@@ -76,3 +77,23 @@ def test_scheduler_pads_to_allowed_sizes_and_passes_errors_to_every_request():
     with pytest.raises(ServingError, match="bad row"):
         scheduler.run("k", fail, {"x": np.array([1])}, 1)
     scheduler.stop()
+
+
+def test_scheduler_takes_a_request_whose_deadline_passes_out_of_the_queue_unrun():
+    scheduler = BatchScheduler(BatchingParameters(max_batch_size=8, batch_timeout_micros=30_000_000,
+                                                  num_batch_threads=1))
+    ran = []
+
+    def run(inputs):
+        ran.append(len(inputs["x"]))
+        return {"y": inputs["x"]}
+
+    for deadline in (time.monotonic() - 1, time.monotonic() + 0.2):  # already past; passes while queued
+        with pytest.raises(ServingError) as error:
+            scheduler.run("k", run, {"x": np.array([1])}, 1, deadline=deadline)
+        assert error.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "deadline passed before its batch started; it was not run" in error.value.message
+    assert scheduler.run("k", run, {"x": np.arange(8)}, 8, deadline=time.monotonic() + 60)["y"].tolist() == list(
+        range(8))
+    scheduler.stop()
+    assert ran == [8]  # only the full batch ran

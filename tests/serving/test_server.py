@@ -205,7 +205,7 @@ def _grpc_cases():
         ("token id outside the vocabulary", _request("sst2", {
             "token_ids": np.array([[101, 99999, 102]], "int32"), "segment_ids": np.zeros((1, 3), "int32"),
             "padding_mask": np.ones((1, 3), "int32")}, signature="serve_ids"),
-         grpc.StatusCode.INVALID_ARGUMENT, "rejected the input values"),
+         grpc.StatusCode.INVALID_ARGUMENT, "rejected the input values: indices[0,1] = 99999 is not in [0, 3003)"),
         ("unknown model", _request("sst3", GOOD), grpc.StatusCode.NOT_FOUND, "Servable not found for request: "
          "Latest(sst3)"),
         ("unknown version", _request("sst2", GOOD, version=9), grpc.StatusCode.NOT_FOUND,

@@ -16,7 +16,7 @@ Differences from google-research/bert's tool, which holds the corpus and all
   size of the text) in a temporary directory (`tempfile`, so `TMPDIR`), and
   the later dupes load them instead of reading and tokenizing again. Pool
   workers hand their records to the parent through files there too
-  (`_process_in_pool`), grouped by output file (`_file_groups`), and the
+  (`_process_in_pool`), grouped by output file (`ChunkResult`), and the
   parent appends each group to its output with one in-kernel copy
   (`OutputFile.copy_range`). The directory is removed at the end.
 - Determinism. A task's randomness (numpy and `random.Random` generators)
@@ -37,6 +37,22 @@ Differences from google-research/bert's tool, which holds the corpus and all
   `<output>.meta.json` is written next to each output (see
   `pretraining_metadata`).
 
+The steps of a run, in the order `create_pretraining_data` takes them:
+check the arguments into a `GenerationConfig` (`_check_settings`,
+`_output_files`, `_check_vocab`), plan the (dupe, chunk) tasks
+(`_iter_tasks`), run them in this process or a pool (`_task_results`), write
+the results in task order (`_write_results` into `_Outputs`), check the
+totals (`check_totals`), then publish: sidecars, then renames
+(`publish_outputs`, with the metadata of `run_summary`). The work on one chunk
+is `ChunkProcessor.process` (`chunk_processor.py`), a plain method of an
+object built from the config, which needs no pool: a pool worker holds one
+in `_POOL_WORKER`.
+
+`create_pretraining_data(..., runner=...)` runs the same tasks as an Apache
+Beam pipeline instead (`beam_pipeline.py`, imported only then): it shares
+`ChunkProcessor`, `Totals`, `check_totals`, `run_summary` and
+`publish_outputs` with this module and writes the same files.
+
 Workers are forked when this process has not run TensorFlow ops yet (the
 command-line tool never does before starting them): they then share the
 parent's imported TensorFlow instead of importing it again (seconds and
@@ -46,96 +62,95 @@ thread pools, created when the first op runs, do not survive `fork`.
 
 from __future__ import annotations
 
+import codecs
 import collections
+import contextlib
 import ctypes
 import dataclasses
 import gc
-import hashlib
 import multiprocessing
 import os
 import posixpath
-import random
-import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Sequence
 
-import numpy as np
 import tensorflow as tf
 
+from kbert.data import beam_support
 from kbert.data import text_files
-from kbert.data.pretraining.output_file import OutputFile
+from kbert.data.pretraining.chunk_processor import COUNT_KEYS
+from kbert.data.pretraining.chunk_processor import DEFAULT_CHUNK_BYTES
+from kbert.data.pretraining.chunk_processor import ChunkProcessor
+from kbert.data.pretraining.chunk_processor import ChunkResult
+from kbert.data.pretraining.chunk_processor import ChunkTask
+from kbert.data.pretraining.chunk_processor import GenerationConfig
 from kbert.data.pretraining.instances import InstanceOptions
 from kbert.data.pretraining.instances import TrainingInstance
-from kbert.data.pretraining.instances import VocabInfo
-from kbert.data.pretraining.instances import cut_layouts
-from kbert.data.pretraining.instances import instance_from_layout
-from kbert.data.pretraining.instances import layouts_to_arrays
-from kbert.data.pretraining.instances import mask_tokens_batch
 from kbert.data.pretraining.metadata import METADATA_FORMAT
 from kbert.data.pretraining.metadata import write_metadata
-from kbert.data.pretraining.tf_example import ExampleEncoder
-from kbert.data.pretraining.tfrecord_framing import frame_records
+from kbert.data.pretraining.output_file import OutputFile
 from kbert.data.tokenization import PRETRAINING_PURPOSE
-from kbert.data.tokenization import BertTokenizer
 from kbert.data.vocabulary import PRETRAINING_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.data.vocabulary import vocab_sha256
 
-DEFAULT_CHUNK_BYTES = 1 << 20
-_COUNT_KEYS = (
-    "documents",
-    "segments",
-    "instances",
-    "tokens",
-    "masked_tokens",
-    "random_next",
-)
+# The sidecar's `runner` for runs of this module's own workers.
+LOCAL_RUNNER = "local"
 
 
-@dataclasses.dataclass
-class _Task:
-    dupe_index: int
-    chunk_index: int
-    # The chunk's text (`data` held or read on demand), or None when the
-    # chunk's tokens are in `cache_file` (written by its dupe-0 task).
-    pieces: list[text_files.TextPiece] | None
-    cache_file: str | None = None
-    write_cache: bool = False
-    # Where a pool worker leaves the task's records (see `_process_in_pool`).
-    records_file: str | None = None
+class _PoolWorker:
+    """The per-process state of a pool worker: its `ChunkProcessor`.
+
+    `multiprocessing.Pool` runs a module-level initializer once per worker
+    and then module-level functions per task, so what the initializer builds
+    has to live in the module; this one holder (`_POOL_WORKER`) is the only
+    such slot. It stays empty in the parent process: with one worker, the
+    caller keeps its `ChunkProcessor` in a local variable.
+    """
+
+    processor: ChunkProcessor | None = None
 
 
-@dataclasses.dataclass
-class _Result:
-    dupe_index: int
-    chunk_index: int
-    # The framed records grouped by output file (see `_file_groups`): group k
-    # is records[group_bounds[k]:group_bounds[k + 1]], group_sizes[k] records.
-    # `records` is empty when a pool worker left them in `records_file`.
-    records: bytes
-    group_bounds: list[int]
-    group_sizes: list[int]
-    counts: dict[str, int]
-    examples: list[TrainingInstance]
-    line_counts: dict[str, int]
-    records_file: str | None = None
+_POOL_WORKER = _PoolWorker()
 
 
-@dataclasses.dataclass
-class _WorkerState:
-    tokenizer: BertTokenizer
-    vocab: VocabInfo
-    encoder: ExampleEncoder
-    options: InstanceOptions
-    random_seed: int
-    num_examples: int
-    input_encoding: str
-    num_output_files: int
+def _init_pool_worker(config: GenerationConfig) -> None:
+    """Pool initializer: tunes this worker process and builds its `ChunkProcessor`."""
+    tune_worker_process()
+    _POOL_WORKER.processor = ChunkProcessor(config)
 
 
-_STATE: _WorkerState | None = None
+def tune_worker_process() -> None:
+    """Settings for a process that only runs tasks (a pool or Beam worker), one per core.
+
+    TensorFlow gets one thread per pool: the workers already use every core,
+    and TensorFlow's default pools (a thread per core each) would only
+    contend for them. glibc keeps freed memory (`_keep_freed_memory`). Call
+    it before the process runs TensorFlow ops; afterwards the thread
+    settings can no longer change and are left as they are.
+    """
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow's runtime already started in this process.
+        pass
+    _keep_freed_memory()
+
+
+def _process_in_pool(task: ChunkTask) -> ChunkResult:
+    """`ChunkProcessor.process` in a pool worker: the records go back through a temporary file.
+
+    A pipe moves a task's ~25 MB of records in 64 KiB pieces, each a context
+    switch between worker and parent; measured here that costs about 6 times
+    the CPU of writing the same bytes to a file (page cache) for the parent to
+    read.
+    """
+    result = _POOL_WORKER.processor.process(task)
+    with open(task.records_file, "wb") as f:
+        f.write(result.records)
+    return dataclasses.replace(result, records=b"", records_file=task.records_file)
 
 
 def _keep_freed_memory() -> None:
@@ -159,234 +174,10 @@ def _keep_freed_memory() -> None:
     mallopt(m_trim_threshold, 1 << 30)
 
 
-def _init_worker(
-    vocab_file: str,
-    do_lower_case: bool,
-    options: InstanceOptions,
-    random_seed: int,
-    num_examples: int,
-    input_encoding: str,
-    num_output_files: int,
-    in_pool: bool = True,
-) -> None:
-    global _STATE
-    if in_pool:
-        # One thread per worker process: the workers already use every core,
-        # and TensorFlow's default pools (a thread per core each) would only
-        # contend for them.
-        tf.config.threading.set_intra_op_parallelism_threads(1)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
-        _keep_freed_memory()
-    tokenizer = BertTokenizer(vocab_file, do_lower_case=do_lower_case)
-    _STATE = _WorkerState(
-        tokenizer=tokenizer,
-        vocab=VocabInfo.from_vocab(tokenizer.vocab),
-        encoder=ExampleEncoder(
-            options.max_seq_length,
-            options.max_predictions_per_seq,
-            tokenizer.vocab_size,
-            next_sentence=options.next_sentence != "none",
-        ),
-        options=options,
-        random_seed=random_seed,
-        num_examples=num_examples,
-        input_encoding=input_encoding,
-        num_output_files=num_output_files,
-    )
-
-
-def _release_worker_state() -> None:
-    """Drops the state `_init_worker` made in this process (its tokenizer holds TensorFlow resources)."""
-    global _STATE
-    _STATE = None
-
-
-def _task_key(random_seed: int, dupe_index: int, chunk_index: int) -> str:
-    return f"kbert.pretraining:{random_seed}:{dupe_index}:{chunk_index}"
-
-
-def task_rng(random_seed: int, dupe_index: int, chunk_index: int) -> random.Random:
-    """The random generator of one (dupe, chunk) task; independent of workers."""
-    # A str seed is hashed with sha512 by `random.Random`: stable across
-    # processes and Python runs, unlike `hash()`.
-    return random.Random(_task_key(random_seed, dupe_index, chunk_index))
-
-
-def task_numpy_rng(random_seed: int, dupe_index: int, chunk_index: int) -> np.random.Generator:
-    """The numpy generator (shuffles, vectorized masking) of one task; independent of workers."""
-    digest = hashlib.sha256(_task_key(random_seed, dupe_index, chunk_index).encode()).digest()
-    return np.random.default_rng(np.frombuffer(digest, np.uint32))
-
-
-def _tokenize_chunk(pieces: list[text_files.TextPiece]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """Tokenizes a chunk: `(flat ids, segments [S, 3] of (begin, end, document), line counts)`.
-
-    Segments are the non-blank lines with tokens; a blank line and every
-    piece boundary end a document; documents are numbered in order.
-    """
-    state = _STATE
-    texts, piece_starts, line = [], [], 0
-    for piece in pieces:
-        data = text_files.decode_piece(piece, piece.read(), state.input_encoding)
-        if data and not data.endswith(b"\n"):
-            data += b"\n"
-        texts.append(data)
-        piece_starts.append(line)
-        line += data.count(b"\n")
-    tokenized = state.tokenizer.tokenize_text(b"".join(texts))
-    splits, blank = tokenized.row_splits, tokenized.blank
-    new_document = blank.copy()
-    new_document[[s for s in piece_starts if s < len(blank)]] = True
-    document = np.cumsum(new_document)
-    keep = np.nonzero(~blank & (splits[1:] > splits[:-1]))[0]
-    segments = np.stack([splits[keep], splits[keep + 1], document[keep]], axis=1)
-    line_counts = {"lines": int((~blank).sum()), "truncated_lines": tokenized.num_truncated}
-    return tokenized.flat_ids, segments, line_counts
-
-
-def _document_bounds(segments: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Segments from `_tokenize_chunk` as `cut_layouts`'s `(bounds, starts)`.
-
-    A document's segments are consecutive in the flat ids, so its boundaries
-    are its first segment's begin followed by every segment's end.
-    """
-    num_segments = len(segments)
-    new_document = np.ones(num_segments, bool)
-    new_document[1:] = segments[1:, 2] != segments[:-1, 2]
-    firsts = np.nonzero(new_document)[0]  # Each document's first segment.
-    rank = np.cumsum(new_document) - 1  # Each segment's document.
-    bounds = np.empty(num_segments + len(firsts), np.int64)
-    bounds[np.arange(num_segments) + rank + 1] = segments[:, 1]
-    starts = np.append(firsts + np.arange(len(firsts)), len(bounds))
-    bounds[starts[:-1]] = segments[firsts, 0]
-    return bounds, starts
-
-
-def _save_tokens(path: str, flat: np.ndarray, segments: np.ndarray, vocab_size: int) -> None:
-    dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
-    with open(path, "wb") as f:
-        np.savez(f, flat=flat.astype(dtype), segments=segments.astype(np.int64))
-
-
-def _load_tokens(path: str) -> tuple[np.ndarray, np.ndarray]:
-    with np.load(path) as cached:
-        return cached["flat"].astype(np.int64), cached["segments"]
-
-
-def _pad(rows: list[list[int]], width: int) -> np.ndarray:
-    out = np.zeros((len(rows), width), np.int64)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = row
-    return out
-
-
-def _file_groups(num_records: int, num_files: int) -> tuple[np.ndarray | None, list[int]]:
-    """Row order that groups a task's records by output file, and the group sizes.
-
-    Instances go round-robin over the output files, so group k holds records
-    k, k + num_files, k + 2 * num_files, ... in order. The parent sends group
-    k to file `(first + k) % num_files`, where `first` is the file the task's
-    first record goes to: each file gets its records as one contiguous range.
-    Returns `(None, [num_records])` for one file (no reordering).
-    """
-    sizes = [len(range(k, num_records, num_files)) for k in range(num_files)]
-    if num_files == 1:
-        return None, sizes
-    return np.concatenate([np.arange(k, num_records, num_files) for k in range(num_files)]), sizes
-
-
-def _process(task: _Task) -> _Result:
-    state = _STATE
-    options, vocab = state.options, state.vocab
-    line_counts = {"lines": 0, "truncated_lines": 0}
-    if task.pieces is None:
-        flat, segments = _load_tokens(task.cache_file)
-    else:
-        flat, segments, line_counts = _tokenize_chunk(task.pieces)
-        if task.write_cache:
-            _save_tokens(task.cache_file, flat, segments, state.tokenizer.vocab_size)
-    bounds, starts = _document_bounds(segments)
-    rng = task_rng(state.random_seed, task.dupe_index, task.chunk_index)
-    np_rng = task_numpy_rng(state.random_seed, task.dupe_index, task.chunk_index)
-    layouts = cut_layouts(bounds, starts, options, np_rng)
-    counts = dict.fromkeys(_COUNT_KEYS, 0)
-    counts["documents"] = len(starts) - 1
-    counts["segments"] = len(segments)
-    if not len(layouts):
-        num_files = state.num_output_files
-        return _Result(
-            task.dupe_index, task.chunk_index, b"", [0] * (num_files + 1), [0] * num_files,
-            counts, [], line_counts,
-        )
-    # The original shuffles all instances (numpy's permutation: `random.shuffle`
-    # is a Python loop).
-    layout_array = layouts[np_rng.permutation(len(layouts))]
-    if options.do_whole_word_mask or options.max_ngram_size > 1:
-        flat_list = flat.tolist()
-        instances = [
-            instance_from_layout(flat_list, x, options, vocab, rng) for x in layout_array.tolist()
-        ]
-        s, p = options.max_seq_length, options.max_predictions_per_seq
-        masked_ids = _pad([x.token_ids for x in instances], s)
-        segment_ids = _pad([x.segment_ids for x in instances], s)
-        lengths = np.array([len(x.token_ids) for x in instances], np.int64)
-        positions = _pad([x.masked_lm_positions for x in instances], p)
-        labels = _pad([x.masked_lm_ids for x in instances], p)
-        num_masked = np.array([len(x.masked_lm_positions) for x in instances], np.int64)
-    else:
-        token_ids, segment_ids, lengths = layouts_to_arrays(flat, layout_array, options, vocab)
-        masked_ids, positions, labels, num_masked = mask_tokens_batch(
-            token_ids, lengths, options, vocab, np_rng
-        )
-    next_sentence = options.next_sentence != "none"
-    next_labels = layout_array[:, 4] if next_sentence else None
-    counts["instances"] = len(layouts)
-    counts["tokens"] = int(lengths.sum())
-    counts["masked_tokens"] = int(num_masked.sum())
-    counts["random_next"] = int(next_labels.sum()) if next_sentence else 0
-    columns = [masked_ids, lengths, segment_ids, positions, labels, num_masked, next_labels]
-    order, group_sizes = _file_groups(len(layouts), state.num_output_files)
-    if order is not None:
-        columns = [None if c is None else c[order] for c in columns]
-    records, offsets = frame_records(*state.encoder.encode_batch(*columns))
-    group_bounds = offsets[np.cumsum([0, *group_sizes])].tolist()
-    examples = []  # The first ones in instance (output) order.
-    for i in range(min(state.num_examples, len(layouts))):
-        n, k = int(lengths[i]), int(num_masked[i])
-        examples.append(
-            TrainingInstance(
-                masked_ids[i, :n].tolist(),
-                segment_ids[i, :n].tolist(),
-                positions[i, :k].tolist(),
-                labels[i, :k].tolist(),
-                bool(next_labels[i]) if next_sentence else None,
-            )
-        )
-    return _Result(
-        task.dupe_index, task.chunk_index, records, group_bounds, group_sizes, counts, examples,
-        line_counts,
-    )
-
-
-def _process_in_pool(task: _Task) -> _Result:
-    """`_process` for a pool worker: the records go back through a temporary file.
-
-    A pipe moves a task's ~25 MB of records in 64 KiB pieces, each a context
-    switch between worker and parent; measured here that costs about 6 times
-    the CPU of writing the same bytes to a file (page cache) for the parent to
-    read.
-    """
-    result = _process(task)
-    with open(task.records_file, "wb") as f:
-        f.write(result.records)
-    result.records, result.records_file = b"", task.records_file
-    return result
-
-
 def _iter_tasks(
     files: Sequence[str], dupe_factor: int, chunk_bytes: int, work_dir: str,
     cached_chunks: set[int], in_pool: bool,
-) -> Iterator[_Task]:
+) -> Iterator[ChunkTask]:
     """The (dupe, chunk) tasks in output order.
 
     Dupe 0 reads the input; its tasks save the chunk's tokens in `work_dir`
@@ -403,15 +194,15 @@ def _iter_tasks(
     for chunk_index, pieces in enumerate(text_files.iter_text_chunks(files, chunk_bytes)):
         plan.append([piece.without_data() for piece in pieces])
         cache_file = os.path.join(work_dir, f"chunk-{chunk_index}.npz") if dupe_factor > 1 else None
-        yield _Task(0, chunk_index, pieces, cache_file, dupe_factor > 1, records_file(0, chunk_index))
+        yield ChunkTask(0, chunk_index, pieces, cache_file, dupe_factor > 1, records_file(0, chunk_index))
     for dupe_index in range(1, dupe_factor):
         for chunk_index, pieces in enumerate(plan):
             records = records_file(dupe_index, chunk_index)
             if chunk_index in cached_chunks:
                 cache_file = os.path.join(work_dir, f"chunk-{chunk_index}.npz")
-                yield _Task(dupe_index, chunk_index, None, cache_file, records_file=records)
+                yield ChunkTask(dupe_index, chunk_index, None, cache_file, records_file=records)
             else:
-                yield _Task(dupe_index, chunk_index, pieces, records_file=records)
+                yield ChunkTask(dupe_index, chunk_index, pieces, records_file=records)
 
 
 def worker_start_method() -> str:
@@ -450,31 +241,352 @@ def _bounded_imap(pool, func, tasks: Iterator, window: int) -> Iterator:
         yield pending.popleft().get()
 
 
-def _write_result(
-    writers: Sequence[OutputFile], instances_per_file: list[int], first: int, result: _Result
-) -> int:
-    """Writes a task's records round-robin from `writers[first]`; returns the next writer index.
+@contextlib.contextmanager
+def _task_results(
+    config: GenerationConfig, tasks: Iterator[ChunkTask], num_workers: int
+) -> Iterator[Iterator[ChunkResult]]:
+    """Yields the results of `tasks` in task order: computed here for one worker, else by a pool.
 
-    Group k of the result goes to `writers[(first + k) % len(writers)]`; a pool
-    worker's records file is copied range by range (by the kernel where it
-    can) and removed.
+    The pool is stopped when the block ends, also on error.
     """
-    num_files, bounds = len(writers), result.group_bounds
-    source_fd = os.open(result.records_file, os.O_RDONLY) if result.records_file else None
+    if num_workers == 1:
+        processor = ChunkProcessor(config)
+        yield map(processor.process, tasks)
+        return
+    start_method = worker_start_method()
+    if start_method == "fork":
+        # Keeps the collector from touching, and so copying, every
+        # object inherited from this process in each worker.
+        gc.freeze()
+    pool = multiprocessing.get_context(start_method).Pool(
+        num_workers, initializer=_init_pool_worker, initargs=(config,)
+    )
     try:
-        view = memoryview(result.records)
-        for k in range(num_files):
-            writer, size = writers[(first + k) % num_files], bounds[k + 1] - bounds[k]
-            if size and source_fd is not None:
-                writer.copy_range(source_fd, bounds[k], size)
-            elif size:
-                writer.write(view[bounds[k] : bounds[k + 1]])
-            instances_per_file[(first + k) % num_files] += result.group_sizes[k]
+        yield _bounded_imap(pool, _process_in_pool, tasks, window=2 * num_workers)
     finally:
-        if source_fd is not None:
-            os.close(source_fd)
-            os.remove(result.records_file)
-    return (first + sum(result.group_sizes)) % num_files
+        pool.terminate()
+        pool.join()
+
+
+class _Outputs:
+    """The output files of a run: written as `<output>.incomplete`, renamed by `publish`.
+
+    Used as a context manager: on leaving the block, the files are closed and,
+    unless `publish` completed, every temporary file and sidecar is removed.
+
+    The TFRecords are streamed (appended task by task, mostly by in-kernel
+    range copies), so `kbert.files.write_text`, which takes a file's whole
+    content, does not fit them; they keep this fixed temporary name, which
+    readers skip like `kbert.files.temporary_name`'s (`list_data_files`).
+
+    Args:
+        paths: tuple of str. The output files.
+    """
+
+    def __init__(self, paths: Sequence[str]):
+        self.paths = list(paths)
+        self.temp_files = [path + ".incomplete" for path in paths]
+        self.writers: list[OutputFile] = []
+        self.instances_per_file = [0] * len(paths)
+        self.published = False
+        self._next_writer = 0  # Where the next task's first record goes.
+
+    def __enter__(self) -> "_Outputs":
+        try:
+            for output, temp in zip(self.paths, self.temp_files):
+                try:
+                    self.writers.append(OutputFile(temp))
+                except (tf.errors.OpError, OSError) as e:
+                    raise ValueError(f"--output_file={output!r} cannot be written: {e}") from None
+        except BaseException:
+            self._discard()
+            raise
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._discard()
+
+    def write(self, result: ChunkResult) -> None:
+        """Appends a task's records round-robin, continuing from the previous task.
+
+        Group k of the result goes to `writers[(first + k) % len(writers)]`; a
+        pool worker's records file is copied range by range (by the kernel
+        where it can) and removed.
+        """
+        num_files, bounds, first = len(self.writers), result.group_bounds, self._next_writer
+        source_fd = os.open(result.records_file, os.O_RDONLY) if result.records_file else None
+        try:
+            view = memoryview(result.records)
+            for k in range(num_files):
+                writer, size = self.writers[(first + k) % num_files], bounds[k + 1] - bounds[k]
+                if size and source_fd is not None:
+                    writer.copy_range(source_fd, bounds[k], size)
+                elif size:
+                    writer.write(view[bounds[k] : bounds[k + 1]])
+                self.instances_per_file[(first + k) % num_files] += result.group_sizes[k]
+        finally:
+            if source_fd is not None:
+                os.close(source_fd)
+                os.remove(result.records_file)
+        self._next_writer = (first + sum(result.group_sizes)) % num_files
+
+    def close(self) -> None:
+        """Closes the data files (a second call does nothing)."""
+        for writer in self.writers:
+            writer.close()
+
+    def publish(self, metadata: dict[str, Any]) -> None:
+        """Writes each file's sidecar, then renames the closed data files into place."""
+        publish_outputs(self.paths, self.temp_files, self.instances_per_file, metadata)
+        self.published = True
+
+    def _discard(self) -> None:
+        for writer in self.writers:
+            try:
+                writer.close()
+            except Exception:  # pylint: disable=broad-except
+                pass
+        if not self.published:
+            for temp in self.temp_files:
+                if tf.io.gfile.exists(temp):
+                    tf.io.gfile.remove(temp)
+
+
+def publish_outputs(
+    paths: Sequence[str], temp_files: Sequence[str], instances_per_file: Sequence[int],
+    metadata: dict[str, Any],
+) -> None:
+    """Writes each output's sidecar, then renames its complete temporary file into place.
+
+    Sidecars first: data that is in place always has its sidecar, so the
+    trainer's checks never silently find none. On an error the sidecars of
+    files not renamed yet are removed (the caller removes the temporary
+    files).
+
+    Args:
+        paths: list of str. The output files.
+        temp_files: list of str. Their complete data, under temporary names.
+        instances_per_file: list of int. Records in each.
+        metadata: dict. The run's metadata (`run_summary`); each sidecar adds
+            `data_file` and `num_instances_in_file`.
+    """
+    sidecars: dict[str, str] = {}
+    try:
+        for output, num in zip(paths, instances_per_file):
+            sidecars[output] = write_metadata(
+                output, {**metadata, "data_file": output, "num_instances_in_file": num}
+            )
+        for output, temp in zip(paths, temp_files):
+            tf.io.gfile.rename(temp, output, overwrite=True)
+            del sidecars[output]  # In place with its data.
+    except BaseException:
+        for sidecar in sidecars.values():
+            if tf.io.gfile.exists(sidecar):
+                tf.io.gfile.remove(sidecar)
+        raise
+
+
+@dataclasses.dataclass
+class Totals:
+    """The running counts of a run: `counts` summed over tasks (documents of dupe 0 only), `line_counts` of dupe 0.
+
+    Add each task's `ChunkResult` (or anything with its `dupe_index`,
+    `counts` and `line_counts`) once, in any order.
+    """
+
+    counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
+    line_counts: dict[str, int] = dataclasses.field(
+        default_factory=lambda: {"lines": 0, "truncated_lines": 0}
+    )
+
+    def add(self, result: ChunkResult) -> None:
+        for key, value in result.counts.items():
+            if key != "documents" or result.dupe_index == 0:
+                self.counts[key] += value
+        if result.dupe_index == 0:
+            for key, value in result.line_counts.items():
+                self.line_counts[key] += value
+
+
+@dataclasses.dataclass
+class _Callbacks:
+    """The caller's callbacks and what they need between tasks."""
+
+    start: float
+    examples_left: int
+    example_callback: Callable[[TrainingInstance], None] | None
+    progress_callback: Callable[[dict[str, Any]], None] | None
+
+    def report(self, result: ChunkResult, counts: dict[str, int]) -> None:
+        """Passes on the first instances (until `examples_left` are shown) and the running counts."""
+        if self.example_callback:
+            for instance in result.examples[: self.examples_left]:
+                self.example_callback(instance)
+            self.examples_left -= min(self.examples_left, len(result.examples))
+        if self.progress_callback:
+            self.progress_callback(
+                {
+                    "dupe": result.dupe_index,
+                    "chunk": result.chunk_index,
+                    "seconds": time.time() - self.start,
+                    **counts,
+                }
+            )
+
+
+def _run_tasks(
+    config: GenerationConfig, num_workers: int, outputs: _Outputs, callbacks: _Callbacks
+) -> Totals:
+    """Plans the tasks, runs them and writes their results in task order; returns the totals."""
+    # Token caches and the records of pool workers.
+    with tempfile.TemporaryDirectory(
+        prefix="kbert-pretraining-data-", ignore_cleanup_errors=True
+    ) as work_dir:
+        # Chunks whose dupe-0 result is written, so their token cache is complete.
+        cached_chunks: set[int] = set()
+        tasks = _iter_tasks(
+            config.input_files, config.dupe_factor, config.chunk_bytes, work_dir, cached_chunks,
+            in_pool=num_workers > 1,
+        )
+        with _task_results(config, tasks, num_workers) as results:
+            return _write_results(results, outputs, cached_chunks, callbacks)
+
+
+def _write_results(
+    results: Iterable[ChunkResult], outputs: _Outputs, cached_chunks: set[int], callbacks: _Callbacks
+) -> Totals:
+    """Writes each result as it arrives, tells `_iter_tasks` which token caches are complete."""
+    totals = Totals()
+    for result in results:
+        outputs.write(result)
+        totals.add(result)
+        if result.dupe_index == 0:
+            cached_chunks.add(result.chunk_index)
+        callbacks.report(result, totals.counts)
+    return totals
+
+
+def check_totals(config: GenerationConfig, totals: Totals) -> None:
+    input_files = ",".join(config.input_files)
+    if totals.counts["documents"] == 0:
+        raise ValueError(
+            f"--input_file={input_files!r} holds no text (after "
+            f"{config.input_encoding} decoding and tokenization): nothing to write."
+        )
+    if totals.counts["instances"] == 0:
+        raise ValueError(
+            f"--input_file={input_files!r} gave no instances: documents are "
+            f"too short for --next_sentence={config.options.next_sentence}."
+        )
+
+
+def run_summary(
+    config: GenerationConfig,
+    vocab_size: int,
+    flags: dict[str, Any],
+    input_bytes: int,
+    totals: Totals,
+    seconds: float,
+    runner: str = LOCAL_RUNNER,
+) -> dict[str, Any]:
+    """The metadata of a run, as the sidecars hold it (without the per-file keys).
+
+    Args:
+        config: `GenerationConfig`. The run's settings.
+        vocab_size: int. Tokens in the vocabulary.
+        flags: dict. The flag values to record.
+        input_bytes: int. Size of the input files.
+        totals: `Totals`. The run's counts.
+        seconds: float. Wall time of the run.
+        runner: str. What ran the tasks: `"local"` (this process or its
+            pool) or the Apache Beam runner's name. Defaults to "local".
+
+    Returns:
+        The dict each sidecar holds, without `data_file` and
+        `num_instances_in_file`.
+    """
+    options, counts = config.options, totals.counts
+    return {
+        "format": METADATA_FORMAT,
+        "runner": runner,
+        "max_seq_length": options.max_seq_length,
+        "max_predictions_per_seq": options.max_predictions_per_seq,
+        "next_sentence": options.next_sentence,
+        "masking": options.masking,
+        "do_lower_case": config.do_lower_case,
+        "vocab_file": config.vocab_file,
+        "vocab_sha256": vocab_sha256(config.vocab_file),
+        "vocab_size": vocab_size,
+        "input_files": list(config.input_files),
+        "output_files": list(config.output_files),
+        "chunk_bytes": config.chunk_bytes,
+        "flags": flags,
+        "counts": {
+            "input_bytes": input_bytes,
+            **totals.line_counts,
+            **counts,
+            "masked_fraction": counts["masked_tokens"] / max(1, counts["tokens"]),
+            "random_next_fraction": (
+                None
+                if options.next_sentence == "none"
+                else counts["random_next"] / max(1, counts["instances"])
+            ),
+        },
+        "seconds": round(seconds, 3),
+        "input_mb_per_s": round(input_bytes / 1e6 / max(seconds, 1e-9), 3),
+    }
+
+
+def _default_flags(config: GenerationConfig, input_file: str | Sequence[str]) -> dict[str, Any]:
+    """The flags a sidecar records when the caller passes none: the arguments as given."""
+    options = config.options
+    return {
+        "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
+        "output_file": ",".join(config.output_files),
+        "vocab_file": config.vocab_file,
+        "do_lower_case": config.do_lower_case,
+        "do_whole_word_mask": options.do_whole_word_mask,
+        "max_seq_length": options.max_seq_length,
+        "max_predictions_per_seq": options.max_predictions_per_seq,
+        "random_seed": config.random_seed,
+        "dupe_factor": config.dupe_factor,
+        "masked_lm_prob": options.masked_lm_prob,
+        "short_seq_prob": options.short_seq_prob,
+        "max_ngram_size": options.max_ngram_size,
+        "next_sentence": options.next_sentence,
+        "masking": options.masking,
+        "input_encoding": config.input_encoding,
+    }
+
+
+def _check_settings(
+    options: InstanceOptions, dupe_factor: int, chunk_bytes: int, input_encoding: str,
+    num_workers: int | None,
+) -> int:
+    """Raises ValueError for an impossible setting; returns the number of workers to start."""
+    options.validate()
+    if dupe_factor < 1:
+        raise ValueError(f"--dupe_factor={dupe_factor} must be at least 1.")
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes={chunk_bytes} must be positive.")
+    try:
+        codecs.lookup(input_encoding)
+    except LookupError:
+        raise ValueError(f"--input_encoding={input_encoding!r} is not a known codec.") from None
+    num_workers = num_workers or os.cpu_count() or 1
+    if num_workers < 1:
+        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    return num_workers
+
+
+def _output_files(output_file: str | Sequence[str]) -> list[str]:
+    """The output files named by `--output_file`, checked (see `_check_outputs`)."""
+    if isinstance(output_file, str):
+        output_files = [f.strip() for f in output_file.split(",") if f.strip()]
+    else:
+        output_files = list(output_file)
+    _check_outputs(output_files)
+    return output_files
 
 
 def _check_outputs(output_files: Sequence[str]) -> None:
@@ -536,6 +648,7 @@ def create_pretraining_data(
     short_seq_prob: float = 0.1,
     max_ngram_size: int = 1,
     next_sentence: str = "nsp",
+    masking: str = "static",
     num_workers: int | None = None,
     input_encoding: str = "utf-8",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -543,6 +656,8 @@ def create_pretraining_data(
     num_verbose_examples: int = 0,
     example_callback: Callable[[TrainingInstance], None] | None = None,
     progress_callback: Callable[[dict[str, Any]], None] | None = None,
+    runner: str | None = None,
+    pipeline_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Writes masked-LM (+NSP/SOP) pre-training TFRecords from raw text.
 
@@ -569,6 +684,11 @@ def create_pretraining_data(
         short_seq_prob: float. Defaults to 0.1.
         max_ngram_size: int. Longest masked span; 1 is off. Defaults to 1.
         next_sentence: str. `"nsp"`, `"sop"` or `"none"`. Defaults to "nsp".
+        masking: str. `"static"` writes masked instances (the `masked_lm_*`
+            features); `"dynamic"` writes them unmasked, for
+            `pretraining_dataset(..., masking="dynamic")` to mask each batch
+            anew (`masked_lm_prob`, `do_whole_word_mask` and `max_ngram_size`
+            then apply when reading, not here). Defaults to "static".
         num_workers: int or None. Worker processes; None uses all cores, 1
             works in this process. The output does not depend on it.
         input_encoding: str. Codec of the input. Defaults to "utf-8".
@@ -580,7 +700,16 @@ def create_pretraining_data(
         example_callback: callable or None. Called with each of the first
             `num_verbose_examples` instances in output order.
         progress_callback: callable or None. Called with the running counts
-            after each task.
+            after each task (not with `runner`).
+        runner: str or None. None runs the tasks here (`num_workers`
+            processes); an Apache Beam runner's name (`"DirectRunner"`,
+            `"DataflowRunner"`, `"FlinkRunner"`, `"SparkRunner"`) runs them
+            as a Beam pipeline (`kbert.data.pretraining.beam_pipeline`, needs
+            `pip install kbert[beam]`): the same records, grouped the same
+            way into the same files. Defaults to None.
+        pipeline_args: list of str. Beam's own pipeline options with
+            `runner`, such as `["--direct_num_workers=2",
+            "--direct_running_mode=multi_processing"]`.
 
     Returns:
         The metadata dict written to the sidecars (without the per-file keys).
@@ -605,175 +734,51 @@ def create_pretraining_data(
         next_sentence=next_sentence,
         do_whole_word_mask=do_whole_word_mask,
         max_ngram_size=max_ngram_size,
+        masking=masking,
     )
-    options.validate()
-    if dupe_factor < 1:
-        raise ValueError(f"--dupe_factor={dupe_factor} must be at least 1.")
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes={chunk_bytes} must be positive.")
-    try:
-        import codecs
-
-        codecs.lookup(input_encoding)
-    except LookupError:
-        raise ValueError(f"--input_encoding={input_encoding!r} is not a known codec.") from None
-    num_workers = num_workers or os.cpu_count() or 1
-    if num_workers < 1:
-        raise ValueError(f"--num_workers={num_workers} must be at least 1.")
+    num_workers = _check_settings(options, dupe_factor, chunk_bytes, input_encoding, num_workers)
     input_files = text_files.expand_file_patterns(input_file, "input_file")
-    if isinstance(output_file, str):
-        output_files = [f.strip() for f in output_file.split(",") if f.strip()]
-    else:
-        output_files = list(output_file)
-    _check_outputs(output_files)
-    vocab = _check_vocab(vocab_file)
-    input_bytes = sum(tf.io.gfile.stat(f).length for f in input_files)
+    output_files = _output_files(output_file)
+    vocab_size = len(_check_vocab(vocab_file))
+    config = GenerationConfig(
+        input_files=tuple(input_files),
+        output_files=tuple(output_files),
+        vocab_file=vocab_file,
+        do_lower_case=do_lower_case,
+        options=options,
+        random_seed=random_seed,
+        dupe_factor=dupe_factor,
+        input_encoding=input_encoding,
+        chunk_bytes=chunk_bytes,
+        num_verbose_examples=num_verbose_examples,
+    )
+    if flags is None:
+        flags = _default_flags(config, input_file)
+    if runner:
+        beam_support.check_beam_installed(runner)
+        from kbert.data.pretraining import beam_pipeline  # Imports apache_beam.
 
-    temp_files = [f + ".incomplete" for f in output_files]
-    writers: list[OutputFile] = []
-    counts = dict.fromkeys(_COUNT_KEYS, 0)
-    line_counts = {"lines": 0, "truncated_lines": 0}
-    instances_per_file = [0] * len(output_files)
-    sidecars: list[str] = []
-    work_dir = None
-    done = False
-    try:
-        for output, temp in zip(output_files, temp_files):
-            try:
-                writers.append(OutputFile(temp))
-            except (tf.errors.OpError, OSError) as e:
-                raise ValueError(f"--output_file={output!r} cannot be written: {e}") from None
-        init_args = (
-            vocab_file, do_lower_case, options, random_seed, num_verbose_examples, input_encoding,
-            len(output_files),
+        return beam_pipeline.run_generation(
+            config, vocab_size, flags, runner, pipeline_args, start, example_callback
         )
-        # Token caches and the records of pool workers (removed at the end).
-        work_dir = tempfile.mkdtemp(prefix="kbert-pretraining-data-")
-        cached_chunks: set[int] = set()
-        tasks = _iter_tasks(
-            input_files, dupe_factor, chunk_bytes, work_dir, cached_chunks, in_pool=num_workers > 1
-        )
-        pool = None
-        if num_workers == 1:
-            _init_worker(*init_args, in_pool=False)
-            results: Iterator[_Result] = map(_process, tasks)
-        else:
-            start_method = worker_start_method()
-            if start_method == "fork":
-                # Keeps the collector from touching, and so copying, every
-                # object inherited from this process in each worker.
-                gc.freeze()
-            pool = multiprocessing.get_context(start_method).Pool(
-                num_workers, initializer=_init_worker, initargs=init_args
-            )
-            results = _bounded_imap(pool, _process_in_pool, tasks, window=2 * num_workers)
-        try:
-            writer_index = 0
-            examples_left = num_verbose_examples
-            for result in results:
-                writer_index = _write_result(writers, instances_per_file, writer_index, result)
-                for key, value in result.counts.items():
-                    if key != "documents" or result.dupe_index == 0:
-                        counts[key] += value
-                if result.dupe_index == 0:
-                    cached_chunks.add(result.chunk_index)
-                    for key, value in result.line_counts.items():
-                        line_counts[key] += value
-                if example_callback:
-                    for instance in result.examples[:examples_left]:
-                        example_callback(instance)
-                    examples_left -= min(examples_left, len(result.examples))
-                if progress_callback:
-                    progress_callback(
-                        {
-                            "dupe": result.dupe_index,
-                            "chunk": result.chunk_index,
-                            "seconds": time.time() - start,
-                            **counts,
-                        }
-                    )
-        finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
-        if counts["documents"] == 0:
-            raise ValueError(
-                f"--input_file={','.join(input_files)!r} holds no text (after "
-                f"{input_encoding} decoding and tokenization): nothing to write."
-            )
-        if counts["instances"] == 0:
-            raise ValueError(
-                f"--input_file={','.join(input_files)!r} gave no instances: documents are "
-                f"too short for --next_sentence={next_sentence}."
-            )
-        for writer in writers:
-            writer.close()
-        seconds = time.time() - start
-        instances = counts["instances"]
-        metadata: dict[str, Any] = {
-            "format": METADATA_FORMAT,
-            "max_seq_length": max_seq_length,
-            "max_predictions_per_seq": max_predictions_per_seq,
-            "next_sentence": next_sentence,
-            "do_lower_case": do_lower_case,
-            "vocab_file": vocab_file,
-            "vocab_sha256": vocab_sha256(vocab_file),
-            "vocab_size": len(vocab),
-            "input_files": input_files,
-            "output_files": output_files,
-            "chunk_bytes": chunk_bytes,
-            "flags": flags
-            if flags is not None
-            else {
-                "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
-                "output_file": ",".join(output_files),
-                "vocab_file": vocab_file,
-                "do_lower_case": do_lower_case,
-                "do_whole_word_mask": do_whole_word_mask,
-                "max_seq_length": max_seq_length,
-                "max_predictions_per_seq": max_predictions_per_seq,
-                "random_seed": random_seed,
-                "dupe_factor": dupe_factor,
-                "masked_lm_prob": masked_lm_prob,
-                "short_seq_prob": short_seq_prob,
-                "max_ngram_size": max_ngram_size,
-                "next_sentence": next_sentence,
-                "input_encoding": input_encoding,
-            },
-            "counts": {
-                "input_bytes": input_bytes,
-                **line_counts,
-                **counts,
-                "masked_fraction": counts["masked_tokens"] / max(1, counts["tokens"]),
-                "random_next_fraction": (
-                    None if next_sentence == "none" else counts["random_next"] / max(1, instances)
-                ),
-            },
-            "seconds": round(seconds, 3),
-            "input_mb_per_s": round(input_bytes / 1e6 / max(seconds, 1e-9), 3),
-        }
-        # Sidecars first: data that is in place always has its sidecar, so the
-        # trainer's checks never silently find none.
-        for output, num in zip(output_files, instances_per_file):
-            sidecars.append(
-                write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
-            )
-        for output, temp in zip(output_files, temp_files):
-            tf.io.gfile.rename(temp, output, overwrite=True)
-        done = True
-    finally:
-        for writer in writers:
-            try:
-                writer.close()
-            except Exception:  # pylint: disable=broad-except
-                pass
-        if not done:
-            for temp in [*temp_files, *sidecars]:
-                if tf.io.gfile.exists(temp):
-                    tf.io.gfile.remove(temp)
-        if work_dir:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        if num_workers == 1:
-            _release_worker_state()
+    callbacks = _Callbacks(start, num_verbose_examples, example_callback, progress_callback)
+    return _generate(config, num_workers, vocab_size, flags, callbacks)
 
+
+def _generate(
+    config: GenerationConfig,
+    num_workers: int,
+    vocab_size: int,
+    flags: dict[str, Any],
+    callbacks: _Callbacks,
+) -> dict[str, Any]:
+    """Runs the tasks, checks the totals and publishes the outputs with their sidecars."""
+    input_bytes = sum(tf.io.gfile.stat(f).length for f in config.input_files)
+    with _Outputs(config.output_files) as outputs:
+        totals = _run_tasks(config, num_workers, outputs, callbacks)
+        check_totals(config, totals)
+        outputs.close()
+        seconds = time.time() - callbacks.start
+        metadata = run_summary(config, vocab_size, flags, input_bytes, totals, seconds)
+        outputs.publish(metadata)
     return metadata

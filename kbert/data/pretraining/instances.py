@@ -36,6 +36,9 @@ from typing import Sequence
 import numpy as np
 
 NEXT_SENTENCE_MODES = ("nsp", "sop", "none")
+# "static": masked here, once per dupe (google-research/bert); "dynamic": written
+# unmasked and masked anew for every batch by the reader (RoBERTa).
+MASKING_MODES = ("static", "dynamic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,8 @@ class InstanceOptions:
         do_whole_word_mask: bool. Mask all pieces of a word together.
         max_ngram_size: int. Longest masked span in words (or tokens); 1 turns
             n-gram masking off.
+        masking: str. `"static"` masks the instances here; `"dynamic"` leaves
+            them unmasked for `pretraining_dataset(..., masking="dynamic")`.
     """
 
     max_seq_length: int = 128
@@ -60,6 +65,7 @@ class InstanceOptions:
     next_sentence: str = "nsp"
     do_whole_word_mask: bool = False
     max_ngram_size: int = 1
+    masking: str = "static"
 
     @property
     def num_special_tokens(self) -> int:
@@ -67,6 +73,8 @@ class InstanceOptions:
 
     def validate(self) -> None:
         """Raises ValueError naming the flag of an impossible setting."""
+        if self.masking not in MASKING_MODES:
+            raise ValueError(f"--masking={self.masking!r}; use one of {', '.join(MASKING_MODES)}.")
         if self.next_sentence not in NEXT_SENTENCE_MODES:
             raise ValueError(
                 f"--next_sentence={self.next_sentence!r}; use one of {', '.join(NEXT_SENTENCE_MODES)}."
@@ -408,44 +416,77 @@ def cut_layouts(
             a0, a1 = begin, bounds[base + first + a_end]
             b0, b1 = a1.copy(), end.copy()
             if mode == "sop":
-                # A single segment is cut at a random token instead.
-                single = (num_segments == 1) & (a1 - a0 >= 2)
-                cut = a0 + 1 + _floor_uniform(rng, np.maximum(a1 - a0 - 1, 1))
-                a1, b0, b1 = np.where(single, cut, a1), np.where(single, cut, b0), np.where(single, a1, b1)
-                label = (rng.random(len(active)) < 0.5).astype(np.int64)
-                swap = label == 1
-                a0, a1, b0, b1 = (np.where(swap, b0, a0), np.where(swap, b1, a1),
-                                  np.where(swap, a0, b0), np.where(swap, a1, b1))
+                a0, a1, b0, b1, label = _sentence_order(a0, a1, b0, b1, num_segments, rng)
             else:
                 label = ((num_segments == 1) | (rng.random(len(active)) < 0.5)).astype(np.int64)
                 r = np.nonzero(label)[0]
-                # B from a random segment of another document (10 tries, as
-                # the original; the last try is kept when all hit this one),
-                # to the target length or that document's end.
-                tries = _floor_uniform(rng, np.full((len(r), 10), num_docs))
-                other = tries != active[r, None]
-                pick = np.where(other.any(axis=1), other.argmax(axis=1), 9)
-                random_doc = tries[np.arange(len(r)), pick]
-                random_start = _floor_uniform(rng, segments[random_doc])
-                rbase, rn = starts[random_doc], segments[random_doc]
-                b0[r] = bounds[rbase + random_start]
-                target_b = target[r] - (a1[r] - a0[r])
-                b_end = np.searchsorted(bounds, b0[r] + target_b, "left") - rbase
-                b1[r] = bounds[rbase + np.clip(b_end, random_start + 1, rn)]
+                b0[r], b1[r] = _random_next(
+                    bounds, starts, segments, active[r], target[r] - (a1[r] - a0[r]), rng
+                )
                 # The chunk's unused segments are put back.
                 next_chunk[r] = first[r] + a_end[r]
-        len_a, len_b = a1 - a0, b1 - b0
-        keep = (len_a > 0) & (len_b > 0) if mode != "none" else len_a > 0
-        trim_a, trim_b = _trim_counts(len_a[keep], len_b[keep], max_num_tokens)
-        a_front, b_front = rng.binomial(trim_a, 0.5), rng.binomial(trim_b, 0.5)
-        a0, a1, b0, b1 = a0[keep], a1[keep], b0[keep], b1[keep]
-        rounds.append(np.stack([a0 + a_front, a1 - (trim_a - a_front), b0 + b_front,
-                                b1 - (trim_b - b_front), label[keep]], axis=1))
+        rounds.append(_truncated(a0, a1, b0, b1, label, mode, max_num_tokens, rng))
         more = next_chunk < n
         active, target, chunk_begin = active[more], target[more], next_chunk[more]
     if not rounds:
         return np.zeros((0, 5), np.int64)
     return np.concatenate(rounds).astype(np.int64)
+
+
+def _sentence_order(
+    a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray, num_segments: np.ndarray,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, ...]:
+    """SOP pairs `(a0, a1, b0, b1, label)`: B follows A, and half of them swap (label 1).
+
+    A chunk of a single segment is cut at a random token instead.
+    """
+    single = (num_segments == 1) & (a1 - a0 >= 2)
+    cut = a0 + 1 + _floor_uniform(rng, np.maximum(a1 - a0 - 1, 1))
+    a1, b0, b1 = np.where(single, cut, a1), np.where(single, cut, b0), np.where(single, a1, b1)
+    label = (rng.random(len(a0)) < 0.5).astype(np.int64)
+    swap = label == 1
+    return (np.where(swap, b0, a0), np.where(swap, b1, a1),
+            np.where(swap, a0, b0), np.where(swap, a1, b1), label)
+
+
+def _random_next(
+    bounds: np.ndarray, starts: np.ndarray, segments: np.ndarray, documents: np.ndarray,
+    target_b: np.ndarray, rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Random-next B ranges `(b0, b1)` for instances of `documents` (`cut_layouts`'s arrays).
+
+    B starts at a random segment of another document (10 tries, as the
+    original; the last try is kept when all hit the instance's own document)
+    and runs to `target_b` tokens or that document's end.
+    """
+    tries = _floor_uniform(rng, np.full((len(documents), 10), len(starts) - 1))
+    other = tries != documents[:, None]
+    pick = np.where(other.any(axis=1), other.argmax(axis=1), 9)
+    random_doc = tries[np.arange(len(documents)), pick]
+    random_start = _floor_uniform(rng, segments[random_doc])
+    rbase, rn = starts[random_doc], segments[random_doc]
+    b0 = bounds[rbase + random_start]
+    b_end = np.searchsorted(bounds, b0 + target_b, "left") - rbase
+    return b0, bounds[rbase + np.clip(b_end, random_start + 1, rn)]
+
+
+def _truncated(
+    a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray, label: np.ndarray, mode: str,
+    max_num_tokens: int, rng: np.random.Generator,
+) -> np.ndarray:
+    """Layout rows of the non-empty pairs, each trimmed to `max_num_tokens` from random ends.
+
+    Which end loses each trimmed token is a coin flip, as in the original's
+    `truncate_seq_pair`: a Binomial(n, 1/2) count from the front.
+    """
+    len_a, len_b = a1 - a0, b1 - b0
+    keep = (len_a > 0) & (len_b > 0) if mode != "none" else len_a > 0
+    trim_a, trim_b = _trim_counts(len_a[keep], len_b[keep], max_num_tokens)
+    a_front, b_front = rng.binomial(trim_a, 0.5), rng.binomial(trim_b, 0.5)
+    a0, a1, b0, b1 = a0[keep], a1[keep], b0[keep], b1[keep]
+    return np.stack([a0 + a_front, a1 - (trim_a - a_front), b0 + b_front,
+                     b1 - (trim_b - b_front), label[keep]], axis=1)
 
 
 def create_layouts(

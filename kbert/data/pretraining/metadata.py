@@ -14,6 +14,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.files import write_text
+
 METADATA_SUFFIX = ".meta.json"
 METADATA_FORMAT = "kbert.pretraining_data.v1"
 # Keys that must agree across the files a trainer reads together.
@@ -21,6 +23,7 @@ CONSISTENT_KEYS = (
     "max_seq_length",
     "max_predictions_per_seq",
     "next_sentence",
+    "masking",
     "vocab_sha256",
     "vocab_size",
     "do_lower_case",
@@ -33,25 +36,23 @@ def metadata_path(data_file: str) -> str:
 
 
 def write_metadata(data_file: str, metadata: dict[str, Any]) -> str:
-    """Writes `metadata` as the sidecar of `data_file` (temp name, then rename).
+    """Writes `metadata` as the sidecar of `data_file`, atomically (`kbert.files.write_text`).
 
     Returns:
         The sidecar path.
     """
     path = metadata_path(data_file)
-    tmp = path + ".incomplete"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    write_text(path, json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return path
 
 
 def list_data_files(file_pattern: str | list[str]) -> list[str]:
     """Lists the pre-training TFRecord files matching comma-separated globs.
 
-    Skips the sidecars and the `.incomplete` temporaries that
-    `create_pretraining_data` writes next to the data, so that
-    "data/train-*" still works.
+    Skips the sidecars and the temporaries that `create_pretraining_data`
+    writes next to the data (all end in `.incomplete`: its data files'
+    `<output>.incomplete` and `kbert.files.temporary_name`'s for the
+    sidecars), so that "data/train-*" still works.
 
     Args:
         file_pattern: str or list of str. File names or globs.
@@ -92,8 +93,9 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
         The metadata dict of the first file that has a sidecar (keys include
         `max_seq_length`, `max_predictions_per_seq`, `next_sentence`,
         `vocab_sha256`, `vocab_size`, `do_lower_case`, `flags`, `counts`,
-        `output_files`), or None when no matching file has one (e.g. files
-        from google-research/bert's tool).
+        `output_files`, `masking`; `sidecar`: the path it was read from), or
+        None when no matching file has one (e.g. files from
+        google-research/bert's tool).
 
     Raises:
         ValueError: if nothing matches, or two sidecars disagree on a key of
@@ -119,9 +121,20 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
             first, first_path = metadata, path
             continue
         for key in CONSISTENT_KEYS:
-            if metadata.get(key) != first.get(key):
+            if _value(metadata, key) != _value(first, key):
                 raise ValueError(
-                    f"{path} records {key}={metadata.get(key)!r} but {first_path} records "
-                    f"{first.get(key)!r}; read files made with the same settings together."
+                    f"{path} records {key}={_value(metadata, key)!r} but {first_path} records "
+                    f"{_value(first, key)!r}; read files made with the same settings together."
                 )
+    if first is not None:
+        first = {**first, "sidecar": first_path}
     return first
+
+
+def recorded_masking(metadata: dict[str, Any] | None) -> str:
+    """The `masking` a sidecar records: sidecars from before dynamic masking (and none) mean "static"."""
+    return _value(metadata or {}, "masking")
+
+
+def _value(metadata: dict[str, Any], key: str) -> Any:
+    return metadata.get(key, "static") if key == "masking" else metadata.get(key)

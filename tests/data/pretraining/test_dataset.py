@@ -109,6 +109,22 @@ def test_reads_tool_output_and_skips_sidecars(tmp_path, vocab_file):
     assert total == meta["counts"]["instances"]
 
 
+def test_list_data_files_skips_sidecars_and_every_temporary(tmp_path):
+    from kbert.data.pretraining import list_data_files
+    from kbert.files import temporary_name
+
+    data = str(tmp_path / "train-0.tfrecord")
+    others = [
+        data + ".meta.json",
+        data + ".incomplete",  # create_pretraining_data's data file while written.
+        temporary_name(data + ".meta.json"),  # write_metadata's, through kbert.files.write_text.
+        temporary_name(str(tmp_path / "train-1.tfrecord")),
+    ]
+    for path in [data, *others]:
+        open(path, "wb").close()
+    assert list_data_files(str(tmp_path / "train-*")) == [data]
+
+
 def test_input_context_shards_files_and_examples(tmp_path):
     for i in range(4):
         _original_format_file(str(tmp_path / f"f{i}.tfrecord"), 5)

@@ -181,13 +181,19 @@ def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
 
 
 def test_cached_tokens_give_the_same_output(tmp_path, vocab_file, sentence_corpus, monkeypatch):
+    # The token cache goes to a temporary directory; give this run its own, so that
+    # other processes generating data on the machine do not count.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    from kbert.data.pretraining import chunk_processor
     from kbert.data.pretraining import generator as pretraining_writer
 
     kwargs = dict(SMALL, dupe_factor=3, chunk_bytes=4000, input_file=[sentence_corpus, MOBY_CRLF])
     cached = str(tmp_path / "cached.tfrecord")
     loads = []
-    load_tokens = pretraining_writer._load_tokens
-    monkeypatch.setattr(pretraining_writer, "_load_tokens", lambda p: loads.append(p) or load_tokens(p))
+    load_tokens = chunk_processor._load_tokens
+    monkeypatch.setattr(chunk_processor, "_load_tokens", lambda p: loads.append(p) or load_tokens(p))
     meta = create_pretraining_data(output_file=cached, vocab_file=vocab_file, **kwargs)
     num_chunks = len(set(loads))
     assert len(loads) == 2 * num_chunks and num_chunks > 4  # Dupes 1 and 2 of every chunk.
@@ -207,4 +213,4 @@ def test_cached_tokens_give_the_same_output(tmp_path, vocab_file, sentence_corpu
     assert len(loads) == 2 * num_chunks  # Every dupe tokenized again this time.
     assert open(cached, "rb").read() == open(fresh, "rb").read()
     assert meta["counts"] == meta_fresh["counts"] and meta["counts"]["lines"] > 500
-    assert not [d for d in os.listdir(tempfile.gettempdir()) if d.startswith("kbert-pretraining-data-")]
+    assert os.listdir(scratch) == []  # The token cache is removed at the end.

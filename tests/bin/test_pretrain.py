@@ -1,4 +1,4 @@
-"""kbert-pretrain --dry_run, run as users run it: a subprocess."""
+"""kbert-pretrain run as users run it (a subprocess): --dry_run counts and one-line errors."""
 
 import os
 import subprocess
@@ -20,6 +20,7 @@ def test_dry_run_large_prints_exact_counts():
     assert lines[-1] == "parameters: encoder=335141888 pretrainer=336226108"
     assert "BertEncoder.num_layers = 24" in result.stdout
     assert any(line.startswith("transformer_layer_23") for line in lines)
+    assert not any(word in result.stderr for word in ("oneDNN", "cuInit", "cudart", "InitializeLog"))
 
 
 def test_bad_gin_binding_is_one_clear_line():
@@ -33,3 +34,23 @@ def test_training_flag_errors_are_one_clear_line():
                        "--model_dir=/tmp/unused")
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "Unknown --strategy='gpu'; choose one of default, one_device, mirrored" in result.stderr
+
+
+def test_truncated_data_is_one_line_naming_the_file_and_leaves_no_model_dir(tmp_path):
+    from tests.training.pretraining_data import write_pretraining_data
+
+    data = write_pretraining_data(str(tmp_path / "train.tfrecord"), num_examples=8)
+    with open(data, "r+b") as f:
+        f.truncate(os.path.getsize(data) - 7)
+    model_dir = tmp_path / "model"
+    result = _pretrain("--gin_file=gin/tiny.gin", f"--input_file={data}", f"--model_dir={model_dir}",
+                       "--gin_params=BertEncoder.vocabulary_size = 99",
+                       "--gin_params=run_pretraining.max_seq_length = 16",
+                       "--gin_params=run_pretraining.max_predictions_per_seq = 3",
+                       "--gin_params=run_pretraining.train_batch_size = 8",
+                       "--gin_params=run_pretraining.num_train_steps = 2",
+                       "--gin_params=run_pretraining.num_warmup_steps = 1")
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert "train.tfrecord: corrupt or truncated TFRecord at byte" in last
+    assert "Traceback" not in result.stderr and not model_dir.exists()
