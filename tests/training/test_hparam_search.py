@@ -75,3 +75,17 @@ def test_gin_file_text_parses_back_to_the_same_values(tmp_path):
     (tmp_path / "best.gin").write_text(text)
     configurables.parse_gin([str(tmp_path / "best.gin")])
     assert {name: gin.query_parameter(name) for name in bindings} == bindings
+
+
+def test_a_packing_reference_parses_back_to_the_packing_config(tmp_path):
+    from kbert import configurables
+    from kbert.data import PackingConfig
+    from kbert.training.hparam_search import GinReference
+
+    text = gin_file_text({"run_finetuning.packing": GinReference("@PackingConfig()"),
+                          "PackingConfig.max_instances_per_row": 3}, "packed")
+    assert "run_finetuning.packing = @PackingConfig()" in text.splitlines()
+    (tmp_path / "best.gin").write_text(text)
+    configurables.parse_gin([str(tmp_path / "best.gin")])
+    packing = gin.query_parameter("run_finetuning.packing").scoped_configurable_fn()
+    assert packing == PackingConfig(max_instances_per_row=3)
