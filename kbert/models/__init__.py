@@ -10,3 +10,4 @@ from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.bert_span_labeler import BertSpanLabeler
 from kbert.models.bert_task import BertTask
 from kbert.models.bert_token_classifier import BertTokenClassifier
+from kbert.models.electra_pretrainer import ElectraPretrainer
