@@ -147,8 +147,11 @@ def stage_finetune() -> str:
     run(kbert("finetune") + [
         "--task=glue", "--task_name=SST-2", f"--data_dir={DATA}/sst2",
         f"--init_checkpoint={minilm}", f"--model_dir={sst2}", "--do_train", "--do_eval",
+        # One epoch to keep the demo short; on a run that short, google-research/bert's
+        # 10% warm-up (18 steps) does as well as the "auto" rule's floor of 20
+        # (83.0% vs 82.8%; all defaults, 3 epochs: 84.9%, BENCHMARKS.md).
         "--gin_params=run_finetuning.num_train_epochs = 1",
-        "--gin_params=run_finetuning.learning_rate = 1e-4",
+        "--gin_params=run_finetuning.warmup_proportion = 0.1",
         "--gin_params=run_finetuning.max_seq_length = 64",
     ], keep=sparse_progress)
     results = json.load(open(os.path.join(sst2, "eval_results.json")))

@@ -47,6 +47,20 @@ flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored"],
                   "(all local GPUs).")
 flags.DEFINE_string("export_dir", None, "After fine-tuning, export a raw-text serving "
                     "SavedModel to <export_dir>/<next version>/, as kbert-export does.")
+flags.DEFINE_integer("num_restarts", 1, "Train this many times with seeds seed, seed+1, ... "
+                     "and keep the best on dev (the BERT paper's remedy for small data sets); "
+                     "needs --do_train --do_eval.")
+flags.DEFINE_bool("hparam_search", False, "Train every combination of --search_learning_rates, "
+                  "--search_batch_sizes and --search_epochs within --search_time_budget_minutes, "
+                  "keep the best on dev, print the table and write its configuration to "
+                  "model_dir/best_hparams.gin (reuse it with --gin_file).")
+flags.DEFINE_list("search_learning_rates", None, "Rates of --hparam_search; default by encoder "
+                  "width: 3e-4,1e-4,5e-5,3e-5 (google-research/bert's small BERTs), or "
+                  "5e-5,4e-5,3e-5,2e-5 (the BERT paper) from hidden size 768.")
+flags.DEFINE_list("search_batch_sizes", ["16", "32"], "Batch sizes of --hparam_search.")
+flags.DEFINE_list("search_epochs", ["2", "3", "4"], "Epoch counts of --hparam_search.")
+flags.DEFINE_float("search_time_budget_minutes", 60.0, "--hparam_search starts no trial that "
+                   "would end past this (estimated from the trials so far).")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -85,7 +99,24 @@ def _run_finetuning(configurables) -> dict:
         do_predict=FLAGS.do_predict,
         strategy=FLAGS.strategy,
         task_options=configurables.task_options(FLAGS.task),
+        num_restarts=FLAGS.num_restarts,
+        hparam_grid=_hparam_grid() if FLAGS.hparam_search else None,
     )
+
+
+def _hparam_grid():
+    from kbert.training.hparam_search import HparamGrid
+
+    def numbers(flag: str, kind: type) -> tuple | None:
+        values = FLAGS[flag].value
+        try:
+            return None if values is None else tuple(kind(v) for v in values)
+        except ValueError:
+            raise ValueError(f"--{flag}={','.join(values)}: expected {kind.__name__} values "
+                             "separated by commas.") from None
+
+    return HparamGrid(numbers("search_learning_rates", float), numbers("search_batch_sizes", int),
+                      numbers("search_epochs", float), FLAGS.search_time_budget_minutes)
 
 
 def _write_summary(results: dict) -> None:
@@ -93,14 +124,28 @@ def _write_summary(results: dict) -> None:
     import tensorflow as tf
 
     from kbert.files import write_text
+    from kbert.training.hparam_search import format_table
 
     write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
-    summary = {key: value for key, value in results.items() if key != "train_loss"}
+    listed = ("train_loss", "eval_curve", "restarts", "hparam_search")
+    summary = {key: value for key, value in results.items() if key not in listed}
     if "train_loss" in results:
         summary["final_train_loss"] = round(results["train_loss"][-1], 4)
     print("***** results *****")
     for key, value in sorted(summary.items()):
         print(f"  {key} = {round(value, 4) if isinstance(value, float) else value}")
+    metric = results.get("main_metric")
+    if "hparam_search" in results:
+        print("***** hyperparameter search (dev %s) *****" % metric)
+        print(format_table(results["hparam_search"], metric))
+        print(f"best configuration: {os.path.join(FLAGS.model_dir, 'best_hparams.gin')}")
+    for restart in results.get("restarts", []):
+        print(f"  restart seed {restart['seed']}: dev {metric} {restart[metric]:.4f} "
+              f"at step {restart['best_step']}")
+    if "best_step" in results:
+        curve = ", ".join(f"{p['step']}: {p[metric]:.4f}" for p in results["eval_curve"])
+        print(f"kept the model of step {results['best_step']} of {results['train_steps']}: dev "
+              f"{metric} {results[metric]:.4f} (dev {metric} by step: {curve})")
     print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir))))
 
 

@@ -104,6 +104,10 @@ class Task(abc.ABC):
     # fine-tuned model is evaluated again, the run's values of these win over
     # the saved ones.
     evaluation_fields: ClassVar[tuple[str, ...]] = ()
+    # The dev metric (a key of `evaluate`'s metrics, higher is better) that picks
+    # the best step, restart and configuration during fine-tuning; None: the
+    # model is evaluated only once training ends.
+    main_metric: ClassVar[str | None] = None
     # Whether `dataset(..., packing=PackingConfig(...))` packs training rows
     # (several examples per row; `run_finetuning.packing`).
     supports_packing: ClassVar[bool] = False

@@ -2,21 +2,27 @@
 
 `kbert-finetune` calls it with paths from flags and hyperparameters from gin
 (`gin/finetune.gin`). The loop knows only generic settings (batch size,
-learning rate, epochs, warm-up, decay, seed, strategy); everything about the
-task — reading data, the head, metrics, prediction files — is the task's
-(`kbert.tasks.TASKS`). It checks every input before writing anything, trains
-with `kbert.training.create_optimizer` (AdamW with google-research/bert's
-linear warm-up and linear decay), evaluates, writes predictions and saves a
-fine-tuned model directory (`kbert.checkpoints.save_finetuned`).
+learning rate, epochs, warm-up, decay, seed, evaluation schedule, strategy);
+everything about the task — reading data, the head, metrics, prediction files
+— is the task's (`kbert.tasks.TASKS`). It checks every input before writing
+anything, trains with `kbert.training.create_optimizer` (AdamW with
+google-research/bert's linear warm-up and linear decay), evaluates on the dev
+split during training and keeps the best model by the task's `main_metric`
+(`kbert.training.dev_evaluation`), optionally over several seeds
+(`num_restarts`) or a grid of settings (`kbert.training.hparam_search`), writes
+predictions and saves a fine-tuned model directory
+(`kbert.checkpoints.save_finetuned`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import math
 import os
+import time
 import warnings
 from typing import Any
 
@@ -38,9 +44,15 @@ from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
+from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
+from kbert.training import auto_settings
+from kbert.training import hparam_search
+from kbert.training.dev_evaluation import CurvePoint
+from kbert.training.dev_evaluation import DevEvaluation
+from kbert.training.dev_evaluation import best_checkpoint_callbacks
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import create_strategy
 
@@ -49,27 +61,81 @@ from kbert.training.strategy import create_strategy
 # multi-worker strategies of `create_strategy` are not offered here.
 STRATEGIES = ("default", "one_device", "mirrored")
 EVAL_RESULTS = "eval_results.json"
+BEST_HPARAMS = "best_hparams.gin"
 # Arguments that are runtime data (flags of kbert-finetune), never gin bindings.
 RUNTIME_ARGUMENTS = (
     "task", "init_checkpoint", "model_dir", "task_name", "data_dir", "train_file",
     "predict_file", "vocab_file", "do_lower_case", "do_train", "do_eval", "do_predict",
-    "strategy", "verbose", "task_options",
+    "strategy", "verbose", "task_options", "num_restarts", "hparam_grid",
 )
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Schedule:
-    """How long training runs: `epochs` x `steps_per_epoch`, with `warmup_steps`."""
+class Hyperparameters:
+    """What differs between the runs of restarts and of a grid search."""
 
-    epochs: int
-    steps_per_epoch: int
+    learning_rate: float
+    train_batch_size: int
+    num_train_epochs: float | str  # "auto" until a run resolves it for its batch size
+    seed: int
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schedule:
+    """How long training runs: `num_intervals` Keras epochs of `interval` steps each.
+
+    A Keras epoch is one evaluation interval: a data epoch (`steps_per_data_epoch`
+    steps), or `eval_every_steps` steps.
+    """
+
+    num_intervals: int
+    interval: int
+    steps_per_data_epoch: int
     warmup_steps: int
 
     @property
     def total_steps(self) -> int:
-        return self.epochs * self.steps_per_epoch
+        return self.num_intervals * self.interval
+
+
+@dataclasses.dataclass
+class _Setup:
+    """Everything a training run needs besides its `Hyperparameters`."""
+
+    task: Task
+    init_checkpoint: str
+    preprocessor: TextPreprocessor
+    train_rows: list
+    num_rows: int  # rows of one training epoch: the examples, or packed rows
+    dev_examples: list | None
+    distribution: tf.distribute.Strategy
+    warmup_proportion: float | str
+    weight_decay: float
+    eval_batch_size: int
+    eval_every_steps: int
+    keep_best_checkpoint: bool
+    early_stopping_patience: int
+    packing: PackingConfig | None
+    verbose: Any
+
+
+@dataclasses.dataclass
+class _TrainedRun:
+    """One training run: the kept model and how it came about."""
+
+    model: keras.Model
+    hparams: Hyperparameters
+    schedule: _Schedule
+    train_loss: list[float]
+    steps_run: int = 0  # fewer than `schedule.total_steps` when stopped early
+    evaluation: Evaluation | None = None  # of the kept model, when evaluated during training
+    best_step: int | None = None
+    curve: list[CurvePoint] = dataclasses.field(default_factory=list)
+
+    def value(self, metric: str) -> float:
+        return self.evaluation.metrics[metric]
 
 
 def run_finetuning(
@@ -88,12 +154,17 @@ def run_finetuning(
     strategy: str = "default",
     train_batch_size: int = 32,
     eval_batch_size: int = 64,
-    learning_rate: float = 2e-5,
-    num_train_epochs: float = 3.0,
-    warmup_proportion: float = 0.1,
+    learning_rate: float | str = "auto",
+    num_train_epochs: float | str = "auto",
+    warmup_proportion: float | str = "auto",
     weight_decay: float = 0.01,
     max_seq_length: int = 128,
     seed: int = 12345,
+    eval_every_steps: int = 0,
+    keep_best_checkpoint: bool = True,
+    early_stopping_patience: int = 0,
+    num_restarts: int = 1,
+    hparam_grid: hparam_search.HparamGrid | None = None,
     verbose: str | int = "auto",
     task_options: Any = None,
     packing: PackingConfig | None = None,
@@ -103,7 +174,10 @@ def run_finetuning(
     All inputs (data files, vocabulary, sizes) are checked before anything is
     written. With `do_train`, `init_checkpoint` is a pre-trained directory
     (`kbert-pretrain` model_dir or `kbert-convert` output); without it, it may
-    also be a fine-tuned directory to evaluate or predict with.
+    also be a fine-tuned directory to evaluate or predict with. With `do_train`
+    and `do_eval`, the model is scored on the dev split after every data epoch
+    (or every `eval_every_steps` steps) and the best one by the task's
+    `main_metric` is the one saved, evaluated and exported.
 
     Args:
         task: str. A trainable task of `kbert.tasks.TASKS` (`glue`, `ner`, `squad`).
@@ -125,13 +199,34 @@ def run_finetuning(
             `kbert.training.create_strategy`.
         train_batch_size: int. Global batch size. Defaults to 32.
         eval_batch_size: int. Defaults to 64.
-        learning_rate: float. Peak AdamW learning rate. Defaults to 2e-5.
-        num_train_epochs: float. Defaults to 3.0.
-        warmup_proportion: float. Fraction of steps warming up. Defaults to 0.1.
+        learning_rate: float or `"auto"`. Peak AdamW learning rate; `"auto"`
+            takes it from the encoder's width
+            (`kbert.training.auto_settings.AUTO_LEARNING_RATES`). Defaults to "auto".
+        num_train_epochs: float or `"auto"`. Passes over the training data;
+            `"auto"` is 3, or more (up to 10) for small training sets so that
+            the run makes at least 300 steps. Defaults to "auto".
+        warmup_proportion: float or `"auto"`. Fraction of steps warming up;
+            `"auto"` is 0.1 but at least 20 steps (at most a third of the run).
+            Defaults to "auto".
         weight_decay: float. Decoupled weight decay (not on LayerNorm and
             biases). Defaults to 0.01.
         max_seq_length: int. Packed length. Defaults to 128.
-        seed: int. Shuffling, dropout and head initialization. Defaults to 12345.
+        seed: int. Shuffling, dropout and head initialization; restart `i`
+            uses `seed + i`. Defaults to 12345.
+        eval_every_steps: int. Evaluate on dev every this many steps (the run
+            is rounded up to whole intervals); 0 evaluates after each epoch.
+            Defaults to 0.
+        keep_best_checkpoint: bool. Keep the weights of the best dev
+            evaluation, else the last ones. Defaults to True.
+        early_stopping_patience: int. Stop after this many evaluations without
+            improvement; 0 never stops early. Defaults to 0.
+        num_restarts: int. Train this many times (seeds `seed`, `seed + 1`, ...)
+            and keep the best on dev, as the BERT paper did for small GLUE
+            tasks. Needs `do_eval`. Defaults to 1.
+        hparam_grid: `kbert.training.hparam_search.HparamGrid` or None. Train
+            every point of the grid (each with `num_restarts` seeds) in its time
+            budget, keep the best on dev and write its configuration to
+            `best_hparams.gin`. Needs `do_eval`.
         verbose: Keras `fit` verbosity. Defaults to "auto".
         task_options: the task's config dataclass (e.g. `SquadConfig(doc_stride=64)`),
             or None for its defaults; gin binds it as `SquadConfig.doc_stride`.
@@ -143,8 +238,10 @@ def run_finetuning(
             either way. Defaults to None.
 
     Returns:
-        dict with the evaluation metrics (if `do_eval`), `train_loss` (per epoch,
-        if `do_train`) and `train_steps`.
+        dict with the evaluation metrics (if `do_eval`), `train_loss` (per
+        evaluation interval), `train_steps`, `learning_rate`, `warmup_steps`
+        and, when evaluated during training, `main_metric`, `best_step` and
+        `eval_curve`; `restarts` and `hparam_search` when asked for.
 
     Example:
 
@@ -152,8 +249,9 @@ def run_finetuning(
     ...     task="glue", task_name="sst-2", data_dir="glue_data/SST-2",
     ...     init_checkpoint="minilm/", model_dir="runs/sst2")
     """
-    _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_size,
-                     eval_batch_size, num_train_epochs, warmup_proportion, packing)
+    settings = {name: value for name, value in locals().items() if name in HYPERPARAMETERS}
+    _check_arguments(task, strategy, do_train, do_eval, do_predict, settings, num_restarts,
+                     hparam_grid)
     task_object, saved = _resolve_task(task, task_name, task_options, init_checkpoint, do_train)
     if saved is not None:
         max_seq_length = saved.max_seq_length
@@ -161,9 +259,9 @@ def run_finetuning(
     splits = [split for split, wanted in (("train", do_train), ("dev", do_eval),
                                           ("test", do_predict)) if wanted]
     task_object.check_data(data, splits)
-    preprocessor, vocab_file = _preprocessor(init_checkpoint, vocab_file, do_lower_case,
-                                             max_seq_length)
-    keras.utils.set_random_seed(seed)
+    _check_selection(task_object, do_train, do_eval, num_restarts, hparam_grid)
+    preprocessor, vocab_file, encoder_config = _preprocessor(init_checkpoint, vocab_file,
+                                                             do_lower_case, max_seq_length)
     # Read every split needed now, so bad files fail before anything is written.
     examples = {split: task_object.read(data, split) for split in splits}
     train_rows = task_object.training_rows(examples["train"], preprocessor) if do_train else []
@@ -171,30 +269,46 @@ def run_finetuning(
         raise ValueError("no training examples after reading the data.")
 
     distribution = create_strategy(strategy)
-    _check_replicas(distribution, train_batch_size, eval_batch_size, do_train)
+    _check_replicas(distribution, train_batch_size, eval_batch_size, do_train, hparam_grid)
     num_rows = (_packed_rows(task_object, train_rows, preprocessor, packing)
                 if do_train and packing is not None else len(train_rows))
     results: dict[str, Any] = {}
-    with distribution.scope():
-        model = (load_finetuned(init_checkpoint)[0] if saved is not None
-                 else task_object.build_model(load_encoder(init_checkpoint)))
-        if do_train:
-            schedule = _schedule(num_rows, train_batch_size, num_train_epochs,
-                                 warmup_proportion)
-            _compile(model, task_object, schedule, learning_rate, weight_decay)
+    extra_files: dict[str, str] = {}
+    trained = None
     if do_train:
-        results.update(_train(model, task_object, train_rows, preprocessor, schedule,
-                              train_batch_size, seed, verbose, packing))
+        setup = _Setup(task_object, init_checkpoint, preprocessor, train_rows, num_rows,
+                       examples.get("dev") if task_object.main_metric else None, distribution,
+                       warmup_proportion, weight_decay, eval_batch_size, eval_every_steps,
+                       keep_best_checkpoint, early_stopping_patience, packing, verbose)
+        base = Hyperparameters(auto_settings.resolve_learning_rate(learning_rate, encoder_config),
+                               train_batch_size, num_train_epochs, seed)
+        trained = _train_selected(setup, base, num_restarts, hparam_grid,
+                                  encoder_config["hidden_dim"], results)
+        if hparam_grid is not None:
+            extra_files[BEST_HPARAMS] = _best_hparams_gin(task_object, settings, trained, results)
+        model = trained.model
+    else:
+        keras.utils.set_random_seed(seed)
+        with distribution.scope():
+            model = (load_finetuned(init_checkpoint)[0] if saved is not None
+                     else task_object.build_model(load_encoder(init_checkpoint)))
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
-                                  results, do_eval, do_predict)
+                                  results, do_eval, do_predict,
+                                  trained.evaluation if trained is not None else None)
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
-                   vocab_file, files, results if do_eval else None)
+                   vocab_file, {**files, **extra_files}, results if do_eval else None)
     return results
 
 
-def _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_size,
-                     eval_batch_size, num_train_epochs, warmup_proportion, packing) -> None:
+# The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
+HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
+                        if name not in RUNTIME_ARGUMENTS)
+
+
+def _check_arguments(task, strategy, do_train, do_eval, do_predict, settings: dict,
+                     num_restarts: int, hparam_grid) -> None:
     task_class = get_task(task)
+    packing = settings["packing"]
     if packing is not None:
         if not task_class.supports_packing:
             raise ValueError(f"run_finetuning.packing is set but --task={task} cannot pack its "
@@ -206,18 +320,39 @@ def _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_
         raise ValueError(f"--strategy={strategy!r}; fine-tuning supports {', '.join(STRATEGIES)}.")
     if not (do_train or do_eval or do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict.")
-    for name, value in (("train_batch_size", train_batch_size),
-                        ("eval_batch_size", eval_batch_size)):
-        if value < 1:
-            raise ValueError(f"{name}={value}; it must be >= 1.")
-    if do_train and num_train_epochs <= 0:
-        raise ValueError(f"num_train_epochs={num_train_epochs}; it must be > 0.")
-    if not 0 <= warmup_proportion < 1:
-        raise ValueError(f"warmup_proportion={warmup_proportion}; it must be in [0, 1).")
+    for name in ("train_batch_size", "eval_batch_size"):
+        if settings[name] < 1:
+            raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 1.")
+    for name in ("eval_every_steps", "early_stopping_patience"):
+        if settings[name] < 0:
+            raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 0 "
+                             "(0 turns it off).")
+    auto_settings.check_num_train_epochs(settings["num_train_epochs"])
+    auto_settings.check_learning_rate(settings["learning_rate"])
+    auto_settings.check_warmup_proportion(settings["warmup_proportion"])
+    if num_restarts < 1:
+        raise ValueError(f"--num_restarts={num_restarts}; it must be >= 1.")
+    if hparam_grid is not None:
+        hparam_grid.check()
+
+
+def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,
+                     hparam_grid) -> None:
+    """Restarts and searches pick the best on dev: they need training, dev data and a metric."""
+    wanted = [name for name, on in (("--num_restarts", num_restarts > 1),
+                                    ("--hparam_search", hparam_grid is not None)) if on]
+    if not wanted:
+        return
+    if not (do_train and do_eval):
+        raise ValueError(f"{' and '.join(wanted)} compare runs on the dev split: pass "
+                         "--do_train and --do_eval.")
+    if not task.main_metric:
+        raise ValueError(f"{' and '.join(wanted)}: task {task.name!r} names no main_metric "
+                         "to compare runs by.")
 
 
 def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
-                    eval_batch_size: int, do_train: bool) -> None:
+                    eval_batch_size: int, do_train: bool, hparam_grid=None) -> None:
     """Every replica gets the same shape: a bucketed batch is padded once, then split evenly.
 
     Model Garden's trick for bucketing under `tf.distribute`: batches are
@@ -226,11 +361,15 @@ def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
     length and size.
     """
     replicas = distribution.num_replicas_in_sync
-    for name, value, used in (("train_batch_size", train_batch_size, do_train),
-                              ("eval_batch_size", eval_batch_size, True)):
+    checked = [("run_finetuning.train_batch_size", train_batch_size, do_train),
+               ("run_finetuning.eval_batch_size", eval_batch_size, True)]
+    if hparam_grid is not None:
+        checked += [("--search_batch_sizes", size, do_train)
+                     for size in hparam_grid.train_batch_sizes]
+    for name, value, used in checked:
         if used and value % replicas:
             raise ValueError(
-                f"run_finetuning.{name}={value} is not divisible by {replicas} replicas; use a "
+                f"{name}={value} is not divisible by {replicas} replicas; use a "
                 f"multiple of {replicas} so that every replica gets the same shape.")
 
 
@@ -261,8 +400,9 @@ def _resolve_task(task: str, task_name: str | None, task_options: Any, init_chec
 
 
 def _preprocessor(init_checkpoint: str, vocab_file: str | None, do_lower_case: bool | None,
-                  max_seq_length: int) -> tuple[TextPreprocessor, str]:
-    """Checks the pre-trained directory and vocabulary; the preprocessor and vocab file."""
+                  max_seq_length: int) -> tuple[TextPreprocessor, str, dict[str, Any]]:
+    """Checks the pre-trained directory and vocabulary; the preprocessor, vocab file and
+    the encoder's config (keras-hub names)."""
     if not tf.io.gfile.exists(os.path.join(init_checkpoint, BERT_CONFIG)):
         raise FileNotFoundError(
             f"--init_checkpoint={init_checkpoint} is not a kbert pre-trained directory: "
@@ -275,7 +415,7 @@ def _preprocessor(init_checkpoint: str, vocab_file: str | None, do_lower_case: b
     if do_lower_case is None:
         recorded = read_tokenizer_config(init_checkpoint)["do_lower_case"]
         do_lower_case = True if recorded is None else recorded
-    return TextPreprocessor(vocabulary, do_lower_case, max_seq_length), vocab_file
+    return TextPreprocessor(vocabulary, do_lower_case, max_seq_length), vocab_file, encoder_config
 
 
 def _resolve_vocabulary(init_checkpoint: str, vocab_file: str | None,
@@ -300,14 +440,118 @@ def _resolve_vocabulary(init_checkpoint: str, vocab_file: str | None,
     return vocab_file, vocabulary
 
 
+def _train_selected(setup: _Setup, base: Hyperparameters, num_restarts: int, hparam_grid,
+                    hidden_dim: int, results: dict[str, Any]) -> _TrainedRun:
+    """Trains once, over restarts, or over a grid; the best run, its figures in `results`."""
+    metric = setup.task.main_metric
+    if hparam_grid is None:
+        best = _train_with_restarts(setup, base, num_restarts, results)
+    else:
+        def train(point: hparam_search.Point) -> hparam_search.Outcome:
+            hparams = dataclasses.replace(base, **dataclasses.asdict(point))
+            run = _train_with_restarts(setup, hparams, num_restarts, {})
+            return hparam_search.Outcome(run.value(metric), run.best_step, run)
+
+        outcome, trials = hparam_search.search(hparam_grid.points(hidden_dim), train,
+                                               hparam_grid.time_budget_minutes)
+        best = outcome.payload
+        results["hparam_search"] = [trial.as_dict(metric) for trial in trials]
+    results.update(train_loss=best.train_loss, train_steps=best.schedule.total_steps,
+                   learning_rate=best.hparams.learning_rate,
+                   train_batch_size=best.hparams.train_batch_size,
+                   num_train_epochs=best.hparams.num_train_epochs,
+                   warmup_steps=best.schedule.warmup_steps, seed=best.hparams.seed)
+    if best.steps_run < best.schedule.total_steps:
+        results["early_stopped_at_step"] = best.steps_run
+    if best.evaluation is not None:
+        results.update(main_metric=metric, best_step=best.best_step,
+                       eval_curve=[{"step": p.step, "epoch": p.epoch, **p.metrics}
+                                   for p in best.curve])
+    return best
+
+
+def _train_with_restarts(setup: _Setup, hparams: Hyperparameters, num_restarts: int,
+                         results: dict[str, Any]) -> _TrainedRun:
+    """Trains with seeds `seed`, `seed + 1`, ...; keeps the best on dev (the first maximum)."""
+    best = None
+    summary = []
+    for restart in range(num_restarts):
+        run = _train_once(setup, dataclasses.replace(hparams, seed=hparams.seed + restart))
+        if num_restarts == 1:
+            return run
+        metric = setup.task.main_metric
+        summary.append({"seed": run.hparams.seed, metric: run.value(metric),
+                        "best_step": run.best_step})
+        logger.info("restart %d/%d (seed %d): dev %s %.4f at step %d", restart + 1,
+                    num_restarts, run.hparams.seed, metric, run.value(metric), run.best_step)
+        if best is None or run.value(metric) > best.value(metric):
+            best = run
+    results["restarts"] = summary
+    return best
+
+
+def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
+    """One training run from the pre-trained encoder; with dev data, the best step is kept."""
+    task = setup.task
+    keras.utils.set_random_seed(hparams.seed)
+    evaluating = setup.dev_examples is not None
+    steps_per_epoch = math.ceil(setup.num_rows / hparams.train_batch_size)
+    epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch)
+    hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
+    schedule = _schedule(setup.num_rows, hparams.train_batch_size,
+                         hparams.num_train_epochs, setup.warmup_proportion,
+                         setup.eval_every_steps if evaluating else 0)
+    with setup.distribution.scope():
+        model = task.build_model(load_encoder(setup.init_checkpoint))
+        _compile(model, task, schedule, hparams.learning_rate, setup.weight_decay)
+    callbacks, evaluation = [], None
+    if evaluating:
+        evaluation = DevEvaluation(
+            lambda m: task.evaluate(m, setup.dev_examples, setup.preprocessor,
+                                    setup.eval_batch_size),
+            task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
+            schedule.total_steps)
+        callbacks = best_checkpoint_callbacks(evaluation, setup.keep_best_checkpoint,
+                                              setup.early_stopping_patience,
+                                              schedule.num_intervals)
+    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d%s, learning rate %g, "
+                "seed %d.", task.task_name, len(setup.train_rows), schedule.total_steps,
+                schedule.warmup_steps, hparams.train_batch_size,
+                " packed rows" if setup.packing else "", hparams.learning_rate, hparams.seed)
+    options = {"packing": setup.packing} if setup.packing is not None else {}
+    dataset = task.dataset(setup.train_rows, setup.preprocessor, hparams.train_batch_size,
+                           is_training=True, seed=hparams.seed, **options)
+    with warnings.catch_warnings():
+        # The token and span heads do not use the pooler; Keras warns each step.
+        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
+        history = model.fit(dataset.map(task.training_batch), epochs=schedule.num_intervals,
+                            steps_per_epoch=schedule.interval, shuffle=False,
+                            callbacks=callbacks, verbose=setup.verbose)
+    losses = [float(v) for v in history.history["loss"]]
+    run = _TrainedRun(model, hparams, schedule, losses, len(losses) * schedule.interval)
+    if evaluation is not None:
+        keep_best = setup.keep_best_checkpoint
+        run.evaluation = evaluation.best if keep_best else evaluation.last
+        run.best_step = evaluation.best_step if keep_best else evaluation.curve[-1].step
+        run.curve = evaluation.curve
+    return run
+
+
 def _schedule(num_rows: int, batch_size: int, num_train_epochs: float,
-              warmup_proportion: float) -> _Schedule:
-    # Fractional epochs round to whole steps, spread evenly over whole epochs.
-    steps_per_epoch = math.ceil(num_rows / batch_size)
-    total_steps = max(1, round(steps_per_epoch * num_train_epochs))
-    epochs = math.ceil(num_train_epochs)
-    steps_per_epoch = math.ceil(total_steps / epochs)
-    return _Schedule(epochs, steps_per_epoch, int(epochs * steps_per_epoch * warmup_proportion))
+              warmup_proportion: float | str, eval_every_steps: int) -> _Schedule:
+    # Fractional epochs round to whole steps, spread evenly over whole Keras
+    # epochs; with eval_every_steps a Keras epoch is that many steps and the run
+    # is rounded up to whole ones.
+    steps_per_data_epoch = math.ceil(num_rows / batch_size)
+    total_steps = max(1, round(steps_per_data_epoch * num_train_epochs))
+    if eval_every_steps:
+        interval = min(eval_every_steps, total_steps)
+        num_intervals = math.ceil(total_steps / interval)
+    else:
+        num_intervals = math.ceil(num_train_epochs)
+        interval = math.ceil(total_steps / num_intervals)
+    warmup_steps = auto_settings.resolve_warmup_steps(warmup_proportion, num_intervals * interval)
+    return _Schedule(num_intervals, interval, steps_per_data_epoch, warmup_steps)
 
 
 def _compile(model: keras.Model, task: Task, schedule: _Schedule, learning_rate: float,
@@ -319,37 +563,49 @@ def _compile(model: keras.Model, task: Task, schedule: _Schedule, learning_rate:
     model.compile(optimizer=optimizer, jit_compile=False, **task.compile_arguments())
 
 
-def _train(model: keras.Model, task: Task, rows: list, preprocessor: TextPreprocessor,
-           schedule: _Schedule, batch_size: int, seed: int, verbose,
-           packing: PackingConfig | None = None) -> dict[str, Any]:
-    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d%s.", task.task_name,
-                len(rows), schedule.total_steps, schedule.warmup_steps, batch_size,
-                " packed rows" if packing else "")
-    options = {"packing": packing} if packing is not None else {}
-    dataset = task.dataset(rows, preprocessor, batch_size, is_training=True, seed=seed,
-                           **options)
-    with warnings.catch_warnings():
-        # The token and span heads do not use the pooler; Keras warns each step.
-        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
-        history = model.fit(dataset.map(task.training_batch), epochs=schedule.epochs,
-                            steps_per_epoch=schedule.steps_per_epoch, shuffle=False,
-                            verbose=verbose)
-    return {"train_loss": [float(v) for v in history.history["loss"]],
-            "train_steps": schedule.total_steps}
-
-
 def _evaluate_and_predict(model, task: Task, examples: dict[str, list],
                           preprocessor: TextPreprocessor, batch_size: int,
-                          results: dict[str, Any], do_eval: bool, do_predict: bool) -> dict[str, str]:
-    """Adds dev metrics to `results`; returns the files to write (name -> text)."""
+                          results: dict[str, Any], do_eval: bool, do_predict: bool,
+                          evaluation: Evaluation | None) -> dict[str, str]:
+    """Adds dev metrics to `results`; returns the files to write (name -> text).
+
+    `evaluation` is the kept model's evaluation during training, if any: it is
+    not run again.
+    """
     files: dict[str, str] = {}
     if do_eval:
-        evaluation = task.evaluate(model, examples["dev"], preprocessor, batch_size)
+        if evaluation is None:
+            evaluation = task.evaluate(model, examples["dev"], preprocessor, batch_size)
         results.update(evaluation.metrics)
         files.update(evaluation.files)
     if do_predict and not (do_eval and task.evaluation_writes_predictions):
         files.update(task.predict(model, examples["test"], preprocessor, batch_size))
     return files
+
+
+def _best_hparams_gin(task: Task, settings: dict[str, Any], best: _TrainedRun,
+                      results: dict[str, Any]) -> str:
+    """`best_hparams.gin`: every hyperparameter of the search's best run, as gin bindings."""
+    # The best run's own seed (a restart's, with --num_restarts), so that one run
+    # with this file trains that very model again.
+    chosen = {**settings, **dataclasses.asdict(best.hparams)}
+    bindings = {f"run_finetuning.{name}": chosen[name] for name in HYPERPARAMETERS}
+    # Config dataclasses are bound field by field and referenced by their
+    # configurable's name (configurables.py registers each under its class name).
+    for config, binding in ((task.config, None), (chosen["packing"], "run_finetuning.packing")):
+        if config is None:
+            continue
+        config_name = type(config).__name__
+        if binding is not None:
+            bindings[binding] = hparam_search.GinReference(f"@{config_name}()")
+        bindings.update({f"{config_name}.{field.name}": getattr(config, field.name)
+                         for field in dataclasses.fields(config)})
+    metric = task.main_metric
+    header = (f"Best of kbert-finetune --hparam_search on {task.name} ({task.task_name}): dev "
+              f"{metric} {best.value(metric):.4f} at step {best.best_step}.\n"
+              f"Reuse with --gin_file=<this file> (it binds every fine-tuning hyperparameter).\n\n"
+              + hparam_search.format_table(results["hparam_search"], metric))
+    return hparam_search.gin_file_text(bindings, header)
 
 
 def _write_outputs(model_dir: str, trained: keras.Model | None, task: Task,

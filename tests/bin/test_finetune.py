@@ -125,3 +125,42 @@ def test_bad_input_is_one_clean_line(pretrained, tmp_path):
         "finetune.py: error: max_seq_length=512 is larger than the encoder's 96 positions "
         "(max_position_embeddings); pass max_seq_length<=96.")
     assert "Traceback" not in result.stderr and not model_dir.exists()
+
+
+@pytest.mark.slow
+def test_hparam_search_prints_its_table_and_its_gin_file_trains_the_best_run_again(pretrained,
+                                                                                   tmp_path):
+    data = os.path.join(TESTDATA, "glue", "MRPC")
+    common = ["--task=glue", "--task_name=mrpc", f"--init_checkpoint={pretrained}",
+              f"--data_dir={data}", "--do_train", "--do_eval"]
+    search_dir = tmp_path / "search"
+    result = finetune(*common, f"--model_dir={search_dir}", "--hparam_search",
+                      "--search_learning_rates=3e-3,1e-3", "--search_batch_sizes=4",
+                      "--search_epochs=2")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "***** hyperparameter search (dev f1) *****" in result.stdout
+    table = result.stdout.split("(dev f1) *****\n")[1].splitlines()
+    assert table[0].split() == ["learning_rate", "batch", "epochs", "f1", "best_step", "minutes"]
+    assert [line.split()[-6:-3] for line in table[1:3]] == [["0.003", "4", "2"],
+                                                            ["0.001", "4", "2"]]
+    searched = json.load(open(search_dir / "eval_results.json"))
+    assert "kept the model of step %d of 4" % searched["best_step"] in result.stdout
+    assert searched["f1"] == max(row["f1"] for row in searched["hparam_search"])
+
+    # The written gin file alone (no --gin_params) configures the best run; with
+    # --num_restarts=2 its first restart is that run again, seed for seed.
+    again_dir = tmp_path / "again"
+    command = [sys.executable, "-m", "kbert.bin.finetune", *common, f"--model_dir={again_dir}",
+               f"--gin_file={search_dir / 'best_hparams.gin'}", "--num_restarts=2"]
+    again = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600,
+                           env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = json.load(open(again_dir / "eval_results.json"))
+    for key in ("learning_rate", "train_batch_size", "num_train_epochs", "train_steps",
+                "warmup_steps"):
+        assert rerun[key] == searched[key], key
+    first = rerun["restarts"][0]
+    assert (first["seed"], first["f1"], first["best_step"]) == (
+        searched["seed"], searched["f1"], searched["best_step"])
+    assert [r["seed"] for r in rerun["restarts"]] == [12345, 12346]
+    assert f"restart seed 12346: dev f1 {rerun['restarts'][1]['f1']:.4f}" in again.stdout

@@ -48,11 +48,20 @@ def test_finetune_gin_binds_hyperparameters_not_paths():
     from kbert import configurables
 
     configurables.parse_gin(["finetune.gin"])
-    assert gin.query_parameter("run_finetuning.learning_rate") == 2e-5
+    assert gin.query_parameter("run_finetuning.learning_rate") == "auto"
     assert gin.query_parameter("run_finetuning.train_batch_size") == 32
-    assert gin.query_parameter("run_finetuning.num_train_epochs") == 3.0
-    assert gin.query_parameter("run_finetuning.warmup_proportion") == 0.1
+    assert gin.query_parameter("run_finetuning.num_train_epochs") == "auto"
+    assert gin.query_parameter("run_finetuning.warmup_proportion") == "auto"
     assert gin.query_parameter("run_finetuning.max_seq_length") == 128
+    assert gin.query_parameter("run_finetuning.eval_every_steps") == 0
+    assert gin.query_parameter("run_finetuning.keep_best_checkpoint") is True
+    assert gin.query_parameter("run_finetuning.early_stopping_patience") == 0
+    # Every hyperparameter of run_finetuning has its default in finetune.gin.
+    from kbert.training.finetuning import HYPERPARAMETERS
+    for name in HYPERPARAMETERS:
+        gin.query_parameter(f"run_finetuning.{name}")
+    with pytest.raises(ValueError, match="num_restarts"):  # a flag, not a binding
+        configurables.parse_gin(["finetune.gin"], ["run_finetuning.num_restarts = 3"])
     with pytest.raises(ValueError, match="model_dir"):
         configurables.parse_gin(["finetune.gin"], ["run_finetuning.model_dir = 'x'"])
 
@@ -117,6 +126,22 @@ def test_not_a_pretrained_directory_and_missing_flags(pretrained, tmp_path):
     _expect_error(pretrained, tmp_path, ValueError,
                   "--strategy='tpu'; fine-tuning supports default, one_device, mirrored",
                   strategy="tpu")
+
+
+def test_evaluation_intervals_are_keras_epochs():
+    from kbert.training.finetuning import _schedule
+
+    # 12 rows, batch 4: 3 steps per pass. After each pass by default.
+    each_epoch = _schedule(12, 4, 4.0, "auto", eval_every_steps=0)
+    assert (each_epoch.num_intervals, each_epoch.interval, each_epoch.total_steps) == (4, 3, 12)
+    # Every 5 steps: the 12 steps round up to 3 intervals of 5.
+    every_5 = _schedule(12, 4, 4.0, 0.1, eval_every_steps=5)
+    assert (every_5.num_intervals, every_5.interval, every_5.total_steps) == (3, 5, 15)
+    assert (every_5.steps_per_data_epoch, every_5.warmup_steps) == (3, 1)
+    # An interval longer than the run is the run; fractional epochs spread over whole ones.
+    assert _schedule(12, 4, 1.0, 0.0, eval_every_steps=100).total_steps == 3
+    half = _schedule(12, 4, 2.5, 0.0, eval_every_steps=0)
+    assert (half.num_intervals, half.interval) == (3, 3)
 
 
 def test_packed_rows_train_glue_in_fewer_steps(pretrained, tmp_path):

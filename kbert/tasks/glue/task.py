@@ -78,6 +78,12 @@ class GlueTask(Task):
         return "regressor" if self.spec.is_regression else "classifier"
 
     @property
+    def main_metric(self) -> str:
+        # The BERT paper's figure for each task: Spearman for STS-B, F1 for
+        # MRPC and QQP, Matthews correlation for CoLA, accuracy for the others.
+        return "spearman" if self.spec.is_regression else self.spec.metrics[0]
+
+    @property
     def label_names(self) -> list[str]:
         return self._label_names
 

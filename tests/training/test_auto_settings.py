@@ -1,0 +1,68 @@
+"""learning_rate, num_train_epochs and warmup_proportion = "auto": the table, the rules, and
+explicit values winning."""
+
+import pytest
+
+from kbert.training import auto_settings
+from kbert.training.auto_settings import resolve_learning_rate
+from kbert.training.auto_settings import resolve_num_train_epochs
+from kbert.training.auto_settings import resolve_warmup_steps
+
+
+@pytest.mark.parametrize("hidden_dim, rate", [
+    (32, 3e-4), (128, 3e-4),      # BERT-tiny and the other H128 miniatures
+    (256, 1e-4), (384, 1e-4),     # BERT-mini, all-MiniLM-L6-v2
+    (512, 1e-4), (768, 3e-5),     # BERT-small/medium, BERT-base
+    (1024, 2e-5),                 # BERT-large
+])
+def test_auto_rate_follows_the_table(hidden_dim, rate):
+    assert resolve_learning_rate("auto", {"hidden_dim": hidden_dim}) == rate
+
+
+def test_the_table_is_ordered_and_ends_open():
+    rows = auto_settings.AUTO_LEARNING_RATES
+    assert [r.max_hidden_dim for r in rows] == sorted(r.max_hidden_dim for r in rows)
+    assert [r.learning_rate for r in rows] == sorted((r.learning_rate for r in rows), reverse=True)
+    assert auto_settings.auto_learning_rate(10**6) == rows[-1].learning_rate
+
+
+def test_an_explicit_rate_wins():
+    assert resolve_learning_rate(5e-5, {"hidden_dim": 128}) == 5e-5
+    assert resolve_learning_rate(1, {"hidden_dim": 768}) == 1.0
+
+
+@pytest.mark.parametrize("value", ["fast", 0, -1e-5, True, float("nan")])
+def test_a_bad_rate_is_named(value):
+    with pytest.raises(ValueError, match=r"run_finetuning.learning_rate=.*it must be a number "
+                                         r"> 0.0 or \"auto\""):
+        resolve_learning_rate(value, {"hidden_dim": 128})
+
+
+@pytest.mark.parametrize("total_steps, warmup", [
+    (1, 0), (3, 1), (30, 10), (60, 20), (90, 20), (200, 20), (250, 25), (1000, 100)])
+def test_auto_warmup_is_ten_percent_but_at_least_20_steps_and_at_most_a_third(total_steps,
+                                                                              warmup):
+    assert resolve_warmup_steps("auto", total_steps) == warmup
+
+
+def test_an_explicit_warmup_proportion_wins():
+    assert resolve_warmup_steps(0.0, 90) == 0
+    assert resolve_warmup_steps(0.5, 90) == 45
+    with pytest.raises(ValueError, match=r"run_finetuning.warmup_proportion=1.0; it must be in "
+                                         r"\[0, 1\) or \"auto\""):
+        resolve_warmup_steps(1.0, 90)
+
+
+@pytest.mark.parametrize("steps_per_epoch, epochs", [
+    (1, 10.0), (29, 10.0), (30, 10.0), (31, 10.0), (34, 9.0), (47, 7.0), (100, 3.0), (125, 3.0),
+    (5000, 3.0)])
+def test_auto_epochs_are_3_or_more_for_small_data_to_reach_300_steps_up_to_10(steps_per_epoch,
+                                                                              epochs):
+    assert resolve_num_train_epochs("auto", steps_per_epoch) == epochs
+
+
+def test_explicit_epochs_win_and_bad_ones_are_named():
+    assert resolve_num_train_epochs(1.5, 1) == 1.5
+    with pytest.raises(ValueError, match=r"run_finetuning.num_train_epochs=0; it must be a "
+                                         r"number > 0.0 or \"auto\""):
+        resolve_num_train_epochs(0, 100)
