@@ -7,6 +7,8 @@ A pre-trained directory holds:
     tokenizer_config.json   {"do_lower_case": bool}
     encoder.weights.h5      the encoder's weights (Keras weights file)
     pretrainer.weights.h5   optional: the whole pre-trainer, MLM/NSP heads included
+    sentence_config.json    optional: how the encoder pools sentence vectors (pooling,
+                            normalize, max_seq_length), e.g. from a sentence-transformers model
 
 `kbert-pretrain` writes it into its `model_dir`, `kbert-convert` writes it from
 TF1 checkpoints and Hugging Face weights, and `--init_checkpoint` of pre-training
@@ -35,6 +37,7 @@ VOCAB = "vocab.txt"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
+SENTENCE_CONFIG = "sentence_config.json"
 
 
 def _save_weights(model: keras.Model, path: str) -> None:
@@ -54,6 +57,7 @@ def save_pretrained(
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
     pretrainer: BertPretrainer | None = None,
+    sentence_config: dict | None = None,
 ) -> None:
     """Writes a pre-trained model directory (each file atomically).
 
@@ -65,6 +69,9 @@ def save_pretrained(
         pretrainer: `BertPretrainer` or None. When given, its weights (MLM and
             NSP heads included) go to `pretrainer.weights.h5` so pre-training can
             continue from them.
+        sentence_config: dict or None. How the encoder makes sentence vectors
+            (`pooling`, `normalize`, `max_seq_length`), written to
+            `sentence_config.json` when given.
 
     Example:
 
@@ -78,6 +85,9 @@ def save_pretrained(
     if do_lower_case is not None:
         write_text(os.path.join(directory, TOKENIZER_CONFIG),
                    json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n")
+    if sentence_config is not None:
+        write_text(os.path.join(directory, SENTENCE_CONFIG),
+                   json.dumps(sentence_config, indent=2, sort_keys=True) + "\n")
     _save_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     if pretrainer is not None:
         _save_weights(pretrainer, os.path.join(directory, PRETRAINER_WEIGHTS))
@@ -150,3 +160,43 @@ def read_tokenizer_config(directory: str) -> dict:
         with tf.io.gfile.GFile(path) as f:
             settings["do_lower_case"] = json.load(f).get("do_lower_case")
     return settings
+
+
+def read_sentence_config(directory: str) -> dict | None:
+    """How a pre-trained directory's encoder makes sentence vectors, if it records it.
+
+    Args:
+        directory: str. A pre-trained (or fine-tuned) model directory.
+
+    Returns:
+        None when there is no `sentence_config.json`; else its dict
+        (`pooling`, `normalize`, `max_seq_length`, `source`).
+
+    Example:
+
+    >>> kbert.checkpoints.read_sentence_config("minilm/")
+    {'max_seq_length': 256, 'normalize': True, 'pooling': 'mean', 'source': 'sentence-transformers'}
+    """
+    path = os.path.join(directory, SENTENCE_CONFIG)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(values, dict) or "pooling" not in values:
+        raise ValueError(f"{path}: expected an object with 'pooling' and 'normalize'.")
+    return values
+
+
+def pretrained_settings(directory: str) -> dict:
+    """What a pre-trained directory records about how its encoder is used, for `Task`s.
+
+    Args:
+        directory: str. A pre-trained model directory.
+
+    Returns:
+        dict: `sentence_config` (see `read_sentence_config`; None when absent).
+    """
+    return {"sentence_config": read_sentence_config(directory)}

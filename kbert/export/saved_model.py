@@ -23,6 +23,7 @@ from kbert.checkpoints.finetuned import load_finetuned
 from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
 from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
@@ -144,7 +145,7 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
 
 def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
                            max_seq_length: int = 128, version: int | None = None,
-                           check: bool = True) -> str:
+                           check: bool = True, sentence_config: dict | None = None) -> str:
     """Exports a pre-trained encoder as a sentence-embedding model.
 
     Args:
@@ -155,14 +156,17 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
         max_seq_length: int. Longest input in pieces. Defaults to 128.
         version: int or None. Defaults to the next integer.
         check: bool. Run the fresh-process ops check before publishing.
+        sentence_config: dict or None. The pooling the directory records
+            (`sentence_config.json`); None pools by mean and L2-normalises.
 
     Returns:
         The path of the published version.
     """
-    module = _serving_module(get_task("embedding")(), encoder, encoder, vocab_file, do_lower_case,
-                             max_seq_length)
+    task = get_task("embedding").from_sentence_config(sentence_config)
+    module = _serving_module(task, encoder, encoder, vocab_file, do_lower_case, max_seq_length)
     info = {"model_type": "embedding", "max_seq_length": max_seq_length,
-            "do_lower_case": bool(do_lower_case)}
+            "do_lower_case": bool(do_lower_case), "pooling": task.config.pooling,
+            "normalize": task.config.normalize}
     return _publish(module, export_dir, version, info, vocab_file, check)
 
 
@@ -199,7 +203,7 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         encoder = load_encoder(model_dir, dropout=0.0)
         return export_embedding_model(encoder, settings["vocab_file"], do_lower_case, export_dir,
                                       max_seq_length or min(128, encoder.max_sequence_length),
-                                      version, check)
+                                      version, check, read_sentence_config(model_dir))
     raise FileNotFoundError(
         f"{model_dir} is neither a fine-tuned directory ({TASK_CONFIG}) nor a pre-trained one "
         f"({BERT_CONFIG} + {ENCODER_WEIGHTS}); point --model_dir at a kbert-finetune or "

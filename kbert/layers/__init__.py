@@ -8,3 +8,6 @@ from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.next_sentence_head import NextSentenceHead
+from kbert.layers.sentence_pooling import POOLING_MODES
+from kbert.layers.sentence_pooling import SentencePooling
+from kbert.layers.similarity_scores import SimilarityScores
