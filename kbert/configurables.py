@@ -4,7 +4,8 @@ The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
 read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False`,
-`run_pretraining.train_batch_size = 256` and, for each task of `kbert.tasks.TASKS`,
+`run_pretraining.train_batch_size = 256`, `MaskingConfig.masked_lm_prob = 0.3` and,
+for each task of `kbert.tasks.TASKS`,
 its config class: `SquadConfig.doc_stride = 128`.
 """
 
@@ -17,6 +18,7 @@ import os
 
 import gin
 
+from kbert import data
 from kbert import models
 from kbert import tasks
 from kbert import training
@@ -56,6 +58,12 @@ MOVED_BINDINGS = {
 RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "strategy",
                                 "init_checkpoint", "vocab_file", "do_lower_case", "print_fn")
 run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAINING_RUNTIME_ARGS)
+# Dynamic masking and packing settings: `run_pretraining.masking_config = @MaskingConfig()`
+# (gin/pretrain.gin) with `MaskingConfig.masked_lm_prob = 0.3`, and
+# `run_pretraining.packing = @PackingConfig()` (or `run_finetuning.packing`) with
+# `PackingConfig.max_instances_per_row = 3`.
+MaskingConfig = _configurable(data.MaskingConfig)
+PackingConfig = _configurable(data.PackingConfig)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

@@ -113,6 +113,41 @@ def export_task(name: str, root: str, seed: int = 0) -> dict:
     return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
 
 
+@functools.lru_cache(maxsize=None)
+def exported_squad_defaults() -> dict:
+    """A SQuAD model exported with `SquadConfig`'s defaults and `run_squad.py`'s 384 pieces.
+
+    `TASKS["squad"]` exports with a short `max_answer_length` to keep windows
+    small; this one has `max_answer_length=30`, `doc_stride=128` and
+    `max_query_length=64`, the settings a user gets without asking.
+
+    Returns:
+        Dict of `model_dir`, `export_dir`, `version_dir`.
+    """
+    import dataclasses
+
+    import keras
+
+    from kbert.checkpoints import TaskConfig
+    from kbert.checkpoints import save_finetuned
+    from kbert.export.saved_model import export_saved_model
+    from kbert.models import BertEncoder
+    from kbert.models import BertSpanLabeler
+    from kbert.tasks import SquadConfig
+
+    root = tempfile.mkdtemp(prefix="kbert-squad-defaults-")
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
+    keras.utils.set_random_seed(11)
+    encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(), max_sequence_length=384))
+    config = TaskConfig(task="squad", task_name="squad", model_type="span_labeler", text_pair=True,
+                        max_seq_length=384, options=dataclasses.asdict(SquadConfig()))
+    model_dir = os.path.join(root, "finetuned")
+    save_finetuned(model_dir, BertSpanLabeler(encoder), config, VOCAB)
+    export_dir = os.path.join(root, "export")
+    path = export_saved_model(model_dir, export_dir, check=False)
+    return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -244,25 +279,58 @@ def _word_spans(encoding):
     return spans
 
 
-def reference_ner(model, texts, max_seq_length, label_names):
+def run_squad_spans(num_pieces: int, max_tokens: int, stride: int) -> list[tuple[int, int]]:
+    """run_squad.py's `doc_spans` loop: `(start, length)` of each window."""
+    spans, start = [], 0
+    while True:
+        length = min(max_tokens, num_pieces - start)
+        spans.append((start, length))
+        if start + length >= num_pieces:
+            return spans
+        start += min(length, stride)
+
+
+def max_context_window(spans, position):
+    """run_squad.py's `_check_is_max_context`: the window where `position` has most context."""
+    best, best_index = None, None
+    for index, (start, length) in enumerate(spans):
+        if position < start or position > start + length - 1:
+            continue
+        score = min(position - start, start + length - 1 - position) + 0.01 * length
+        if best is None or score > best:
+            best, best_index = score, index
+    return best_index
+
+
+def reference_ner(model, texts, max_seq_length, label_names, window_stride=None):
+    """Words split by `str.split()` and tokenized one by one, as fine-tuning sees CoNLL words;
+    windows `window_stride` pieces apart, each word tagged where its first piece has most context."""
     import numpy as np
 
     tokenizer = hf_tokenizer()
+    budget = max_seq_length - 2
+    stride = window_stride or budget // 2
     results = []
     for text in texts:
-        encoding = tokenizer.encode(text, add_special_tokens=False)
-        ids = encoding.ids[:max_seq_length - 2]
-        word_ids = encoding.word_ids[:max_seq_length - 2]
-        spans = _word_spans(encoding)
-        inputs = _pad([[CLS] + ids + [SEP]], [[0] * (len(ids) + 2)])
-        logits = np.asarray(model(inputs, training=False))[0]
-        words, tags, previous = [], [], None
-        for position, word in enumerate(word_ids):
-            if word != previous:
-                start, end = spans[word]
-                words.append(text[start:end])
-                tags.append(label_names[int(np.argmax(logits[position + 1]))])
-            previous = word
+        words = text.split()
+        pieces, first_pieces = [], []
+        for word in words:
+            ids = tokenizer.encode(word, add_special_tokens=False).ids
+            first_pieces.append(len(pieces) if ids else None)
+            pieces += ids
+        spans = run_squad_spans(len(pieces), budget, stride)
+        logits = []
+        for start, length in spans:
+            window = pieces[start:start + length]
+            inputs = _pad([[CLS] + window + [SEP]], [[0] * (length + 2)])
+            logits.append(np.asarray(model(inputs, training=False))[0])
+        tags = []
+        for first in first_pieces:
+            if first is None:
+                tags.append(label_names[0])
+                continue
+            index = max_context_window(spans, first)
+            tags.append(label_names[int(np.argmax(logits[index][first - spans[index][0] + 1]))])
         results.append((words, tags))
     return results
 
@@ -276,24 +344,8 @@ def reference_squad(model, question, context, config):
     q = tokenizer.encode(question, add_special_tokens=False).ids[:options["max_query_length"]]
     encoding = tokenizer.encode(context, add_special_tokens=False)
     doc = encoding.ids
-    max_tokens = config.max_seq_length - len(q) - 3
-    spans, start = [], 0
-    while True:
-        length = min(max_tokens, len(doc) - start)
-        spans.append((start, length))
-        if start + length >= len(doc):
-            break
-        start += min(length, options["doc_stride"])
-
-    def is_max_context(index, position):
-        best, best_index = None, None
-        for i, (s, n) in enumerate(spans):
-            if position < s or position > s + n - 1:
-                continue
-            score = min(position - s, s + n - 1 - position) + 0.01 * n
-            if best is None or score > best:
-                best, best_index = score, i
-        return best_index == index
+    spans = run_squad_spans(len(doc), config.max_seq_length - len(q) - 3, options["doc_stride"])
+    best_window = [max_context_window(spans, position) for position in range(len(doc))]
 
     best = (-np.inf, None)
     for index, (s, n) in enumerate(spans):
@@ -304,7 +356,7 @@ def reference_squad(model, question, context, config):
         end_logits = np.asarray(outputs["end_logits"])[0]
         offset = len(q) + 2
         for i in range(n):
-            if not is_max_context(index, s + i):
+            if best_window[s + i] != index:
                 continue
             for j in range(i, min(n, i + options["max_answer_length"])):
                 score = float(start_logits[offset + i] + end_logits[offset + j])

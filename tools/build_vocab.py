@@ -4,11 +4,17 @@ The layout follows the released BERT vocabularies: `[PAD]` (id 0),
 `[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, every character
 and its `##` form, then learned tokens (`##` marks continuations). Both
 tensorflow-text's `FastBertTokenizer` and google-research/bert's `FullTokenizer`
-read it. The same input and flags give the same file, byte for byte.
+read it. The same input and flags give the same file, byte for byte. With
+--runner the corpus is counted by an Apache Beam pipeline (DirectRunner here;
+Dataflow, Flink or Spark at scale) and the vocabulary learned from the counts
+on this machine: the same file. Options after the tool's flags go to Beam.
 
 Example:
 
     python tools/build_vocab.py --input_file='corpus/*.txt' --output_file=vocab.txt
+
+    python tools/build_vocab.py --input_file='corpus/*.txt' --output_file=vocab.txt \
+      --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
 """
 
 import os
@@ -37,10 +43,21 @@ flags.DEFINE_integer("min_frequency", 2, "Least count of a pair to merge.")
 flags.DEFINE_integer(
     "limit_alphabet", 1000, "Most distinct characters kept (the most frequent); others become [UNK]."
 )
+flags.DEFINE_string(
+    "runner", None,
+    "Count the corpus with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
+    "FlinkRunner, SparkRunner; needs kbert[beam]), then learn here; other options on the command "
+    "line go to Beam. Default: read the corpus here. Does not change the output.",
+)
 
 
 def main(argv):
-    del argv
+    pipeline_args = argv[1:]
+    if pipeline_args and not FLAGS.runner:
+        sys.exit(
+            f"build_vocab: error: unknown flag(s) {' '.join(pipeline_args)}; "
+            "Apache Beam options need --runner."
+        )
     from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
     from kbert.data.vocab_builder import build_vocab
 
@@ -55,6 +72,8 @@ def main(argv):
             input_encoding=FLAGS.input_encoding,
             min_frequency=FLAGS.min_frequency,
             limit_alphabet=FLAGS.limit_alphabet,
+            runner=FLAGS.runner,
+            pipeline_args=pipeline_args,
         )
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"build_vocab: error: {e}")
@@ -65,6 +84,11 @@ def main(argv):
     )
 
 
+def parse_flags(argv):
+    """Parses this tool's flags; the rest of the command line is Apache Beam's (with --runner)."""
+    return FLAGS(argv, known_only=True)
+
+
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -3,7 +3,10 @@
 Same flags, defaults, algorithm and output format as google-research/bert's
 `create_pretraining_data.py`, plus n-gram masking, SOP/none sentence tasks and
 worker processes; streams with bounded memory and gives byte-identical output
-for any --num_workers. See docs/data.md.
+for any --num_workers. With --runner it runs as an Apache Beam pipeline instead
+(DirectRunner here; Dataflow, Flink or Spark for corpora past one machine) and
+writes the same files; options after the tool's flags go to Beam. See
+docs/data.md.
 
 Example:
 
@@ -11,6 +14,9 @@ Example:
       --input_file='corpus/*.txt' \
       --output_file=data/train-0.tfrecord,data/train-1.tfrecord \
       --vocab_file=vocab.txt --dupe_factor=5
+
+    python tools/create_pretraining_data.py ... --runner=DirectRunner \
+      --direct_num_workers=2 --direct_running_mode=multi_processing
 """
 
 import os
@@ -52,6 +58,12 @@ flags.DEFINE_enum(
     "Sentence task: nsp (random next, BERT), sop (swapped order, ALBERT) or none "
     "(single segments, no next_sentence_labels feature, RoBERTa).",
 )
+flags.DEFINE_enum(
+    "masking", "static", ["static", "dynamic"],
+    "static: mask here, once per dupe (masked_lm_* features, google-research/bert); dynamic: "
+    "write unmasked instances that kbert-pretrain masks anew for every batch "
+    "(run_pretraining.masking = \"dynamic\"; RoBERTa). Use --dupe_factor=1 with dynamic.",
+)
 flags.DEFINE_integer(
     "num_workers", None, "Worker processes (default: all cores). Does not change the output."
 )
@@ -62,10 +74,21 @@ flags.DEFINE_integer(
     "Changes the output.",
 )
 flags.DEFINE_bool("verbose", False, "Print the first 20 instances in readable form.")
+flags.DEFINE_string(
+    "runner", None,
+    "Run as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, FlinkRunner, "
+    "SparkRunner; needs kbert[beam]); other options on the command line go to Beam. Default: "
+    "this machine's cores (--num_workers). Does not change the output.",
+)
 
 
 def main(argv):
-    del argv
+    pipeline_args = argv[1:]
+    if pipeline_args and not FLAGS.runner:
+        sys.exit(
+            f"create_pretraining_data: error: unknown flag(s) {' '.join(pipeline_args)}; "
+            "Apache Beam options need --runner."
+        )
     from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
     from kbert.data import format_instance
     from kbert.data import read_vocab
@@ -104,6 +127,7 @@ def main(argv):
             short_seq_prob=FLAGS.short_seq_prob,
             max_ngram_size=FLAGS.max_ngram_size,
             next_sentence=FLAGS.next_sentence,
+            masking=FLAGS.masking,
             num_workers=FLAGS.num_workers,
             input_encoding=FLAGS.input_encoding,
             chunk_bytes=FLAGS.chunk_bytes,
@@ -111,6 +135,8 @@ def main(argv):
             num_verbose_examples=20 if FLAGS.verbose else 0,
             example_callback=show if FLAGS.verbose else None,
             progress_callback=progress,
+            runner=FLAGS.runner,
+            pipeline_args=pipeline_args,
         )
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"create_pretraining_data: error: {e}")
@@ -123,6 +149,11 @@ def main(argv):
     print(json.dumps(counts, indent=2))
 
 
+def parse_flags(argv):
+    """Parses this tool's flags; the rest of the command line is Apache Beam's (with --runner)."""
+    return FLAGS(argv, known_only=True)
+
+
 if __name__ == "__main__":
     flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

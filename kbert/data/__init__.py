@@ -2,15 +2,20 @@
 
 One `vocab.txt` reader (`read_vocab`), one WordPiece tokenizer construction
 (`BertWordpieceTokenizer`), one packer, length bucketing, corpus reading and
-vocabulary learning (`build_vocab`).
+vocabulary learning (`build_vocab`), sequence packing (`pack_window`).
 """
 
 from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 from kbert.data.bucketing import batch_by_length
 from kbert.data.bucketing import bucket_boundaries
+from kbert.data.packing import PackingConfig
+from kbert.data.packing import first_fit_decreasing
+from kbert.data.packing import pack_window
 from kbert.data.pretraining import PRETRAINING_FEATURE_NAMES
+from kbert.data.pretraining import DynamicMasker
 from kbert.data.pretraining import ExampleEncoder
 from kbert.data.pretraining import InstanceOptions
+from kbert.data.pretraining import MaskingConfig
 from kbert.data.pretraining import TrainingInstance
 from kbert.data.pretraining import VocabInfo
 from kbert.data.pretraining import create_instances_from_document

@@ -13,6 +13,8 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data.bucketing import batch_by_length
+from kbert.data.packing import PackingConfig
+from kbert.data.packing import pack_window
 from kbert.data.text_preprocessor import TextPreprocessor
 
 
@@ -25,6 +27,7 @@ def classification_dataset(
     is_training: bool = False,
     regression: bool = False,
     seed: int | None = None,
+    packing: PackingConfig | None = None,
 ) -> tf.data.Dataset:
     """Sentence (pair) classification or regression batches.
 
@@ -37,10 +40,15 @@ def classification_dataset(
         is_training: bool. Shuffle (with `seed`) and repeat forever.
         regression: bool. Labels are float32 scores instead of int32 ids.
         seed: int or None. Shuffle seed.
+        packing: `PackingConfig` or None. Pack several examples per row of
+            `max_seq_length` (training only; `kbert.data.packing`) instead of
+            length bucketing. Defaults to None.
 
     Returns:
         Dataset of dicts `token_ids`, `segment_ids`, `padding_mask`, `label`,
-        `example_index`.
+        `example_index`. Packed: also `instance_ids`, `position_ids`,
+        `cls_positions`, and `label`, `example_index`, `label_weight` are
+        `[batch, max_instances_per_row]` (weight 0 on empty slots).
 
     Example:
 
@@ -75,4 +83,41 @@ def classification_dataset(
     # Tokenize in groups (one op call per 256 texts), then unbatch to bucket.
     dataset = dataset.batch(256).map(encode, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     max_seq_length = preprocessor.max_seq_length
+    if packing is not None:
+        return pack_examples(dataset, batch_size, max_seq_length, packing, ("label", "example_index"))
     return batch_by_length(dataset, batch_size, max_seq_length).prefetch(tf.data.AUTOTUNE)
+
+
+def pack_examples(dataset: tf.data.Dataset, batch_size: int, max_seq_length: int,
+                  packing: PackingConfig, instance_keys: tuple[str, ...]) -> tf.data.Dataset:
+    """Packs encoded examples (dicts of 1-D token fields and per-example values) into rows.
+
+    Args:
+        dataset: unbatched dicts with `token_ids`, `segment_ids`,
+            `padding_mask` and the `instance_keys` (scalars).
+        batch_size: int. Packed rows per batch.
+        max_seq_length: int. Tokens per row.
+        packing: `PackingConfig`.
+        instance_keys: tuple of str. Per-example values moved to instance slots.
+
+    Returns:
+        Batches of packed rows: the token fields, `instance_ids`,
+        `position_ids`, `cls_positions`, each instance key and `label_weight`
+        (1 on filled slots).
+    """
+    packing.validate()
+    dataset = dataset.map(lambda element: {
+        key: value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
+        for key, value in element.items()})
+
+    def pack(window):
+        rows = pack_window(window, tf.reduce_sum(window["padding_mask"], axis=1), max_seq_length,
+                           packing.max_instances_per_row,
+                           sequence_keys=("token_ids", "segment_ids", "padding_mask"),
+                           instance_keys=instance_keys)
+        rows["cls_positions"] = rows.pop("instance_positions")
+        rows["label_weight"] = rows.pop("instance_weights")
+        return rows
+
+    dataset = dataset.padded_batch(packing.window_size).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.unbatch().batch(batch_size).prefetch(tf.data.AUTOTUNE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import re
+from collections.abc import Iterable
 from collections.abc import Iterator
 from typing import Sequence
 
@@ -132,14 +133,16 @@ class TextPiece:
     Args:
         path: str. The file.
         offset: int. Byte offset of `data` in the file.
-        first_line: int. 1-based line number of the first line of `data`.
+        first_line: int or None. 1-based line number of the first line of
+            `data`; None when not counted (`read_line_range`), in which case
+            an error message counts it (`line_number`).
         data: bytes or None. The raw bytes (undecoded); None until read.
         length: int. Size of `data` in bytes.
     """
 
     path: str
     offset: int
-    first_line: int
+    first_line: int | None
     length: int
     data: bytes | None = None
 
@@ -153,6 +156,20 @@ class TextPiece:
 
     def without_data(self) -> "TextPiece":
         return dataclasses.replace(self, data=None)
+
+    def line_number(self, position: int, data: bytes) -> int:
+        """The 1-based line number in the file of byte `position` of `data` (this piece's bytes)."""
+        first_line = self.first_line
+        if first_line is None:  # Only error messages need it: count the lines before the piece.
+            first_line, remaining = 1, self.offset
+            with tf.io.gfile.GFile(self.path, "rb") as reader:
+                while remaining > 0:
+                    block = reader.read(min(READ_BLOCK_BYTES, remaining))
+                    if not block:
+                        break
+                    first_line += block.count(b"\n")
+                    remaining -= len(block)
+        return first_line + data.count(b"\n", 0, position)
 
 
 def _cut_point(block: bytes) -> int:
@@ -226,17 +243,95 @@ def iter_text_chunks(files: Sequence[str], chunk_bytes: int) -> Iterator[list[Te
         Lists of `TextPiece`s (with `data`); a chunk holds whole pieces, each
         piece lies in one file, and every file boundary is a piece boundary.
     """
+    pieces = (piece for path in files for piece in iter_text_pieces(path, chunk_bytes))
+    yield from group_pieces(pieces, chunk_bytes)
+
+
+def group_pieces(pieces: Iterable[TextPiece], chunk_bytes: int) -> Iterator[list[TextPiece]]:
+    """Groups pieces, in order, into chunks that end once they hold `chunk_bytes` or more.
+
+    The grouping `iter_text_chunks` applies, apart from the reading: a runner
+    that cuts each file into pieces on its own (an Apache Beam pipeline, one
+    file per worker) groups the pieces of all files here and gets the same
+    chunks.
+
+    Args:
+        pieces: iterable of `TextPiece`. The pieces of the files in reading order.
+        chunk_bytes: int. Target chunk size.
+
+    Yields:
+        Lists of consecutive pieces.
+
+    Example:
+
+    >>> pieces = [p.without_data() for p in text_files.iter_text_pieces("a.txt", 1 << 20)]
+    >>> chunks = list(text_files.group_pieces(pieces, 1 << 20))
+    """
     chunk: list[TextPiece] = []
     size = 0
-    for path in files:
-        for piece in iter_text_pieces(path, chunk_bytes):
-            chunk.append(piece)
-            size += piece.length
-            if size >= chunk_bytes:
-                yield chunk
-                chunk, size = [], 0
+    for piece in pieces:
+        chunk.append(piece)
+        size += piece.length
+        if size >= chunk_bytes:
+            yield chunk
+            chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def read_line_range(path: str, start: int, end: int) -> TextPiece | None:
+    """The whole lines of a file that start in bytes `[start, end)`.
+
+    Consecutive ranges give every line of the file exactly once, so a file
+    can be read by many workers at once, each from its own byte range (the
+    rule of Hadoop's and Beam's text sources). A line belongs to the range
+    its first byte is in; the last one is read to its end.
+
+    Args:
+        path: str. The file (any `tf.io.gfile` path).
+        start: int. First byte of the range.
+        end: int. Byte after the range.
+
+    Returns:
+        A `TextPiece` with `data` and `first_line=None` (not counted), or
+        None when no line starts in the range.
+
+    Example:
+
+    >>> size = tf.io.gfile.stat("a.txt").length
+    >>> pieces = [text_files.read_line_range("a.txt", s, s + 1000) for s in range(0, size, 1000)]
+    """
+    with tf.io.gfile.GFile(path, "rb") as reader:
+        begin = 0
+        if start > 0:
+            reader.seek(start - 1)  # The first line starts after the first b"\n" from start - 1 on.
+            newline = _read_to_newline(reader)
+            if not newline or not newline.endswith(b"\n"):
+                return None
+            begin = start - 1 + len(newline)
+        if begin >= end:
+            return None
+        reader.seek(begin)
+        data = reader.read(end - begin)
+        if data and not data.endswith(b"\n"):
+            data += _read_to_newline(reader)
+    if not data:
+        return None
+    return TextPiece(path, begin, None, len(data), data)
+
+
+def _read_to_newline(reader, block_bytes: int = 1 << 16) -> bytes:
+    """Reads up to and including the next b"\n" (or to the end of the file)."""
+    parts = []
+    while True:
+        block = reader.read(block_bytes)
+        newline = block.find(b"\n")
+        if newline >= 0:
+            parts.append(block[: newline + 1])
+            return b"".join(parts)
+        parts.append(block)
+        if not block:
+            return b"".join(parts)
 
 
 def decode_piece(piece: TextPiece, data: bytes, encoding: str) -> bytes:
@@ -260,7 +355,7 @@ def decode_piece(piece: TextPiece, data: bytes, encoding: str) -> bytes:
         text = data.decode(encoding)
     except UnicodeDecodeError as e:
         line_start = data.rfind(b"\n", 0, e.start) + 1
-        line_number = piece.first_line + data.count(b"\n", 0, e.start)
+        line_number = piece.line_number(e.start, data)
         raise ValueError(
             f"{piece.path}:{line_number}: not valid {encoding} ({e.reason} at byte "
             f"{e.start - line_start} of the line); pass --input_encoding=latin-1 (or the "

@@ -24,12 +24,21 @@ first (one cheap pass, `_alphabet`), fixes it with `initial_alphabet`, and
 hands the trainer every `##c` up front as a special token so that all ids
 are assigned in a fixed order. Giving every character a `##` form is also
 what the released vocabularies do (bert-base-uncased has 997 of each).
+
+At scale (`runner=...`, `kbert.data.vocab_beam`) the corpus is counted by an
+Apache Beam pipeline (`count_characters` and `count_words` on each block of
+lines, summed) and the vocabulary is learned from the counts on one machine
+(`learn_vocab`): the same counts give the trainer the same words, so the same
+`vocab.txt`.
 """
 
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 import numpy as np
@@ -40,8 +49,13 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
+from kbert.data import beam_support
 from kbert.data import text_files
 from kbert.files import write_text
+
+
+# Repetitions of a word per string when `learn_vocab` replays counts.
+_REPLAY_BATCH = 1 << 16
 
 
 def reserved_tokens(num_unused: int = 99) -> list[str]:
@@ -58,6 +72,8 @@ def build_vocab(
     input_encoding: str = "utf-8",
     min_frequency: int = 2,
     limit_alphabet: int = 1000,
+    runner: str | None = None,
+    pipeline_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Learns a WordPiece vocabulary and writes it as `vocab.txt`.
 
@@ -74,9 +90,16 @@ def build_vocab(
         min_frequency: int. Least count of a merged pair. Defaults to 2.
         limit_alphabet: int. Most distinct characters kept (the most frequent;
             ties go to the lower code point). Defaults to 1000.
+        runner: str or None. None reads the corpus here; an Apache Beam
+            runner's name (`"DirectRunner"`, `"DataflowRunner"`, ...) counts
+            it with a Beam pipeline (`kbert.data.vocab_beam`, needs
+            `pip install kbert[beam]`) and learns from the counts here: the
+            same `vocab.txt`. Defaults to None.
+        pipeline_args: list of str. Beam's own pipeline options with `runner`.
 
     Returns:
-        A dict with `vocab_size` (written), `input_files`, `input_bytes`.
+        A dict with `vocab_size` (written), `input_files`, `input_bytes`,
+        `lines` (non-blank lines read).
 
     Raises:
         ValueError: for missing input, undecodable text (naming file and
@@ -88,9 +111,9 @@ def build_vocab(
 
     >>> kbert.data.build_vocab("corpus/*.txt", "vocab.txt", vocab_size=8000)
     """
-    reserved = reserved_tokens(num_unused)
     if num_unused < 0:
         raise ValueError(f"--num_unused={num_unused} must be non-negative.")
+    reserved = reserved_tokens(num_unused)
     if vocab_size <= len(reserved):
         raise ValueError(
             f"--vocab_size={vocab_size} leaves no room after {len(reserved)} reserved tokens."
@@ -101,22 +124,33 @@ def build_vocab(
         raise ValueError(
             f"--output_file={output_file!r}: directory {directory!r} does not exist; create it first."
         )
-    normalizer = normalizers.BertNormalizer(
-        clean_text=True,
-        handle_chinese_chars=True,
-        strip_accents=do_lower_case,
-        lowercase=do_lower_case,
-    )
-    alphabet = _alphabet(files, input_encoding, normalizer, limit_alphabet)
-    if not alphabet:
-        raise ValueError(f"--input_file={','.join(files)!r} holds no text: nothing to learn.")
-    continuations = ["##" + c for c in alphabet]
-    if vocab_size < len(reserved) + 2 * len(alphabet):
-        raise ValueError(
-            f"--vocab_size={vocab_size} is too small: the {len(reserved)} reserved tokens, the "
-            f"{len(alphabet)} characters of the corpus and their ## forms need "
-            f"{len(reserved) + 2 * len(alphabet)}; raise --vocab_size or lower --limit_alphabet."
+    settings = dict(vocab_size=vocab_size, do_lower_case=do_lower_case, num_unused=num_unused,
+                    min_frequency=min_frequency, limit_alphabet=limit_alphabet)
+    if runner:
+        beam_support.check_beam_installed(runner)
+        from kbert.data import vocab_beam  # Imports apache_beam.
+
+        result = vocab_beam.count_and_learn(
+            files, output_file, input_encoding, runner, pipeline_args, **settings
         )
+    else:
+        result = _build_locally(files, output_file, input_encoding, **settings)
+    return {
+        **result,
+        "input_files": files,
+        "input_bytes": sum(tf.io.gfile.stat(f).length for f in files),
+    }
+
+
+def _build_locally(
+    files: Sequence[str], output_file: str, input_encoding: str, **settings: Any
+) -> dict[str, Any]:
+    """`build_vocab` on this machine: an alphabet pass, then the trainer reads the lines."""
+    normalizer = bert_normalizer(settings["do_lower_case"])
+    raw: collections.Counter[str] = collections.Counter()
+    for path in files:
+        for piece in text_files.iter_text_pieces(path, text_files.READ_BLOCK_BYTES):
+            raw.update(count_characters(text_files.decode_piece(piece, piece.data, input_encoding)))
     num_lines = 0
 
     def lines() -> Iterator[str]:
@@ -127,9 +161,103 @@ def build_vocab(
                     num_lines += 1
                     yield text
 
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
-    tokenizer.normalizer = normalizer
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    def train(trainer: trainers.Trainer) -> Tokenizer:
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
+        tokenizer.normalizer = normalizer
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.train_from_iterator(lines(), trainer=trainer)
+        return tokenizer
+
+    size = _learn(raw, output_file, train, files, **settings)
+    return {"vocab_size": size, "lines": num_lines}
+
+
+def learn_vocab(
+    word_counts: Iterable[tuple[str, int]],
+    char_counts: Mapping[str, int],
+    output_file: str,
+    vocab_size: int = 30522,
+    do_lower_case: bool = True,
+    num_unused: int = 99,
+    min_frequency: int = 2,
+    limit_alphabet: int = 1000,
+) -> int:
+    """Learns a WordPiece vocabulary from a corpus' counts and writes it as `vocab.txt`.
+
+    The second half of `build_vocab` when a Beam pipeline counted the corpus:
+    for the counts of a corpus (`count_words`, `count_characters`, summed),
+    the same file as `build_vocab` on that corpus. The trainer has no API to
+    take counts (huggingface/tokenizers#760), so each word is replayed to it
+    `count` times in long strings that its Rust side splits and counts on all
+    cores: time grows with the corpus' words (about half of what the trainer
+    spends per word reading text: no normalization), memory with the distinct
+    words only.
+
+    Args:
+        word_counts: iterable of `(word, count)`. Each distinct word once (as
+            `count_words` gives them: normalized, pre-tokenized).
+        char_counts: mapping of str to int. The raw characters of the corpus
+            (`count_characters`).
+        output_file: str. Where to write `vocab.txt`.
+        vocab_size, do_lower_case, num_unused, min_frequency, limit_alphabet:
+            as for `build_vocab`.
+
+    Returns:
+        The number of tokens written.
+
+    Raises:
+        ValueError: no text, or a `vocab_size` too small.
+
+    Example:
+
+    >>> words = count_words(["Hello world.", "Hello again."], bert_normalizer(True))
+    >>> learn_vocab(words.items(), count_characters(b"Hello world."), "vocab.txt", vocab_size=200)
+    """
+
+    def replayed() -> Iterator[str]:
+        for word, count in word_counts:
+            while count > 0:
+                n = min(count, _REPLAY_BATCH)
+                yield (word + " ") * n
+                count -= n
+
+    def train(trainer: trainers.Trainer) -> Tokenizer:
+        tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
+        # The words are normalized and pre-tokenized already, and hold no
+        # whitespace (BertPreTokenizer splits on it): split only there.
+        tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        tokenizer.train_from_iterator(replayed(), trainer=trainer)
+        return tokenizer
+
+    return _learn(char_counts, output_file, train, None, vocab_size=vocab_size,
+                  do_lower_case=do_lower_case, num_unused=num_unused,
+                  min_frequency=min_frequency, limit_alphabet=limit_alphabet)
+
+
+def _learn(
+    raw_counts: Mapping[str, int],
+    output_file: str,
+    train: Callable[[trainers.Trainer], Tokenizer],
+    files: Sequence[str] | None,
+    vocab_size: int,
+    do_lower_case: bool,
+    num_unused: int,
+    min_frequency: int,
+    limit_alphabet: int,
+) -> int:
+    """Fixes the alphabet, trains (`train` feeds the trainer), orders and writes the vocabulary."""
+    reserved = reserved_tokens(num_unused)
+    alphabet = _alphabet(raw_counts, bert_normalizer(do_lower_case), limit_alphabet)
+    if not alphabet:
+        where = f"--input_file={','.join(files)!r}" if files else "The corpus"
+        raise ValueError(f"{where} holds no text: nothing to learn.")
+    continuations = ["##" + c for c in alphabet]
+    if vocab_size < len(reserved) + 2 * len(alphabet):
+        raise ValueError(
+            f"--vocab_size={vocab_size} is too small: the {len(reserved)} reserved tokens, the "
+            f"{len(alphabet)} characters of the corpus and their ## forms need "
+            f"{len(reserved) + 2 * len(alphabet)}; raise --vocab_size or lower --limit_alphabet."
+        )
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -141,7 +269,7 @@ def build_vocab(
         limit_alphabet=len(alphabet),
         continuing_subword_prefix="##",
     )
-    tokenizer.train_from_iterator(lines(), trainer=trainer)
+    tokenizer = train(trainer)
     fixed = set(reserved) | set(alphabet) | set(continuations)
     learned = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda kv: kv[1]) if t not in fixed]
     # As the released vocabularies: reserved tokens, characters, their ## forms,
@@ -151,50 +279,89 @@ def build_vocab(
         write_text(output_file, "".join(t + "\n" for t in ordered))
     except (tf.errors.OpError, OSError) as e:
         raise ValueError(f"--output_file={output_file!r} cannot be written: {e}") from None
-    return {
-        "vocab_size": len(ordered),
-        "input_files": files,
-        "input_bytes": sum(tf.io.gfile.stat(f).length for f in files),
-        "lines": num_lines,
-    }
+    return len(ordered)
 
 
-def _alphabet(
-    files: Sequence[str], encoding: str, normalizer: normalizers.Normalizer, limit: int
-) -> list[str]:
-    """The characters the trainer starts from: normalized, no whitespace, the `limit` most frequent.
+def bert_normalizer(do_lower_case: bool) -> normalizers.Normalizer:
+    """BERT's normalization as the trainer applies it (control characters, CJK spacing, case, accents)."""
+    return normalizers.BertNormalizer(
+        clean_text=True,
+        handle_chinese_chars=True,
+        strip_accents=do_lower_case,
+        lowercase=do_lower_case,
+    )
 
-    Counts raw characters (a byte histogram for ASCII text, which is most of
-    a typical corpus, `collections.Counter` otherwise) and normalizes each
-    distinct character once: BERT's normalization (lower case, accents
-    stripped, control characters dropped, CJK characters spaced) works
-    character by character, so this gives the trainer's alphabet without
-    normalizing the corpus twice.
+
+def count_characters(data: bytes) -> collections.Counter[str]:
+    """The raw characters of UTF-8 text and their counts (what `learn_vocab` fixes the alphabet from).
+
+    A byte histogram for ASCII text, which is most of a typical corpus;
+    `collections.Counter` otherwise.
 
     Args:
-        files: list of str. The corpus.
-        encoding: str. Codec of the files.
+        data: bytes. UTF-8 text (`text_files.decode_piece`'s output).
+
+    Returns:
+        Counter of characters, whitespace and control characters included.
+    """
+    if data.isascii():
+        counts = np.bincount(np.frombuffer(data, np.uint8), minlength=128)
+        return collections.Counter({chr(b): int(n) for b, n in enumerate(counts) if n})
+    return collections.Counter(data.decode("utf-8"))
+
+
+def count_words(
+    lines: Sequence[str], normalizer: normalizers.Normalizer, lines_per_call: int = 10_000
+) -> collections.Counter[str]:
+    """The words the trainer counts in `lines`: BERT-normalized and pre-tokenized.
+
+    Normalizes many lines in one call (BERT's normalization maps each
+    character on its own, and a line end becomes a space, which ends a word
+    as a line end does), then splits with `BertPreTokenizer`, as the trainer
+    does line by line.
+
+    Args:
+        lines: list of str. Stripped, non-blank lines, cut to
+            `text_files.MAX_LINE_CHARS` characters (as `text_files.iter_lines`
+            gives them).
+        normalizer: `bert_normalizer(do_lower_case)`.
+        lines_per_call: int. Lines normalized together (bounds memory).
+
+    Returns:
+        Counter of words.
+
+    Example:
+
+    >>> count_words(["Hello, world."], bert_normalizer(True))
+    Counter({'hello': 1, ',': 1, 'world': 1, '.': 1})
+    """
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    counts: collections.Counter[str] = collections.Counter()
+    for i in range(0, len(lines), lines_per_call):
+        text = normalizer.normalize_str("\n".join(lines[i : i + lines_per_call]))
+        counts.update(word for word, _ in pre_tokenizer.pre_tokenize_str(text))
+    return counts
+
+
+def _alphabet(raw_counts: Mapping[str, int], normalizer: normalizers.Normalizer, limit: int) -> list[str]:
+    """The characters the trainer starts from: normalized, no whitespace, the `limit` most frequent.
+
+    Normalizes each distinct raw character once: BERT's normalization (lower
+    case, accents stripped, control characters dropped, CJK characters
+    spaced) works character by character, so this gives the trainer's
+    alphabet without normalizing the corpus twice.
+
+    Args:
+        raw_counts: mapping of str to int. The corpus' raw characters
+            (`count_characters`).
         normalizer: the trainer's `BertNormalizer`.
         limit: int. Most characters kept.
 
     Returns:
         The characters, sorted by code point.
-
-    Raises:
-        ValueError: naming file and line when the text does not decode.
     """
-    ascii_counts = np.zeros(128, np.int64)
-    raw: collections.Counter[str] = collections.Counter()  # Raw characters of non-ASCII pieces.
-    for path in files:
-        for piece in text_files.iter_text_pieces(path, text_files.READ_BLOCK_BYTES):
-            data = text_files.decode_piece(piece, piece.data, encoding)
-            if data.isascii():
-                ascii_counts += np.bincount(np.frombuffer(data, np.uint8), minlength=128)
-            else:
-                raw.update(data.decode("utf-8"))
-    raw.update({chr(b): int(n) for b, n in enumerate(ascii_counts) if n})
     counts: collections.Counter[str] = collections.Counter()
-    for char, n in raw.items():
+    for char, n in raw_counts.items():
         for normalized in normalizer.normalize_str(char):
             if not normalized.isspace():
                 counts[normalized] += n

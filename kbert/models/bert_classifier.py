@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
+from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_task import BertTask
 
 
@@ -15,6 +17,11 @@ class BertClassifier(BertTask):
     sparse categorical cross-entropy and accuracy; with `num_classes=1` it is a
     regressor (STS-B) outputting a score of shape `[batch, 1]` with mean squared
     error. Outputs are float32 under mixed precision.
+
+    Packed rows (`classification_dataset(..., packing=...)`, training only):
+    with `instance_ids`, `position_ids` (see `BertEncoder`) and `cls_positions`
+    `[batch, instances]` among the inputs, each instance's `[CLS]` goes
+    through the pooler and the head, giving `[batch, instances, classes]`.
 
     Args:
         encoder: `kbert.models.BertEncoder`.
@@ -46,6 +53,18 @@ class BertClassifier(BertTask):
         self.num_classes = num_classes
         self.dropout = dropout
 
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict) and "cls_positions" in inputs:
+            encoded = self.encoder(
+                {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask",
+                                              *PACKED_INPUTS)}, training=training)
+            cls = ops.take_along_axis(
+                encoded["sequence_output"],
+                ops.expand_dims(ops.cast(inputs["cls_positions"], "int32"), -1), axis=1)
+            return self.output_float32(self.output_dense(self.output_dropout(
+                self.encoder.pooled_dense(cls), training=training)))
+        return super().call(inputs, training=training, mask=mask)
+
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """Configures training; "auto" picks AdamW(2e-5) and the task's loss and metric.
 
@@ -59,10 +78,13 @@ class BertClassifier(BertTask):
         if optimizer == "auto":
             optimizer = keras.optimizers.AdamW(2e-5, weight_decay=0.01, epsilon=1e-6)
         if loss == "auto":
+            # Weighted mean: packed rows weight their empty instance slots 0
+            # (unpacked batches have no weights: the plain mean, as before).
             loss = (
-                keras.losses.MeanSquaredError()
+                keras.losses.MeanSquaredError(reduction="mean_with_sample_weight")
                 if regression
-                else keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                else keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True, reduction="mean_with_sample_weight")
             )
         if metrics == "auto":
             metrics = None if regression else [keras.metrics.SparseCategoricalAccuracy("accuracy")]

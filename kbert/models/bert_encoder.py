@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import keras
 import keras_hub
+from keras import ops
 from keras_hub.layers import PositionEmbedding
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import TransformerEncoder
@@ -13,6 +14,33 @@ from kbert.layers import LayerNormalization
 from kbert.layers import get_activation
 from kbert.layers import use_fast_layers
 from kbert.models.bert_config import bert_config_to_arguments
+
+
+# The extra inputs of a packed row (several instances in one row, see
+# `kbert.data.packing`): each token's instance number (1, 2, ...; 0 padding)
+# and its position within its instance.
+PACKED_INPUTS = ("instance_ids", "position_ids")
+
+
+def packed_attention_mask(instance_ids):
+    """The block-diagonal attention mask of packed rows: token i sees token j iff same instance.
+
+    Args:
+        instance_ids: int `[B, T]`. Instance number of each token, 0 for padding.
+
+    Returns:
+        int32 `[B, T, T]`: 1 where query i and key j belong to the same
+        (non-padding) instance, 0 elsewhere.
+
+    Example:
+
+    >>> packed_attention_mask(np.array([[1, 1, 2, 0]]))[0]  # doctest: +SKIP
+    [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
+    """
+    same = ops.equal(ops.expand_dims(instance_ids, 2), ops.expand_dims(instance_ids, 1))
+    real = ops.not_equal(instance_ids, 0)
+    both = ops.logical_and(ops.expand_dims(real, 2), ops.expand_dims(real, 1))
+    return ops.cast(ops.logical_and(same, both), "int32")
 
 
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
@@ -33,6 +61,15 @@ class BertEncoder(keras_hub.models.Backbone):
     The argument names, input and output names and layer names are those of
     `keras_hub.models.BertBackbone`, so a `BertEncoder` stands in for one:
     copying weights layer by layer gives the same outputs.
+
+    Packed rows (several instances in one row, `kbert.data.packing`): pass
+    `instance_ids` (each token's instance, 1, 2, ...; 0 for padding) and
+    `position_ids` (positions restarting at 0 in each instance) with the three
+    usual inputs. Attention then stays inside each instance (a
+    block-diagonal mask) and every instance's `sequence_output` is what it
+    would be alone; `pooled_output` is that of the row's first token. The
+    weights and the functional graph are the same, so `.keras` files and
+    SavedModels with the three inputs are unchanged.
 
     Args:
         vocabulary_size: int. Number of WordPiece tokens.
@@ -185,6 +222,28 @@ class BertEncoder(keras_hub.models.Backbone):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
         self.cls_token_index = 0
+
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict) and any(key in inputs for key in PACKED_INPUTS):
+            return self._call_packed(inputs, training)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _call_packed(self, inputs, training):
+        """The functional graph's layers on a packed row, with its positions and block mask."""
+        missing = [key for key in PACKED_INPUTS if key not in inputs]
+        if missing:
+            raise ValueError(f"a packed row needs both {PACKED_INPUTS}; {missing} missing.")
+        tokens = self.token_embedding(inputs["token_ids"])
+        positions = self.position_embedding(tokens, positions=inputs["position_ids"])
+        segments = self.segment_embedding(inputs["segment_ids"])
+        x = self.embeddings_add((tokens, positions, segments))
+        x = self.embeddings_layer_norm(x)
+        x = self.embeddings_dropout(x, training=training)
+        attention_mask = packed_attention_mask(inputs["instance_ids"])
+        for transformer_layer in self.transformer_layers:
+            x = transformer_layer(x, padding_mask=inputs["padding_mask"],
+                                  attention_mask=attention_mask, training=training)
+        return {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
 
     def get_config(self):
         config = super().get_config()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import keras
+from keras import ops
 
 from kbert.layers import BertMaskedLMHead
 from kbert.layers import NextSentenceHead
 from kbert.layers import get_activation
+from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
@@ -32,8 +34,15 @@ class BertPretrainer(BertTask):
     on `kbert.data.pretraining_dataset(...)`, which yields
     `(features, labels, sample_weights)` in the layout the model expects.
 
+    Packed rows (`pretraining_dataset(..., packing=...)`): the features also
+    hold `instance_ids`, `position_ids` (see `BertEncoder`) and
+    `cls_positions` `[batch, instances]`, each instance's `[CLS]`; the NSP
+    head reads each instance's own `[CLS]` through the encoder's pooler, and
+    `nsp` is `[batch, instances, 2]`. `mask_positions` index the packed row.
+
     Args:
-        encoder: `kbert.models.BertEncoder` (or `keras_hub.models.BertBackbone`).
+        encoder: `kbert.models.BertEncoder` (or `keras_hub.models.BertBackbone`,
+            which takes no packed rows).
         next_sentence: bool. Whether to add the NSP head and output. Set False
             for RoBERTa-style MLM-only training. Defaults to True.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -93,6 +102,25 @@ class BertPretrainer(BertTask):
         # === Config ===
         self.next_sentence = next_sentence
 
+    def call(self, inputs, training=None, mask=None):
+        if isinstance(inputs, dict) and "cls_positions" in inputs:
+            return self._call_packed(inputs, training)
+        return super().call(inputs, training=training, mask=mask)
+
+    def _call_packed(self, inputs, training):
+        """The heads on a packed row: MLM at `mask_positions`, NSP at every `cls_positions`."""
+        encoded = self.encoder(
+            {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask", *PACKED_INPUTS)},
+            training=training)
+        sequence = encoded["sequence_output"]
+        outputs = {"mlm": self.masked_lm_logits(
+            self.masked_lm_head(sequence, mask_positions=inputs["mask_positions"]))}
+        if self.next_sentence:
+            cls = ops.take_along_axis(
+                sequence, ops.expand_dims(ops.cast(inputs["cls_positions"], "int32"), -1), axis=1)
+            outputs["nsp"] = self.next_sentence_head(self.encoder.pooled_dense(cls))
+        return outputs
+
     def compile(
         self,
         optimizer="auto",
@@ -129,7 +157,9 @@ class BertPretrainer(BertTask):
                 )
             }
             if self.next_sentence:
-                loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+                # Weighted mean: packed rows carry empty NSP slots of weight 0.
+                loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True, reduction="mean_with_sample_weight")
         if metrics == "auto":
             metrics = (
                 {"nsp": [keras.metrics.SparseCategoricalAccuracy(name="next_sentence_accuracy")]}

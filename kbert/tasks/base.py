@@ -29,6 +29,8 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.tasks.serving import ServingModule
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+# What packed rows add (`kbert.data.packing`; tasks with `supports_packing`).
+PACKED_INPUT_NAMES = ("instance_ids", "position_ids", "cls_positions")
 SPLITS = ("train", "dev", "test")
 # Keys of task_config.json every task has; the others are the task's config fields.
 COMMON_KEYS = ("task", "task_name", "model_type", "label_names", "text_pair",
@@ -102,6 +104,9 @@ class Task(abc.ABC):
     # fine-tuned model is evaluated again, the run's values of these win over
     # the saved ones.
     evaluation_fields: ClassVar[tuple[str, ...]] = ()
+    # Whether `dataset(..., packing=PackingConfig(...))` packs training rows
+    # (several examples per row; `run_finetuning.packing`).
+    supports_packing: ClassVar[bool] = False
 
     def __init__(self, config: Any = None, task_name: str | None = None):
         self.config = self.config_class() if config is None else config
@@ -187,7 +192,8 @@ class Task(abc.ABC):
         """Batches of flat dicts: the encoder inputs plus the task's fields.
 
         Training datasets shuffle with `seed` and repeat forever; others keep an
-        index per element so that outputs can be put back in order.
+        index per element so that outputs can be put back in order. Tasks
+        with `supports_packing` also take `packing=PackingConfig(...)`.
         """
 
     @abc.abstractmethod

@@ -5,7 +5,10 @@ subclass whose `tf.function`s become the SavedModel's signatures
 (`kbert.export.export_saved_model` saves it). Every module has
 `serving_default` (raw text in, answers out) and `serve_ids` (`token_ids`,
 `segment_ids`, `padding_mask`, int32 `[batch, length]`, for callers that
-tokenize themselves).
+tokenize themselves). Signatures that cut long texts into windows run the
+model on them a bounded number of tokens at a time (`run_windows`), so a
+request's memory does not grow with the length of its text beyond the text
+itself.
 """
 
 from __future__ import annotations
@@ -14,6 +17,15 @@ import keras
 import tensorflow as tf
 
 from kbert.data.text_preprocessor import TextPreprocessor
+
+# Tokens (windows x max_seq_length) given to the model in one call by
+# `run_windows`. It bounds the encoder's activations, whose attention scores
+# alone are windows x heads x length^2 floats (a 1 MB text cut into 128-piece
+# windows would need about 3 GB of them at once with 12 heads). CPU time is the
+# same at 2048, 4096 and 8192 (BENCHMARKS.md, serving memory); 4096 keeps a
+# 32-text batch of 128-piece texts in one call and adds about 140 MB (NER,
+# 128) or 240 MB (SQuAD, 384) to a MiniLM-sized server's peak.
+TOKENS_PER_CALL = 4096
 
 IDS_SIGNATURE = [
     tf.TensorSpec([None, None], tf.int32, name="token_ids"),
@@ -37,6 +49,14 @@ def label_table(label_names: list[str], num_outputs: int) -> tf.Tensor:
     return tf.constant(list(label_names) or [str(i) for i in range(num_outputs)])
 
 
+def rows_between(rows: tf.RaggedTensor, begin: tf.Tensor, end: tf.Tensor) -> tf.RaggedTensor:
+    """Rows `begin:end` of a ragged `[n, (m)]` tensor, for bounds known only at run time."""
+    splits = rows.row_splits
+    values = rows.values[splits[begin]:splits[end]]
+    return tf.RaggedTensor.from_row_splits(values, splits[begin:end + 1] - splits[begin],
+                                           validate=False)
+
+
 class ServingModule(tf.Module):
     """Holds the model and preprocessor so the SavedModel tracks their variables and tables.
 
@@ -56,6 +76,52 @@ class ServingModule(tf.Module):
     def run(self, inputs: dict):
         """The model in inference mode."""
         return self.model(inputs, training=False)
+
+    def run_windows(self, token_ids: tf.RaggedTensor, segment_ids: tf.RaggedTensor, keep,
+                    specs: list[tf.TensorSpec]) -> list[tf.Tensor]:
+        """Runs the model over many windows, `TOKENS_PER_CALL` tokens at a time.
+
+        Each call pads only its own windows, to their longest. A `tf.while_loop`
+        with one iteration in flight keeps a single call's activations alive,
+        and `keep` reduces each call's outputs to what the signature needs
+        before the next call runs.
+
+        Args:
+            token_ids: ragged int32 `[windows, (length)]`, packed windows.
+            segment_ids: ragged int32, the same row lengths as `token_ids`.
+            keep: function `(outputs, inputs, begin, end) -> list of tensors`
+                given the model's outputs on windows `begin:end` and their
+                dense `inputs`; its tensors are concatenated over calls along
+                their first axis.
+            specs: list of `tf.TensorSpec`. Dtype and shape (first axis `None`)
+                of each tensor `keep` returns.
+
+        Returns:
+            List of the concatenated tensors, one per spec.
+
+        Example:
+
+        >>> tags, = module.run_windows(token_ids, segment_ids,
+        ...     lambda outputs, inputs, begin, end: [tf.argmax(outputs, -1)],
+        ...     [tf.TensorSpec([None, None], tf.int64)])
+        """
+        per_call = max(1, TOKENS_PER_CALL // self.preprocessor.max_seq_length)
+        num_windows = tf.cast(token_ids.nrows(), tf.int32)
+        num_calls = (num_windows + per_call - 1) // per_call
+
+        def body(call, arrays):
+            begin = call * per_call
+            end = tf.minimum(begin + per_call, num_windows)
+            inputs = self.preprocessor.to_dense(rows_between(token_ids, begin, end),
+                                                rows_between(segment_ids, begin, end))
+            kept = keep(self.run(inputs), inputs, begin, end)
+            return call + 1, [array.write(call, value) for array, value in zip(arrays, kept)]
+
+        arrays = [tf.TensorArray(spec.dtype, size=num_calls, infer_shape=False,
+                                 element_shape=spec.shape) for spec in specs]
+        _, arrays = tf.while_loop(lambda call, _: call < num_calls, body, [tf.constant(0), arrays],
+                                  parallel_iterations=1)
+        return [array.concat() for array in arrays]
 
     def signatures(self) -> dict:
         """Signature name -> `tf.function`."""

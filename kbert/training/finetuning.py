@@ -33,6 +33,7 @@ from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import pretrained_settings
 from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.data.packing import PackingConfig
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.vocabulary import INPUT_TOKENS
@@ -96,6 +97,7 @@ def run_finetuning(
     seed: int = 12345,
     verbose: str | int = "auto",
     task_options: Any = None,
+    packing: PackingConfig | None = None,
 ) -> dict[str, Any]:
     """Fine-tunes, evaluates and predicts on one task; writes a fine-tuned model directory.
 
@@ -134,6 +136,12 @@ def run_finetuning(
         verbose: Keras `fit` verbosity. Defaults to "auto".
         task_options: the task's config dataclass (e.g. `SquadConfig(doc_stride=64)`),
             or None for its defaults; gin binds it as `SquadConfig.doc_stride`.
+        packing: `PackingConfig` or None. Train on packed rows (several
+            examples per row of `max_seq_length`, attention kept inside each;
+            tasks with `supports_packing`, e.g. GLUE); `train_batch_size` then
+            counts rows and an epoch is the packed rows of the training set.
+            None trains on length-bucketed batches. Evaluation is bucketed
+            either way. Defaults to None.
 
     Returns:
         dict with the evaluation metrics (if `do_eval`), `train_loss` (per epoch,
@@ -146,7 +154,7 @@ def run_finetuning(
     ...     init_checkpoint="minilm/", model_dir="runs/sst2")
     """
     _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_size,
-                     eval_batch_size, num_train_epochs, warmup_proportion)
+                     eval_batch_size, num_train_epochs, warmup_proportion, packing)
     task_object, saved = _resolve_task(task, task_name, task_options, init_checkpoint, do_train)
     if saved is not None:
         max_seq_length = saved.max_seq_length
@@ -164,17 +172,20 @@ def run_finetuning(
         raise ValueError("no training examples after reading the data.")
 
     distribution = create_strategy(strategy)
+    _check_replicas(distribution, train_batch_size, eval_batch_size, do_train)
+    num_rows = (_packed_rows(task_object, train_rows, preprocessor, packing)
+                if do_train and packing is not None else len(train_rows))
     results: dict[str, Any] = {}
     with distribution.scope():
         model = (load_finetuned(init_checkpoint)[0] if saved is not None
                  else task_object.build_model(load_encoder(init_checkpoint)))
         if do_train:
-            schedule = _schedule(len(train_rows), train_batch_size, num_train_epochs,
+            schedule = _schedule(num_rows, train_batch_size, num_train_epochs,
                                  warmup_proportion)
             _compile(model, task_object, schedule, learning_rate, weight_decay)
     if do_train:
         results.update(_train(model, task_object, train_rows, preprocessor, schedule,
-                              train_batch_size, seed, verbose))
+                              train_batch_size, seed, verbose, packing))
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
                                   results, do_eval, do_predict)
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
@@ -183,8 +194,13 @@ def run_finetuning(
 
 
 def _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_size,
-                     eval_batch_size, num_train_epochs, warmup_proportion) -> None:
+                     eval_batch_size, num_train_epochs, warmup_proportion, packing) -> None:
     task_class = get_task(task)
+    if packing is not None:
+        if not task_class.supports_packing:
+            raise ValueError(f"run_finetuning.packing is set but --task={task} cannot pack its "
+                             "rows; drop the binding (its batches are length-bucketed).")
+        packing.validate()
     if not task_class.trainable:
         raise ValueError(f"--task={task!r} is export-only; kbert-finetune cannot train it.")
     if strategy not in STRATEGIES:
@@ -199,6 +215,31 @@ def _check_arguments(task, strategy, do_train, do_eval, do_predict, train_batch_
         raise ValueError(f"num_train_epochs={num_train_epochs}; it must be > 0.")
     if not 0 <= warmup_proportion < 1:
         raise ValueError(f"warmup_proportion={warmup_proportion}; it must be in [0, 1).")
+
+
+def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
+                    eval_batch_size: int, do_train: bool) -> None:
+    """Every replica gets the same shape: a bucketed batch is padded once, then split evenly.
+
+    Model Garden's trick for bucketing under `tf.distribute`: batches are
+    formed (and padded to one length) for all replicas together, in
+    multiples of the replica count, so each replica's share has the same
+    length and size.
+    """
+    replicas = distribution.num_replicas_in_sync
+    for name, value, used in (("train_batch_size", train_batch_size, do_train),
+                              ("eval_batch_size", eval_batch_size, True)):
+        if used and value % replicas:
+            raise ValueError(
+                f"run_finetuning.{name}={value} is not divisible by {replicas} replicas; use a "
+                f"multiple of {replicas} so that every replica gets the same shape.")
+
+
+def _packed_rows(task: Task, rows: list, preprocessor: TextPreprocessor,
+                 packing: PackingConfig) -> int:
+    """How many packed rows one epoch of `rows` makes (one pass of packing)."""
+    dataset = task.dataset(rows, preprocessor, 256, is_training=False, packing=packing)
+    return int(sum(int(tf.shape(batch["token_ids"])[0]) for batch in dataset))
 
 
 def _resolve_task(task: str, task_name: str | None, task_options: Any, init_checkpoint: str,
@@ -282,10 +323,14 @@ def _compile(model: keras.Model, task: Task, schedule: _Schedule, learning_rate:
 
 
 def _train(model: keras.Model, task: Task, rows: list, preprocessor: TextPreprocessor,
-           schedule: _Schedule, batch_size: int, seed: int, verbose) -> dict[str, Any]:
-    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d.", task.task_name,
-                len(rows), schedule.total_steps, schedule.warmup_steps, batch_size)
-    dataset = task.dataset(rows, preprocessor, batch_size, is_training=True, seed=seed)
+           schedule: _Schedule, batch_size: int, seed: int, verbose,
+           packing: PackingConfig | None = None) -> dict[str, Any]:
+    logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d%s.", task.task_name,
+                len(rows), schedule.total_steps, schedule.warmup_steps, batch_size,
+                " packed rows" if packing else "")
+    options = {"packing": packing} if packing is not None else {}
+    dataset = task.dataset(rows, preprocessor, batch_size, is_training=True, seed=seed,
+                           **options)
     with warnings.catch_warnings():
         # The token and span heads do not use the pooler; Keras warns each step.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")

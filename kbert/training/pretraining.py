@@ -28,8 +28,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.data import PackingConfig
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
+from kbert.data.pretraining.dataset import check_pretraining_metadata
+from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.metadata import recorded_masking
 from kbert.files import write_text
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
@@ -70,6 +74,9 @@ def run_pretraining(
     jit_compile: bool = False,
     shuffle_buffer_size: int = 1000,
     seed: int = 12345,
+    masking: str = "static",
+    masking_config: MaskingConfig | None = None,
+    packing: PackingConfig | None = None,
     init_checkpoint: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
@@ -112,8 +119,17 @@ def run_pretraining(
         jit_compile: bool. XLA-compile the replica step (GPU/TPU; slower on
             CPU). Defaults to False.
         shuffle_buffer_size: int. Defaults to 1000.
-        seed: int. Seeds weight initialisation, dropout and data shuffling.
-            Defaults to 12345.
+        seed: int. Seeds weight initialisation, dropout, data shuffling and
+            dynamic masks. Defaults to 12345.
+        masking: str. `"static"` (the masks in the data) or `"dynamic"` (data
+            from `--masking=dynamic`, masked anew for every batch). Must be
+            what the data's sidecar records. Defaults to `"static"`.
+        masking_config: `MaskingConfig` or None. Rate, `[MASK]`/random/keep
+            split, whole words and n-grams of dynamic masking. Defaults to
+            `MaskingConfig()` (15%, 80/10/10).
+        packing: `PackingConfig` or None. Pack several instances into each
+            row of `max_seq_length` (`train_batch_size` then counts packed
+            rows). Defaults to None (one padded instance per row).
         init_checkpoint: str or None. Pre-trained directory to start from
             (weights only); ignored when `model_dir` has a checkpoint.
         vocab_file: str or None. Copied into `model_dir` at the end. Defaults
@@ -147,6 +163,7 @@ def run_pretraining(
         log_every_steps=log_every_steps, steps_per_execution=steps_per_execution,
         gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
+        masking=masking, masking_config=masking_config, packing=packing,
         init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
         print_fn=print_fn))
     try:
@@ -205,6 +222,9 @@ class _Settings:
     jit_compile: bool
     shuffle_buffer_size: int
     seed: int
+    masking: str
+    masking_config: MaskingConfig | None
+    packing: PackingConfig | None
     init_checkpoint: str | None
     vocab_file: str | None
     do_lower_case: bool | None
@@ -310,8 +330,11 @@ def _check_settings(settings: _Settings) -> _Settings:
     files = _list_input_files(settings.input_file)
     metadata = read_pretraining_metadata(files)
     _check_data_shapes(metadata, settings.max_seq_length, settings.max_predictions_per_seq, files)
+    check_pretraining_metadata(metadata, settings.max_seq_length, settings.masking,
+                               settings.packing)
     if not metadata:
-        _check_first_record(files[0], settings.max_seq_length, settings.max_predictions_per_seq)
+        _check_first_record(files[0], settings.max_seq_length, settings.max_predictions_per_seq,
+                            settings.masking)
     chief = is_chief(settings.strategy)
     _check_writable(settings.model_dir)
     vocab_file, do_lower_case = settings.vocab_file, settings.do_lower_case
@@ -391,7 +414,9 @@ def _make_input(settings: _Settings, next_sentence: bool, latest: str | None):
             settings.max_seq_length, settings.max_predictions_per_seq,
             next_sentence=next_sentence, is_training=True,
             shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
-            input_context=context)
+            input_context=context, masking=settings.masking,
+            masking_config=settings.masking_config, vocab_file=settings.vocab_file,
+            packing=settings.packing)
 
     return _distributed_input(settings.strategy, dataset_fn)
 
@@ -513,8 +538,8 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
 
     Each step reads `accumulation` micro-batches from `next_batch`, runs the
     replica step under `strategy` and adds one to `global_step`. The loop
-    returns four per-step tensors summed over replicas: loss, MLM hits, MLM
-    weight and NSP hits.
+    returns five per-step tensors summed over replicas: loss, MLM hits, MLM
+    weight, NSP hits and NSP weight (instances; packed rows hold several).
     """
     replica_step = _make_replica_step(strategy, pretrainer, optimizer, train_batch_size,
                                       accumulation)
@@ -523,8 +548,8 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
     @tf.function
     def train_loop(num_steps):
         # One TensorArray per statistic: autograph tracks names, not list items.
-        loss, mlm_correct, mlm_weight, nsp_correct = (
-            tf.TensorArray(tf.float32, size=num_steps) for _ in range(4))
+        loss, mlm_correct, mlm_weight, nsp_correct, nsp_weight = (
+            tf.TensorArray(tf.float32, size=num_steps) for _ in range(5))
         for i in tf.range(num_steps):
             micro_batches = tuple(next_batch() for _ in range(accumulation))
             results = strategy.run(step_fn, args=(micro_batches,))
@@ -534,7 +559,9 @@ def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_s
             mlm_correct = mlm_correct.write(i, reduced[1])
             mlm_weight = mlm_weight.write(i, reduced[2])
             nsp_correct = nsp_correct.write(i, reduced[3])
-        return loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack()
+            nsp_weight = nsp_weight.write(i, reduced[4])
+        return (loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack(),
+                nsp_weight.stack())
 
     return train_loop
 
@@ -556,6 +583,13 @@ def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumu
         # MLM loss is averaged over the masked positions of the whole global
         # batch, so every replica and micro-batch divides by the same total.
         total_weight = context.all_reduce(tf.distribute.ReduceOp.SUM, local_weight)
+        # NSP is averaged over the instances of the global batch: one per row,
+        # or the filled slots of packed rows (known when tracing).
+        local_nsp_weight = tf.add_n([tf.reduce_sum(w["nsp"]) for _, _, w in micro_batches]
+                                    ) if next_sentence else tf.constant(0.0)
+        total_nsp_weight = (context.all_reduce(tf.distribute.ReduceOp.SUM, local_nsp_weight)
+                            if next_sentence and "cls_positions" in micro_batches[0][0]
+                            else float(train_batch_size))
         grads, loss_sum, mlm_correct, nsp_correct = None, 0.0, 0.0, 0.0
         # Indices of the variables the loss reaches, known when tracing: an
         # MLM-only model (next_sentence=False) never uses the pooler, which
@@ -570,9 +604,10 @@ def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumu
                                              total_weight)
                 if next_sentence:
                     nsp_labels = tf.reshape(labels["nsp"], [-1])
+                    nsp_weights = tf.reshape(weights["nsp"], [-1])
                     nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                        nsp_labels, outputs["nsp"])
-                    loss += tf.reduce_sum(nsp_losses) / train_batch_size
+                        nsp_labels, tf.reshape(outputs["nsp"], [-1, 2]))
+                    loss += tf.reduce_sum(nsp_losses * nsp_weights) / total_nsp_weight
                 if pretrainer.losses:
                     loss += tf.add_n(pretrainer.losses) / contributions
                 scaled_loss = optimizer.scale_loss(loss)
@@ -584,11 +619,13 @@ def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumu
             loss_sum += loss
             mlm_correct += tf.reduce_sum(mlm_hits * weights["mlm"])
             if next_sentence:
-                predicted = tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32)
-                nsp_correct += tf.reduce_sum(tf.cast(tf.equal(predicted, nsp_labels), tf.float32))
+                predicted = tf.reshape(tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32),
+                                       [-1])
+                nsp_correct += tf.reduce_sum(
+                    tf.cast(tf.equal(predicted, nsp_labels), tf.float32) * nsp_weights)
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         optimizer.apply_gradients(zip(grads, [variables[i] for i in used]))
-        return loss_sum, mlm_correct, local_weight, nsp_correct
+        return loss_sum, mlm_correct, local_weight, nsp_correct, local_nsp_weight
 
     return replica_step
 
@@ -609,15 +646,17 @@ class _Interval:
     def __init__(self, next_sentence: bool = True):
         self.next_sentence = next_sentence
         self.steps, self.loss, self.mlm_correct, self.mlm_weight, self.nsp_correct = 0, 0.0, 0.0, 0.0, 0.0
+        self.nsp_weight = 0.0
         self.examples, self.seconds = 0, 0.0
 
     def add(self, stats, examples, seconds):
-        losses, mlm_correct, mlm_weight, nsp_correct = stats
+        losses, mlm_correct, mlm_weight, nsp_correct, nsp_weight = stats
         self.steps += len(losses)
         self.loss += float(losses.sum())
         self.mlm_correct += float(mlm_correct.sum())
         self.mlm_weight += float(mlm_weight.sum())
         self.nsp_correct += float(nsp_correct.sum())
+        self.nsp_weight += float(nsp_weight.sum())
         self.examples += examples
         self.seconds += seconds
 
@@ -626,7 +665,7 @@ class _Interval:
             "loss": self.loss / self.steps,
             "masked_lm_accuracy": self.mlm_correct / max(self.mlm_weight, 1e-9),
             # None for MLM-only models (BertPretrainer.next_sentence=False).
-            "next_sentence_accuracy": (self.nsp_correct / max(self.examples, 1)
+            "next_sentence_accuracy": (self.nsp_correct / max(self.nsp_weight, 1e-9)
                                        if self.next_sentence else None),
             "learning_rate": learning_rate,
             "examples_per_second": self.examples / max(self.seconds, 1e-9),
@@ -682,6 +721,8 @@ def _check_data_shapes(metadata, max_seq_length, max_predictions_per_seq, files)
     where = f"the data's sidecar ({files[0]}.meta.json)"
     for key, value in (("max_seq_length", max_seq_length),
                        ("max_predictions_per_seq", max_predictions_per_seq)):
+        if key == "max_predictions_per_seq" and recorded_masking(metadata) == "dynamic":
+            continue  # Unmasked data: the run's setting sizes the masks.
         if key in metadata and metadata[key] != value:
             raise ValueError(
                 f"run_pretraining.{key}={value} does not match {metadata[key]} recorded in "
@@ -722,7 +763,8 @@ def _check_data_vocab(metadata, pretrainer, vocab_file, files) -> None:
             )
 
 
-def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: int) -> None:
+def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: int,
+                        masking: str = "static") -> None:
     """Without a sidecar, reads one record to check its lengths against the settings.
 
     google-research/bert's tool writes no sidecar; a length mismatch would
@@ -737,9 +779,16 @@ def _check_first_record(path: str, max_seq_length: int, max_predictions_per_seq:
     example = tf.train.Example.FromString(record.numpy())
     lengths = {name: len(feature.int64_list.value)
                for name, feature in example.features.feature.items()}
-    for feature, key, value in (("input_ids", "max_seq_length", max_seq_length),
-                                ("masked_lm_positions", "max_predictions_per_seq",
-                                 max_predictions_per_seq)):
+    if masking == "dynamic" and "masked_lm_positions" in lengths:
+        raise ValueError(
+            f"{path}: run_pretraining.masking=\"dynamic\" but the records are already masked "
+            "(they have masked_lm_positions; the file has no .meta.json sidecar to say so); use "
+            "run_pretraining.masking = \"static\" or data from create_pretraining_data "
+            "--masking=dynamic.")
+    checks = [("input_ids", "max_seq_length", max_seq_length)]
+    if masking == "static":
+        checks.append(("masked_lm_positions", "max_predictions_per_seq", max_predictions_per_seq))
+    for feature, key, value in checks:
         if feature not in lengths:
             raise ValueError(f"{path}: the first record has no {feature!r} feature; is it "
                              "pre-training data from tools/create_pretraining_data.py?")

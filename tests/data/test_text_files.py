@@ -48,3 +48,28 @@ def test_decode_piece_names_file_and_line(tmp_path):
     assert text_files.decode_piece(piece, piece.data, "latin-1") == "fine\nalso fine\nbad \u00ff byte\n".encode()
     good = b"caf\xc3\xa9\n"
     assert text_files.decode_piece(piece, good, "utf-8") is good
+
+
+@pytest.mark.parametrize("range_bytes", [1, 97, 4000, 1 << 20])
+def test_line_ranges_give_every_line_once(tmp_path, range_bytes):
+    # As Beam's text sources split a file: a line belongs to the range its first byte is in.
+    path = tmp_path / "lines.txt"
+    data = open(MOBY_CRLF, "rb").read() + b"\n\n" + b"y" * 300 + b"\nlast line without newline"
+    path.write_bytes(data)
+    pieces = [text_files.read_line_range(str(path), start, start + range_bytes)
+              for start in range(0, len(data), range_bytes)]
+    pieces = [p for p in pieces if p is not None]
+    assert b"".join(p.data for p in pieces) == data
+    assert all(p.data.endswith(b"\n") for p in pieces[:-1]) and pieces[0].offset == 0
+    assert [p.offset for p in pieces[1:]] == [p.offset + p.length for p in pieces[:-1]]
+    if range_bytes == 97:
+        assert len(pieces) > 20
+
+
+def test_line_number_of_a_range_is_counted_for_errors(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"one\ntwo\nthree\nfour \xff\n")
+    piece = text_files.read_line_range(str(path), 9, 100)  # "three" starts at 8: line 4 on.
+    assert piece.first_line is None and piece.data == b"four \xff\n"
+    with pytest.raises(ValueError, match=r"bad.txt:4: not valid utf-8 .*at byte 5 of the line"):
+        text_files.decode_piece(piece, piece.data, "utf-8")

@@ -1,5 +1,6 @@
 """Exported signatures equal the Keras models on the same input; versions publish atomically."""
 
+import json
 import os
 import subprocess
 import sys
@@ -32,7 +33,8 @@ def _strings(values):
 
 def test_every_model_has_serving_default_and_serve_ids(signatures):
     for name, model_signatures in signatures.items():
-        assert sorted(model_signatures) == ["serve_ids", "serving_default"], name
+        extra = ["words"] if name == "ner" else []
+        assert sorted(model_signatures) == ["serve_ids", "serving_default", *extra], name
 
 
 @pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb"])
@@ -60,22 +62,91 @@ def test_classifier_and_regressor_text_signature_equals_keras(exported, signatur
     np.testing.assert_allclose(ids_outputs[key].numpy(), outputs[key].numpy(), atol=1e-5)
 
 
-def test_ner_signature_tags_words_like_keras(exported, signatures):
-    model, config, _ = load_finetuned(exported["ner"]["model_dir"])
-    texts = ["John lives in Zürich , Switzerland", "", lib.TEXTS[3]]
-    outputs = signatures["ner"]["serving_default"](text=_strings(texts))
-    expected = lib.reference_ner(model, texts, config.max_seq_length, config.label_names)
+def _check_ner_outputs(outputs, expected):
     num_words = outputs["num_words"].numpy().tolist()
     assert num_words == [len(words) for words, _ in expected]
-    assert outputs["words"].shape == (3, max(num_words)) == outputs["tags"].shape
+    assert outputs["words"].shape == (len(expected), max(num_words)) == outputs["tags"].shape
     for i, (words, tags) in enumerate(expected):
         assert [w.decode() for w in outputs["words"].numpy()[i][:num_words[i]]] == words
         assert [t.decode() for t in outputs["tags"].numpy()[i][:num_words[i]]] == tags
         assert all(t == b"" for t in outputs["tags"].numpy()[i][num_words[i]:])
-    assert num_words[2] == 9  # 10 pieces fit: one..eight, then "nine" = n ##in (##e cut)
+        assert all(w == b"" for w in outputs["words"].numpy()[i][num_words[i]:])
+
+
+def test_ner_signature_tags_words_like_keras(exported, signatures):
+    model, config, _ = load_finetuned(exported["ner"]["model_dir"])
+    texts = ["John lives in Zürich , Switzerland", "", lib.TEXTS[3],
+             "U.S. troops left\u00a0on 1996-08-22 , O'Neil said .\n"]
+    outputs = signatures["ner"]["serving_default"](text=_strings(texts))
+    expected = lib.reference_ner(model, texts, config.max_seq_length, config.label_names)
+    _check_ner_outputs(outputs, expected)
+    # Whitespace-separated words, as CoNLL has them, each returned as sent.
+    assert expected[3][0] == ["U.S.", "troops", "left", "on", "1996-08-22", ",", "O'Neil", "said", "."]
+    # 14 words, 30 pieces: five windows of 10 pieces 5 apart, and every word has a tag.
+    assert outputs["num_words"].numpy()[2] == 14
+    assert b"" not in outputs["tags"].numpy()[2].tolist()
     reference = lib.reference_inputs(texts[:1], None, config.max_seq_length)
     ids = signatures["ner"]["serve_ids"](**{k: tf.constant(v) for k, v in reference.items()})
     np.testing.assert_allclose(ids["logits"].numpy(), np.asarray(model(reference, training=False)), atol=1e-5)
+
+
+def test_ner_words_signature_tags_pre_split_words_like_keras(exported, signatures):
+    model, config, _ = load_finetuned(exported["ner"]["model_dir"])
+    rows = [["U.S.", "troops", "left", "on", "1996-08-22", "."], lib.TEXTS[3].split(), ["Zürich"]]
+    width = max(len(row) for row in rows)
+    padded = [[w.encode("utf-8") for w in row] + [b""] * (width - len(row)) for row in rows]
+    outputs = signatures["ner"]["words"](words=tf.constant(padded))
+    expected = lib.reference_ner(model, [" ".join(row) for row in rows], config.max_seq_length,
+                                 config.label_names)
+    assert [words for words, _ in expected] == rows
+    _check_ner_outputs(outputs, expected)
+
+
+# Runs in a fresh process that imports only tensorflow and tensorflow_text, as a
+# server would; prints one JSON line.
+_PEAK_MEMORY_SCRIPT = r"""
+import json, os, resource, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+path, text_file = sys.argv[1:3]
+with open(text_file, encoding="utf-8") as f:
+    text = f.read()
+serve = tf.saved_model.load(path).signatures["serving_default"]
+serve(text=tf.constant(["warm up"]))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+outputs = serve(text=tf.constant([text]))
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tags = outputs["tags"].numpy()[0]
+print(json.dumps({"before_kib": before, "after_kib": after,
+                  "num_words": int(outputs["num_words"].numpy()[0]),
+                  "untagged": int(sum(tag == b"" for tag in tags))}))
+"""
+
+# Bound on what a 1 MB NER request may add to a warmed-up process's peak
+# resident memory. The tiny test model adds about 100 MiB (linear: strings,
+# pieces and windows of the text, plus one bounded model call); gathering the
+# text once per word, as NER serving used to, needs about 180k words x 1 MB.
+ONE_MB_NER_PEAK_BOUND_MIB = 512
+
+
+def test_one_megabyte_ner_request_is_answered_in_bounded_memory(exported, tmp_path):
+    sources = ["austen-persuasion-head.txt", "emma_chapter1.txt"]
+    text = " ".join(open(os.path.join(lib.REPO, "tests", "testdata", name), encoding="utf-8").read()
+                    for name in sources)
+    text = (text + " ") * (1_000_000 // len(text.encode("utf-8")) + 1)
+    text = text.encode("utf-8")[:1_000_000].decode("utf-8", "ignore")
+    text_file = tmp_path / "one_mb.txt"
+    text_file.write_text(text, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", _PEAK_MEMORY_SCRIPT, exported["ner"]["version_dir"], str(text_file)],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["num_words"] == len(text.split()) > 170_000
+    assert found["untagged"] == 0
+    added_mib = (found["after_kib"] - found["before_kib"]) / 1024
+    assert added_mib < ONE_MB_NER_PEAK_BOUND_MIB, found
 
 
 def test_squad_signature_strides_windows_like_run_squad(exported, signatures):
@@ -92,6 +163,21 @@ def test_squad_signature_strides_windows_like_run_squad(exported, signatures):
         np.testing.assert_allclose(outputs["score"].numpy()[i], score, atol=1e-5, rtol=1e-6)
         assert context[start:end] == answer
     assert outputs["answer"].numpy()[0] != b""
+
+
+def test_default_settings_squad_and_ner_load_in_kbert_serve(exported):
+    """kbert-serve warms every signature up on a two-word input before serving a version:
+    windows shorter than max_answer_length=30, and the `words` signature."""
+    from kbert.serving.servable import Servable
+
+    squad = Servable("squad", 1, lib.exported_squad_defaults()["version_dir"])
+    outputs = squad.run("serving_default", {"question": np.array([b"who?"], object),
+                                            "context": np.array([b"Emma"], object)})
+    assert outputs["answer"].tolist() == [b"Emma"]
+    ner = Servable("ner", 1, exported["ner"]["version_dir"])
+    assert sorted(ner.functions) == ["serve_ids", "serving_default", "words"]
+    outputs = ner.run("words", {"words": np.array([[b"EU", b"rejects", b""]], object)})
+    assert outputs["num_words"].tolist() == [2]
 
 
 def test_embedding_signature_is_normalised_mean_of_encoder(exported, signatures):

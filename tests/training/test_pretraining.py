@@ -23,6 +23,7 @@ from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import create_pretraining_data
+from kbert.data import read_pretraining_metadata
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
@@ -228,6 +229,12 @@ def tool_data(tmp_path_factory):
             max_seq_length=RUN["max_seq_length"],
             max_predictions_per_seq=RUN["max_predictions_per_seq"], dupe_factor=2,
             next_sentence=mode, num_workers=1)
+    # The same data made by the Apache Beam pipeline (tools/create_pretraining_data.py --runner).
+    files["beam"] = str(directory / "beam.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), files["beam"], str(vocab_file),
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
+        dupe_factor=2, runner="DirectRunner")
     return files
 
 
@@ -258,6 +265,24 @@ def test_trains_on_the_data_tools_output_in_each_sentence_mode(tool_data, tmp_pa
                                          r"next_sentence='none'"):
         _run(tool_data["none"], tmp_path / "refused", **steps)
     assert not os.path.exists(tmp_path / "refused" / "summary.json")
+
+
+def test_beam_output_is_checked_by_its_sidecar_and_trains(tool_data, tmp_path):
+    beam = tool_data["beam"]
+    assert open(beam, "rb").read() == open(tool_data["nsp"], "rb").read()
+    metadata = read_pretraining_metadata(beam)
+    assert metadata["runner"] == "DirectRunner" and metadata["vocab_size"] == V
+    with pytest.raises(ValueError, match=r"max_seq_length=32 does not match 16 recorded in "
+                                         r"the data's sidecar \(.*beam.tfrecord.meta.json\)"):
+        _run(beam, tmp_path / "refused", max_seq_length=32)
+    other_vocab = tmp_path / "other_vocab.txt"
+    other_vocab.write_text("\n".join(reversed(build_vocab(V)[0])) + "\n")
+    with pytest.raises(ValueError, match=r"--vocab_file=.*other_vocab.txt has sha256 .* but the "
+                                         r"data's sidecar \(.*beam.tfrecord.meta.json\) records"):
+        _run(beam, tmp_path / "refused", vocab_file=str(other_vocab))
+    steps = dict(num_train_steps=2, save_checkpoints_steps=2, log_every_steps=1)
+    summary, _ = _run(beam, tmp_path / "model", **steps)
+    assert summary["global_step"] == 2 and 0.0 <= summary["next_sentence_accuracy"] <= 1.0
 
 
 def test_batch_not_divisible_names_the_multiple(data_file, tmp_path):
@@ -369,3 +394,86 @@ def test_failure_after_a_checkpoint_keeps_the_model_dir(small_data_file, tmp_pat
     with pytest.raises(ValueError, match="loss is nan"):
         _run(small_data_file, tmp_path / "kept", num_train_steps=16, learning_rate=1e30)
     assert (tmp_path / "kept" / "checkpoint").exists()
+
+
+# Dynamic masking with whole words and 2-grams: the masking loop runs in every batch.
+DYNAMIC = dict(masking="dynamic")
+DYNAMIC_GIN = ['run_pretraining.masking = "dynamic"', "MaskingConfig.max_ngram_size = 2",
+               "MaskingConfig.do_whole_word_mask = True"]
+
+
+@pytest.fixture(scope="module")
+def dynamic_data(tmp_path_factory):
+    """Unmasked data from the data tool (--masking=dynamic), its vocabulary and sidecar."""
+    directory = tmp_path_factory.mktemp("dynamic_data")
+    vocab_file = directory / "vocab.txt"
+    vocab_file.write_text("\n".join(build_vocab(V)[0]) + "\n")
+    path = str(directory / "train.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), path, str(vocab_file),
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=5, dupe_factor=1,
+        num_workers=1, masking="dynamic")
+    return path, str(vocab_file)
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_with_dynamic_masking_repeats_the_uninterrupted_losses(
+        dynamic_data, tmp_path):
+    from kbert.data import MaskingConfig
+
+    data, vocab_file = dynamic_data
+    _run(data, tmp_path / "reference", masking="dynamic",
+         masking_config=MaskingConfig(max_ngram_size=2, do_whole_word_mask=True))
+    model_dir = tmp_path / "model"
+    command = [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin",
+               f"--input_file={data}", f"--model_dir={model_dir}", f"--vocab_file={vocab_file}"]
+    params = gin_params(tiny_encoder_kwargs(), log_every_steps=1) + DYNAMIC_GIN
+    command += [f"--gin_params={p}" for p in params]
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        killed = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
+                                  stderr=stderr, text=True)
+        for line in killed.stdout:
+            if line.startswith("step 6/16"):
+                killed.send_signal(signal.SIGKILL)
+                break
+        killed.wait(timeout=60)
+    assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
+    resumed = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from" in resumed.stdout
+    losses, steps = read_losses(str(model_dir))
+    assert steps == list(range(1, 17))
+    reference = read_losses(str(tmp_path / "reference"))[0]
+    np.testing.assert_allclose(losses, reference, atol=1e-5)
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.15
+    operative = open(model_dir / "operative_config.gin").read()
+    assert "MaskingConfig.max_ngram_size = 2" in operative
+
+
+def test_dynamic_and_static_data_are_refused_for_each_other(dynamic_data, tool_data, tmp_path):
+    data, _ = dynamic_data
+    with pytest.raises(ValueError, match=r"masking='static', but .*train.tfrecord.meta.json "
+                                         r"records masking='dynamic'"):
+        _run(data, tmp_path / "a")
+    with pytest.raises(ValueError, match=r"masking='dynamic', but .*nsp.tfrecord.meta.json "
+                                         r"records masking='static'"):
+        _run(tool_data["nsp"], tmp_path / "b", **DYNAMIC)
+    # Without a sidecar the first record tells: google-research/bert's data is masked.
+    static = write_pretraining_data(str(tmp_path / "plain.tfrecord"), num_examples=8)
+    with pytest.raises(ValueError, match=r"plain.tfrecord: run_pretraining.masking=\"dynamic\" "
+                                         r"but the records are already masked"):
+        _run(static, tmp_path / "c", **DYNAMIC)
+    assert not [p for p in ("a", "b", "c") if (tmp_path / p).exists()]
+
+
+def test_packed_rows_train_with_nsp_per_instance(dynamic_data, tmp_path):
+    from kbert.data import PackingConfig
+
+    data, _ = dynamic_data
+    summary, lines = _run(data, tmp_path, masking="dynamic", num_train_steps=8,
+                          packing=PackingConfig(max_instances_per_row=3, window_size=32))
+    losses = read_losses(str(tmp_path))[0]
+    assert summary["global_step"] == 8 and losses[-1] < losses[0]
+    assert 0.0 <= summary["next_sentence_accuracy"] <= 1.0
+    assert 0.0 <= summary["masked_lm_accuracy"] <= 1.0

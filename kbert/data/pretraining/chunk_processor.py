@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import random
+from collections.abc import Iterator
 from typing import NamedTuple
+from typing import Sequence
 
 import numpy as np
 
@@ -189,11 +191,49 @@ class ChunkProcessor:
             options.max_predictions_per_seq,
             self.tokenizer.vocab_size,
             next_sentence=options.next_sentence != "none",
+            masked_lm=options.masking == "static",
         )
 
     def process(self, task: ChunkTask) -> ChunkResult:
         """Returns the task's records (grouped by output file), counts and first instances."""
         flat, segments, line_counts = self._tokens(task)
+        return self._process_tokens(task, flat, segments, line_counts)
+
+    def process_chunk(
+        self, chunk_index: int, pieces: list[text_files.TextPiece], dupe_indices: Sequence[int]
+    ) -> Iterator[ChunkResult]:
+        """Tokenizes a chunk once and yields the result of each of its (dupe, chunk) tasks.
+
+        What a runner without a shared token cache does (an Apache Beam
+        worker): the same results as `process` on each
+        `ChunkTask(dupe_index, chunk_index, pieces)`, one at a time.
+        `line_counts` are those read, in the result of dupe 0 only (as from
+        `process`, whose later dupes load cached tokens).
+
+        Args:
+            chunk_index: int. Which chunk of the input.
+            pieces: list of `text_files.TextPiece`. Its text (held or read
+                on demand).
+            dupe_indices: sequence of int. The passes to make.
+
+        Yields:
+            A `ChunkResult` per dupe index, in the given order.
+
+        Example:
+
+        >>> for result in processor.process_chunk(0, pieces, range(config.dupe_factor)):
+        ...     print(result.dupe_index, result.counts["instances"])
+        """
+        flat, segments, line_counts = self._tokenize(pieces)
+        no_lines = dict.fromkeys(line_counts, 0)
+        for dupe_index in dupe_indices:
+            task = ChunkTask(dupe_index, chunk_index, None)
+            yield self._process_tokens(task, flat, segments, line_counts if dupe_index == 0 else no_lines)
+
+    def _process_tokens(
+        self, task: ChunkTask, flat: np.ndarray, segments: np.ndarray, line_counts: dict[str, int]
+    ) -> ChunkResult:
+        """Cuts, masks and serializes the instances of one task from the chunk's tokens."""
         bounds, starts = _document_bounds(segments)
         key = (self.config.random_seed, task.dupe_index, task.chunk_index)
         rng, np_rng = task_rng(*key), task_numpy_rng(*key)
@@ -267,10 +307,16 @@ class ChunkProcessor:
         """Builds and masks the instances of `layouts` (rows in output order).
 
         Whole-word and n-gram masking go instance by instance with `rng`;
-        plain token masking is vectorized with `np_rng`.
+        plain token masking is vectorized with `np_rng`. With
+        `masking="dynamic"` nothing is masked (the reader masks each batch).
         """
         options, vocab = self.config.options, self.vocab
         next_labels = layouts[:, 4] if options.next_sentence != "none" else None
+        if options.masking == "dynamic":
+            token_ids, segment_ids, lengths = layouts_to_arrays(flat, layouts, options, vocab)
+            none = np.zeros((len(layouts), 0), np.int64)
+            return _Batch(token_ids, lengths, segment_ids, none, none,
+                          np.zeros(len(layouts), np.int64), next_labels)
         if not (options.do_whole_word_mask or options.max_ngram_size > 1):
             token_ids, segment_ids, lengths = layouts_to_arrays(flat, layouts, options, vocab)
             masked_ids, positions, labels, num_masked = mask_tokens_batch(

@@ -5,18 +5,37 @@ The on-disk format is google-research/bert's `create_pretraining_data.py` output
 `masked_lm_ids`, `masked_lm_weights`, `next_sentence_labels`), so files written by
 the original tool, Model Garden or `tools/create_pretraining_data.py` all read.
 The reader renames them to the keras-hub input names the models take.
+
+Two options change what comes out: `masking="dynamic"` reads unmasked
+instances (`create_pretraining_data --masking=dynamic`) and masks every batch
+anew (`dynamic_masking.DynamicMasker`, keyed by seed, input pipeline and
+batch number, so a checkpointed iterator resumes with the same masks); a
+`PackingConfig` packs several instances into each row (`kbert.data.packing`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
+from kbert.data.packing import PackingConfig
+from kbert.data.packing import pack_window
+from kbert.data.pretraining.dynamic_masking import DynamicMasker
+from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.instances import MASKING_MODES
+from kbert.data.pretraining.instances import VocabInfo
 from kbert.data.pretraining.metadata import list_data_files
+from kbert.data.pretraining.metadata import read_pretraining_metadata
+from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.vocabulary import PRETRAINING_TOKENS
+from kbert.data.vocabulary import read_vocab
 from kbert.data.pretraining.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
 
 
 def pretraining_feature_spec(
-    max_seq_length: int, max_predictions_per_seq: int, next_sentence: bool = True
+    max_seq_length: int, max_predictions_per_seq: int, next_sentence: bool = True,
+    masked_lm: bool = True,
 ) -> dict[str, tf.io.FixedLenFeature]:
     """Returns the `tf.io.parse_example` spec of one pre-training example.
 
@@ -25,6 +44,8 @@ def pretraining_feature_spec(
         max_predictions_per_seq: int. Length of the `masked_lm_*` features.
         next_sentence: bool. Whether `next_sentence_labels` is present (False for
             RoBERTa-style data written with `--next_sentence=none`).
+        masked_lm: bool. Whether the `masked_lm_*` features are present
+            (False for `--masking=dynamic` data). Defaults to True.
 
     Returns:
         A dict from feature name to `tf.io.FixedLenFeature`.
@@ -33,10 +54,11 @@ def pretraining_feature_spec(
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
     }
+    if masked_lm:
+        spec["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+        spec["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32)
     if next_sentence:
         spec["next_sentence_labels"] = tf.io.FixedLenFeature([1], tf.int64)
     return spec
@@ -53,31 +75,55 @@ def pretraining_dataset(
     cycle_length: int = 8,
     seed: int | None = None,
     input_context: tf.distribute.InputContext | None = None,
+    masking: str = "static",
+    masking_config: MaskingConfig | None = None,
+    vocab_file: str | None = None,
+    packing: PackingConfig | None = None,
 ) -> tf.data.Dataset:
     """Reads pre-training TFRecords into `(features, labels, sample_weights)` batches.
+
+    The data's sidecar (`<file>.meta.json`), where there is one, must record
+    the same `max_seq_length` and `masking`.
 
     Args:
         file_pattern: str or list of str. Comma-separated file names or globs
             (`gs://` works through `tf.io.gfile`).
         batch_size: int. Batch size of this input pipeline (per replica when
-            called from `distribute_datasets_from_function`).
+            called from `distribute_datasets_from_function`); packed rows
+            with `packing`.
         max_seq_length: int. Must match the data. Defaults to 128.
-        max_predictions_per_seq: int. Must match the data. Defaults to 20.
+        max_predictions_per_seq: int. Must match static data; the width of
+            the masks dynamic masking draws. Defaults to 20.
         next_sentence: bool. Whether to read and yield the NSP labels. Defaults
             to True.
         is_training: bool. Repeat forever and shuffle. Defaults to True.
         shuffle_buffer_size: int. Examples held for shuffling. Defaults to 1000.
         cycle_length: int. Files read at once. Defaults to 8.
-        seed: int or None. Seed for file and example shuffling.
+        seed: int or None. Seed for file and example shuffling and for
+            dynamic masks (None: masks from seed 0).
         input_context: `tf.distribute.InputContext` or None. Shards files (or
             examples, with fewer files than pipelines) across input pipelines.
+        masking: str. `"static"`: the masks in the files; `"dynamic"`: files
+            from `--masking=dynamic`, masked anew for every batch. Defaults
+            to "static".
+        masking_config: `MaskingConfig` or None. Rate, split, whole words and
+            n-grams of dynamic masking. Defaults to `MaskingConfig()`.
+        vocab_file: str or None. The vocabulary of dynamic masking; defaults
+            to the one the sidecar names.
+        packing: `PackingConfig` or None. Pack several instances per row
+            (None: one instance per row, padded). Defaults to None.
 
     Returns:
         A `tf.data.Dataset` of `(features, labels, sample_weights)` where
         features has `token_ids`, `segment_ids`, `padding_mask` (int32
         [batch, max_seq_length]) and `mask_positions` (int32
-        [batch, max_predictions_per_seq]); labels has `mlm` (and `nsp`);
-        sample_weights has `mlm` (the `masked_lm_weights`) and `nsp` (ones).
+        [batch, max_predictions_per_seq]); labels has `mlm` (and `nsp`
+        [batch, 1]); sample_weights has `mlm` (the `masked_lm_weights`) and
+        `nsp` (ones [batch]). Packed, features also have `instance_ids`,
+        `position_ids` [batch, max_seq_length] and `cls_positions` [batch,
+        max_instances_per_row]; `mask_positions`, `mlm` labels and weights
+        are [batch, max_predictions_per_row] and `nsp` labels and weights
+        [batch, max_instances_per_row] (weight 0 on empty slots).
 
     Example:
 
@@ -85,7 +131,64 @@ def pretraining_dataset(
     >>> model.fit(ds, steps_per_epoch=1000)
     """
     files = list_data_files(file_pattern)
-    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq, next_sentence)
+    metadata = read_pretraining_metadata(files)
+    check_pretraining_metadata(metadata, max_seq_length, masking, packing)
+    read = _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence,
+                            masking, masking_config, vocab_file, seed, input_context)
+    records = _records(files, is_training, shuffle_buffer_size, cycle_length, seed, input_context)
+    if packing is None:
+        dataset = records.batch(batch_size, drop_remainder=is_training).enumerate()
+        dataset = dataset.map(lambda n, serialized: _to_model_inputs(read(serialized, n)),
+                              num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        packing.validate()
+        pack = _packer(packing, max_seq_length, max_predictions_per_seq, next_sentence)
+        dataset = records.batch(packing.window_size).enumerate()
+        dataset = dataset.map(lambda n, serialized: pack(read(serialized, n)),
+                              num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.unbatch().batch(batch_size, drop_remainder=is_training)
+        dataset = dataset.map(_to_packed_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
+    return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def check_pretraining_metadata(metadata: dict[str, Any] | None, max_seq_length: int,
+                               masking: str, packing: PackingConfig | None) -> None:
+    """Refuses data whose sidecar records another `max_seq_length` or `masking`.
+
+    Args:
+        metadata: dict or None. `read_pretraining_metadata`'s result.
+        max_seq_length: int. The length read (and packed) at.
+        masking: str. `"static"` or `"dynamic"`.
+        packing: `PackingConfig` or None.
+
+    Raises:
+        ValueError: naming the sidecar, both values and the fix.
+    """
+    if masking not in MASKING_MODES:
+        raise ValueError(f"masking={masking!r}; use one of {', '.join(MASKING_MODES)}.")
+    if not metadata:
+        return
+    where = metadata.get("sidecar", "the data's sidecar")
+    recorded = metadata.get("max_seq_length")
+    if recorded is not None and recorded != max_seq_length:
+        doing = "packing rows of" if packing is not None else "reading with"
+        raise ValueError(
+            f"{doing} max_seq_length={max_seq_length}, but {where} records max_seq_length="
+            f"{recorded}; pass max_seq_length={recorded} (run_pretraining.max_seq_length) or "
+            "regenerate the data with --max_seq_length.")
+    if recorded_masking(metadata) != masking:
+        what = ("holds unmasked instances (--masking=dynamic)" if masking == "static"
+                else "holds instances masked by the data tool (--masking=static)")
+        raise ValueError(
+            f"masking={masking!r}, but {where} records masking={recorded_masking(metadata)!r}: "
+            f"the data {what}; pass masking={recorded_masking(metadata)!r} "
+            f"(run_pretraining.masking = \"{recorded_masking(metadata)}\") or regenerate the data "
+            f"with --masking={masking}.")
+
+
+def _records(files: list[str], is_training: bool, shuffle_buffer_size: int, cycle_length: int,
+             seed: int | None, input_context: tf.distribute.InputContext | None) -> tf.data.Dataset:
+    """The serialized examples of this input pipeline, shuffled (and repeated) for training."""
     dataset = tf.data.Dataset.from_tensor_slices(files)
     shard_examples = False
     if input_context and input_context.num_input_pipelines > 1:
@@ -107,32 +210,101 @@ def pretraining_dataset(
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
-    dataset = dataset.batch(batch_size, drop_remainder=is_training)
-    dataset = dataset.map(
-        lambda serialized: _to_model_inputs(tf.io.parse_example(serialized, spec), next_sentence),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset
 
 
-def _to_model_inputs(
-    example: dict[str, tf.Tensor], next_sentence: bool
-) -> tuple[dict[str, tf.Tensor], dict[str, tf.Tensor], dict[str, tf.Tensor]]:
-    """Parsed google-research/bert features as the models' `(features, labels, sample_weights)`.
+def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence, masking,
+                     masking_config, vocab_file, seed, input_context):
+    """Returns `read(serialized [N], batch_number)`: parsed (and dynamically masked) instances.
 
-    Renames the on-disk features (`input_ids`, `input_mask`, ...) to the
-    keras-hub input names the models take (`token_ids`, `padding_mask`, ...).
+    The result is a dict of `[N, ...]` tensors: `token_ids`, `segment_ids`,
+    `padding_mask`, `mask_positions`, `mlm_ids`, `mlm_weights` and, with
+    `next_sentence`, `nsp` `[N]`.
     """
-    features = {
-        "token_ids": tf.cast(example["input_ids"], tf.int32),
-        "segment_ids": tf.cast(example["segment_ids"], tf.int32),
-        "padding_mask": tf.cast(example["input_mask"], tf.int32),
-        "mask_positions": tf.cast(example["masked_lm_positions"], tf.int32),
-    }
-    labels = {"mlm": tf.cast(example["masked_lm_ids"], tf.int32)}
-    sample_weights = {"mlm": example["masked_lm_weights"]}
-    if next_sentence:
-        labels["nsp"] = tf.cast(example["next_sentence_labels"], tf.int32)
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq, next_sentence,
+                                    masked_lm=masking == "static")
+    masker = None
+    if masking == "dynamic":
+        masker = DynamicMasker(_vocab_info(vocab_file, metadata), max_predictions_per_seq,
+                               masking_config)
+        pipeline = input_context.input_pipeline_id if input_context else 0
+        base_seed = tf.random.experimental.stateless_fold_in(
+            tf.constant([0 if seed is None else seed, 0], tf.int64), pipeline)
+
+    def read(serialized, batch_number):
+        example = tf.io.parse_example(serialized, spec)
+        instances = {
+            "token_ids": tf.cast(example["input_ids"], tf.int32),
+            "segment_ids": tf.cast(example["segment_ids"], tf.int32),
+            "padding_mask": tf.cast(example["input_mask"], tf.int32),
+        }
+        if masker is None:
+            instances["mask_positions"] = tf.cast(example["masked_lm_positions"], tf.int32)
+            instances["mlm_ids"] = tf.cast(example["masked_lm_ids"], tf.int32)
+            instances["mlm_weights"] = example["masked_lm_weights"]
+        else:
+            masked, positions, labels, weights = masker(
+                instances["token_ids"], tf.reduce_sum(instances["padding_mask"], axis=1),
+                tf.random.experimental.stateless_fold_in(base_seed, batch_number))
+            instances.update(token_ids=masked, mask_positions=positions, mlm_ids=labels,
+                             mlm_weights=weights)
+        if next_sentence:
+            instances["nsp"] = tf.cast(example["next_sentence_labels"][:, 0], tf.int32)
+        return instances
+
+    return read
+
+
+def _vocab_info(vocab_file: str | None, metadata: dict[str, Any] | None) -> VocabInfo:
+    """The special ids and `##` pieces of the vocabulary dynamic masking uses."""
+    vocab_file = vocab_file or (metadata or {}).get("vocab_file")
+    if not vocab_file or not tf.io.gfile.exists(vocab_file):
+        raise ValueError(
+            f"masking='dynamic' needs the vocabulary ([CLS], [SEP], [MASK] and ## pieces) but "
+            f"{'none is named' if not vocab_file else repr(vocab_file) + ' does not exist'}; pass "
+            "vocab_file= (kbert-pretrain: --vocab_file).")
+    return VocabInfo.from_vocab(read_vocab(vocab_file, PRETRAINING_TOKENS))
+
+
+def _packer(packing: PackingConfig, max_seq_length: int, max_predictions_per_seq: int,
+            next_sentence: bool):
+    """Returns `pack(instances)`: a window of `_instance_reader` output as packed rows."""
+    max_predictions = packing.predictions_per_row(max_predictions_per_seq)
+
+    def pack(instances):
+        lengths = tf.reduce_sum(instances["padding_mask"], axis=1)
+        counts = tf.cast(tf.reduce_sum(instances["mlm_weights"], axis=1), tf.int32)
+        return pack_window(
+            instances, lengths, max_seq_length, packing.max_instances_per_row,
+            sequence_keys=("token_ids", "segment_ids", "padding_mask"),
+            instance_keys=("nsp",) if next_sentence else (),
+            prediction_keys=("mask_positions", "mlm_ids"), position_key="mask_positions",
+            max_predictions=max_predictions, prediction_counts=counts)
+
+    return pack
+
+
+def _to_model_inputs(instances: dict[str, tf.Tensor]):
+    """Unpacked instances as the models' `(features, labels, sample_weights)`."""
+    features = {key: instances[key]
+                for key in ("token_ids", "segment_ids", "padding_mask", "mask_positions")}
+    labels = {"mlm": instances["mlm_ids"]}
+    sample_weights = {"mlm": instances["mlm_weights"]}
+    if "nsp" in instances:
+        labels["nsp"] = instances["nsp"][:, None]
         # Keras wants a weight for every output once any is weighted.
-        sample_weights["nsp"] = tf.ones_like(labels["nsp"][:, 0], tf.float32)
+        sample_weights["nsp"] = tf.ones_like(instances["nsp"], tf.float32)
+    return features, labels, sample_weights
+
+
+def _to_packed_model_inputs(rows: dict[str, tf.Tensor]):
+    """Packed rows as the models' `(features, labels, sample_weights)`."""
+    features = {key: rows[key] for key in ("token_ids", "segment_ids", "padding_mask",
+                                           "instance_ids", "position_ids", "mask_positions")}
+    features["cls_positions"] = rows["instance_positions"]
+    labels = {"mlm": rows["mlm_ids"]}
+    sample_weights = {"mlm": rows["prediction_weights"]}
+    if "nsp" in rows:
+        labels["nsp"] = rows["nsp"]
+        sample_weights["nsp"] = rows["instance_weights"]
     return features, labels, sample_weights

@@ -42,11 +42,16 @@ check the arguments into a `GenerationConfig` (`_check_settings`,
 `_output_files`, `_check_vocab`), plan the (dupe, chunk) tasks
 (`_iter_tasks`), run them in this process or a pool (`_task_results`), write
 the results in task order (`_write_results` into `_Outputs`), check the
-totals (`_check_totals`), then publish: sidecars, then renames
-(`_Outputs.publish`, with the metadata of `_summary`). The work on one chunk
+totals (`check_totals`), then publish: sidecars, then renames
+(`publish_outputs`, with the metadata of `run_summary`). The work on one chunk
 is `ChunkProcessor.process` (`chunk_processor.py`), a plain method of an
 object built from the config, which needs no pool: a pool worker holds one
 in `_POOL_WORKER`.
+
+`create_pretraining_data(..., runner=...)` runs the same tasks as an Apache
+Beam pipeline instead (`beam_pipeline.py`, imported only then): it shares
+`ChunkProcessor`, `Totals`, `check_totals`, `run_summary` and
+`publish_outputs` with this module and writes the same files.
 
 Workers are forked when this process has not run TensorFlow ops yet (the
 command-line tool never does before starting them): they then share the
@@ -73,6 +78,7 @@ from typing import Any, Sequence
 
 import tensorflow as tf
 
+from kbert.data import beam_support
 from kbert.data import text_files
 from kbert.data.pretraining.chunk_processor import COUNT_KEYS
 from kbert.data.pretraining.chunk_processor import DEFAULT_CHUNK_BYTES
@@ -89,6 +95,10 @@ from kbert.data.tokenization import PRETRAINING_PURPOSE
 from kbert.data.vocabulary import PRETRAINING_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.data.vocabulary import vocab_sha256
+
+# The sidecar's `runner` for runs of this module's own workers.
+LOCAL_RUNNER = "local"
+
 
 class _PoolWorker:
     """The per-process state of a pool worker: its `ChunkProcessor`.
@@ -108,13 +118,25 @@ _POOL_WORKER = _PoolWorker()
 
 def _init_pool_worker(config: GenerationConfig) -> None:
     """Pool initializer: tunes this worker process and builds its `ChunkProcessor`."""
-    # One thread per worker process: the workers already use every core,
-    # and TensorFlow's default pools (a thread per core each) would only
-    # contend for them.
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    _keep_freed_memory()
+    tune_worker_process()
     _POOL_WORKER.processor = ChunkProcessor(config)
+
+
+def tune_worker_process() -> None:
+    """Settings for a process that only runs tasks (a pool or Beam worker), one per core.
+
+    TensorFlow gets one thread per pool: the workers already use every core,
+    and TensorFlow's default pools (a thread per core each) would only
+    contend for them. glibc keeps freed memory (`_keep_freed_memory`). Call
+    it before the process runs TensorFlow ops; afterwards the thread
+    settings can no longer change and are left as they are.
+    """
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # TensorFlow's runtime already started in this process.
+        pass
+    _keep_freed_memory()
 
 
 def _process_in_pool(task: ChunkTask) -> ChunkResult:
@@ -266,7 +288,6 @@ class _Outputs:
         self.temp_files = [path + ".incomplete" for path in paths]
         self.writers: list[OutputFile] = []
         self.instances_per_file = [0] * len(paths)
-        self.sidecars: list[str] = []
         self.published = False
         self._next_writer = 0  # Where the next task's first record goes.
 
@@ -316,14 +337,7 @@ class _Outputs:
 
     def publish(self, metadata: dict[str, Any]) -> None:
         """Writes each file's sidecar, then renames the closed data files into place."""
-        # Sidecars first: data that is in place always has its sidecar, so the
-        # trainer's checks never silently find none.
-        for output, num in zip(self.paths, self.instances_per_file):
-            self.sidecars.append(
-                write_metadata(output, {**metadata, "data_file": output, "num_instances_in_file": num})
-            )
-        for output, temp in zip(self.paths, self.temp_files):
-            tf.io.gfile.rename(temp, output, overwrite=True)
+        publish_outputs(self.paths, self.temp_files, self.instances_per_file, metadata)
         self.published = True
 
     def _discard(self) -> None:
@@ -333,14 +347,52 @@ class _Outputs:
             except Exception:  # pylint: disable=broad-except
                 pass
         if not self.published:
-            for temp in [*self.temp_files, *self.sidecars]:
+            for temp in self.temp_files:
                 if tf.io.gfile.exists(temp):
                     tf.io.gfile.remove(temp)
 
 
+def publish_outputs(
+    paths: Sequence[str], temp_files: Sequence[str], instances_per_file: Sequence[int],
+    metadata: dict[str, Any],
+) -> None:
+    """Writes each output's sidecar, then renames its complete temporary file into place.
+
+    Sidecars first: data that is in place always has its sidecar, so the
+    trainer's checks never silently find none. On an error the sidecars of
+    files not renamed yet are removed (the caller removes the temporary
+    files).
+
+    Args:
+        paths: list of str. The output files.
+        temp_files: list of str. Their complete data, under temporary names.
+        instances_per_file: list of int. Records in each.
+        metadata: dict. The run's metadata (`run_summary`); each sidecar adds
+            `data_file` and `num_instances_in_file`.
+    """
+    sidecars: dict[str, str] = {}
+    try:
+        for output, num in zip(paths, instances_per_file):
+            sidecars[output] = write_metadata(
+                output, {**metadata, "data_file": output, "num_instances_in_file": num}
+            )
+        for output, temp in zip(paths, temp_files):
+            tf.io.gfile.rename(temp, output, overwrite=True)
+            del sidecars[output]  # In place with its data.
+    except BaseException:
+        for sidecar in sidecars.values():
+            if tf.io.gfile.exists(sidecar):
+                tf.io.gfile.remove(sidecar)
+        raise
+
+
 @dataclasses.dataclass
-class _Totals:
-    """The running counts of a run: `counts` summed over tasks (documents of dupe 0 only), `line_counts` of dupe 0."""
+class Totals:
+    """The running counts of a run: `counts` summed over tasks (documents of dupe 0 only), `line_counts` of dupe 0.
+
+    Add each task's `ChunkResult` (or anything with its `dupe_index`,
+    `counts` and `line_counts`) once, in any order.
+    """
 
     counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(COUNT_KEYS, 0))
     line_counts: dict[str, int] = dataclasses.field(
@@ -384,7 +436,7 @@ class _Callbacks:
 
 def _run_tasks(
     config: GenerationConfig, num_workers: int, outputs: _Outputs, callbacks: _Callbacks
-) -> _Totals:
+) -> Totals:
     """Plans the tasks, runs them and writes their results in task order; returns the totals."""
     # Token caches and the records of pool workers.
     with tempfile.TemporaryDirectory(
@@ -402,9 +454,9 @@ def _run_tasks(
 
 def _write_results(
     results: Iterable[ChunkResult], outputs: _Outputs, cached_chunks: set[int], callbacks: _Callbacks
-) -> _Totals:
+) -> Totals:
     """Writes each result as it arrives, tells `_iter_tasks` which token caches are complete."""
-    totals = _Totals()
+    totals = Totals()
     for result in results:
         outputs.write(result)
         totals.add(result)
@@ -414,7 +466,7 @@ def _write_results(
     return totals
 
 
-def _check_totals(config: GenerationConfig, totals: _Totals) -> None:
+def check_totals(config: GenerationConfig, totals: Totals) -> None:
     input_files = ",".join(config.input_files)
     if totals.counts["documents"] == 0:
         raise ValueError(
@@ -428,21 +480,39 @@ def _check_totals(config: GenerationConfig, totals: _Totals) -> None:
         )
 
 
-def _summary(
+def run_summary(
     config: GenerationConfig,
     vocab_size: int,
     flags: dict[str, Any],
     input_bytes: int,
-    totals: _Totals,
+    totals: Totals,
     seconds: float,
+    runner: str = LOCAL_RUNNER,
 ) -> dict[str, Any]:
-    """The metadata of a run, as the sidecars hold it (without the per-file keys)."""
+    """The metadata of a run, as the sidecars hold it (without the per-file keys).
+
+    Args:
+        config: `GenerationConfig`. The run's settings.
+        vocab_size: int. Tokens in the vocabulary.
+        flags: dict. The flag values to record.
+        input_bytes: int. Size of the input files.
+        totals: `Totals`. The run's counts.
+        seconds: float. Wall time of the run.
+        runner: str. What ran the tasks: `"local"` (this process or its
+            pool) or the Apache Beam runner's name. Defaults to "local".
+
+    Returns:
+        The dict each sidecar holds, without `data_file` and
+        `num_instances_in_file`.
+    """
     options, counts = config.options, totals.counts
     return {
         "format": METADATA_FORMAT,
+        "runner": runner,
         "max_seq_length": options.max_seq_length,
         "max_predictions_per_seq": options.max_predictions_per_seq,
         "next_sentence": options.next_sentence,
+        "masking": options.masking,
         "do_lower_case": config.do_lower_case,
         "vocab_file": config.vocab_file,
         "vocab_sha256": vocab_sha256(config.vocab_file),
@@ -484,6 +554,7 @@ def _default_flags(config: GenerationConfig, input_file: str | Sequence[str]) ->
         "short_seq_prob": options.short_seq_prob,
         "max_ngram_size": options.max_ngram_size,
         "next_sentence": options.next_sentence,
+        "masking": options.masking,
         "input_encoding": config.input_encoding,
     }
 
@@ -577,6 +648,7 @@ def create_pretraining_data(
     short_seq_prob: float = 0.1,
     max_ngram_size: int = 1,
     next_sentence: str = "nsp",
+    masking: str = "static",
     num_workers: int | None = None,
     input_encoding: str = "utf-8",
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -584,6 +656,8 @@ def create_pretraining_data(
     num_verbose_examples: int = 0,
     example_callback: Callable[[TrainingInstance], None] | None = None,
     progress_callback: Callable[[dict[str, Any]], None] | None = None,
+    runner: str | None = None,
+    pipeline_args: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Writes masked-LM (+NSP/SOP) pre-training TFRecords from raw text.
 
@@ -610,6 +684,11 @@ def create_pretraining_data(
         short_seq_prob: float. Defaults to 0.1.
         max_ngram_size: int. Longest masked span; 1 is off. Defaults to 1.
         next_sentence: str. `"nsp"`, `"sop"` or `"none"`. Defaults to "nsp".
+        masking: str. `"static"` writes masked instances (the `masked_lm_*`
+            features); `"dynamic"` writes them unmasked, for
+            `pretraining_dataset(..., masking="dynamic")` to mask each batch
+            anew (`masked_lm_prob`, `do_whole_word_mask` and `max_ngram_size`
+            then apply when reading, not here). Defaults to "static".
         num_workers: int or None. Worker processes; None uses all cores, 1
             works in this process. The output does not depend on it.
         input_encoding: str. Codec of the input. Defaults to "utf-8".
@@ -621,7 +700,16 @@ def create_pretraining_data(
         example_callback: callable or None. Called with each of the first
             `num_verbose_examples` instances in output order.
         progress_callback: callable or None. Called with the running counts
-            after each task.
+            after each task (not with `runner`).
+        runner: str or None. None runs the tasks here (`num_workers`
+            processes); an Apache Beam runner's name (`"DirectRunner"`,
+            `"DataflowRunner"`, `"FlinkRunner"`, `"SparkRunner"`) runs them
+            as a Beam pipeline (`kbert.data.pretraining.beam_pipeline`, needs
+            `pip install kbert[beam]`): the same records, grouped the same
+            way into the same files. Defaults to None.
+        pipeline_args: list of str. Beam's own pipeline options with
+            `runner`, such as `["--direct_num_workers=2",
+            "--direct_running_mode=multi_processing"]`.
 
     Returns:
         The metadata dict written to the sidecars (without the per-file keys).
@@ -646,6 +734,7 @@ def create_pretraining_data(
         next_sentence=next_sentence,
         do_whole_word_mask=do_whole_word_mask,
         max_ngram_size=max_ngram_size,
+        masking=masking,
     )
     num_workers = _check_settings(options, dupe_factor, chunk_bytes, input_encoding, num_workers)
     input_files = text_files.expand_file_patterns(input_file, "input_file")
@@ -665,6 +754,13 @@ def create_pretraining_data(
     )
     if flags is None:
         flags = _default_flags(config, input_file)
+    if runner:
+        beam_support.check_beam_installed(runner)
+        from kbert.data.pretraining import beam_pipeline  # Imports apache_beam.
+
+        return beam_pipeline.run_generation(
+            config, vocab_size, flags, runner, pipeline_args, start, example_callback
+        )
     callbacks = _Callbacks(start, num_verbose_examples, example_callback, progress_callback)
     return _generate(config, num_workers, vocab_size, flags, callbacks)
 
@@ -680,9 +776,9 @@ def _generate(
     input_bytes = sum(tf.io.gfile.stat(f).length for f in config.input_files)
     with _Outputs(config.output_files) as outputs:
         totals = _run_tasks(config, num_workers, outputs, callbacks)
-        _check_totals(config, totals)
+        check_totals(config, totals)
         outputs.close()
         seconds = time.time() - callbacks.start
-        metadata = _summary(config, vocab_size, flags, input_bytes, totals, seconds)
+        metadata = run_summary(config, vocab_size, flags, input_bytes, totals, seconds)
         outputs.publish(metadata)
     return metadata

@@ -36,6 +36,9 @@ from typing import Sequence
 import numpy as np
 
 NEXT_SENTENCE_MODES = ("nsp", "sop", "none")
+# "static": masked here, once per dupe (google-research/bert); "dynamic": written
+# unmasked and masked anew for every batch by the reader (RoBERTa).
+MASKING_MODES = ("static", "dynamic")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,8 @@ class InstanceOptions:
         do_whole_word_mask: bool. Mask all pieces of a word together.
         max_ngram_size: int. Longest masked span in words (or tokens); 1 turns
             n-gram masking off.
+        masking: str. `"static"` masks the instances here; `"dynamic"` leaves
+            them unmasked for `pretraining_dataset(..., masking="dynamic")`.
     """
 
     max_seq_length: int = 128
@@ -60,6 +65,7 @@ class InstanceOptions:
     next_sentence: str = "nsp"
     do_whole_word_mask: bool = False
     max_ngram_size: int = 1
+    masking: str = "static"
 
     @property
     def num_special_tokens(self) -> int:
@@ -67,6 +73,8 @@ class InstanceOptions:
 
     def validate(self) -> None:
         """Raises ValueError naming the flag of an impossible setting."""
+        if self.masking not in MASKING_MODES:
+            raise ValueError(f"--masking={self.masking!r}; use one of {', '.join(MASKING_MODES)}.")
         if self.next_sentence not in NEXT_SENTENCE_MODES:
             raise ValueError(
                 f"--next_sentence={self.next_sentence!r}; use one of {', '.join(NEXT_SENTENCE_MODES)}."

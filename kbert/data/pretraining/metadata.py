@@ -23,6 +23,7 @@ CONSISTENT_KEYS = (
     "max_seq_length",
     "max_predictions_per_seq",
     "next_sentence",
+    "masking",
     "vocab_sha256",
     "vocab_size",
     "do_lower_case",
@@ -92,8 +93,9 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
         The metadata dict of the first file that has a sidecar (keys include
         `max_seq_length`, `max_predictions_per_seq`, `next_sentence`,
         `vocab_sha256`, `vocab_size`, `do_lower_case`, `flags`, `counts`,
-        `output_files`), or None when no matching file has one (e.g. files
-        from google-research/bert's tool).
+        `output_files`, `masking`; `sidecar`: the path it was read from), or
+        None when no matching file has one (e.g. files from
+        google-research/bert's tool).
 
     Raises:
         ValueError: if nothing matches, or two sidecars disagree on a key of
@@ -119,9 +121,20 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
             first, first_path = metadata, path
             continue
         for key in CONSISTENT_KEYS:
-            if metadata.get(key) != first.get(key):
+            if _value(metadata, key) != _value(first, key):
                 raise ValueError(
-                    f"{path} records {key}={metadata.get(key)!r} but {first_path} records "
-                    f"{first.get(key)!r}; read files made with the same settings together."
+                    f"{path} records {key}={_value(metadata, key)!r} but {first_path} records "
+                    f"{_value(first, key)!r}; read files made with the same settings together."
                 )
+    if first is not None:
+        first = {**first, "sidecar": first_path}
     return first
+
+
+def recorded_masking(metadata: dict[str, Any] | None) -> str:
+    """The `masking` a sidecar records: sidecars from before dynamic masking (and none) mean "static"."""
+    return _value(metadata or {}, "masking")
+
+
+def _value(metadata: dict[str, Any], key: str) -> Any:
+    return metadata.get(key, "static") if key == "masking" else metadata.get(key)

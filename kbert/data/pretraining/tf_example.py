@@ -176,7 +176,9 @@ class ExampleEncoder:
     [max_seq_length]), `masked_lm_positions`, `masked_lm_ids` (int64
     [max_predictions_per_seq]), `masked_lm_weights` (float
     [max_predictions_per_seq]) and, with `next_sentence`,
-    `next_sentence_labels` (int64 [1]). Padding is zeros.
+    `next_sentence_labels` (int64 [1]). Padding is zeros. Without
+    `masked_lm` (dynamic masking) the three `masked_lm_*` features are left
+    out.
 
     Args:
         max_seq_length: int. Padded length of the sequence features.
@@ -184,6 +186,7 @@ class ExampleEncoder:
             features.
         vocab_size: int. Ids are below this.
         next_sentence: bool. Write `next_sentence_labels`. Defaults to True.
+        masked_lm: bool. Write the `masked_lm_*` features. Defaults to True.
 
     Example:
 
@@ -198,10 +201,12 @@ class ExampleEncoder:
         max_predictions_per_seq: int,
         vocab_size: int,
         next_sentence: bool = True,
+        masked_lm: bool = True,
     ):
         self.max_seq_length = max_seq_length
         self.max_predictions_per_seq = max_predictions_per_seq
         self.next_sentence = next_sentence
+        self.masked_lm = masked_lm
         self._varints = [_varint(i) for i in range(max(vocab_size, max_seq_length) + 1)]
         # Also covers the length prefixes (a record is well under 2**14 bytes
         # per 1000 tokens).
@@ -280,7 +285,7 @@ class ExampleEncoder:
             `(blob, offsets)`: record `i` is `blob[offsets[i]:offsets[i + 1]]`.
         """
         n, s = token_ids.shape
-        p = masked_lm_positions.shape[1]
+        p = masked_lm_positions.shape[1] if self.masked_lm else self.max_predictions_per_seq
         if s != self.max_seq_length or p != self.max_predictions_per_seq:
             raise ValueError(
                 f"Batch of shape [{n}, {s}] / [{n}, {p}] does not match max_seq_length="
@@ -293,21 +298,12 @@ class ExampleEncoder:
             ("input_ids", token_ids),
             ("input_mask", (np.arange(s)[None, :] < lengths[:, None]).astype(np.uint8)),
             ("segment_ids", segment_ids),
-            ("masked_lm_positions", masked_lm_positions),
-            ("masked_lm_ids", masked_lm_ids),
         ]
+        if self.masked_lm:
+            fields += [("masked_lm_positions", masked_lm_positions), ("masked_lm_ids", masked_lm_ids)]
         entries = [self._int_entry_rows(name, np.asarray(values)) for name, values in fields]
-        # masked_lm_weights: a fixed-size float entry; the floats come last.
-        weights = _Rows(n)
-        float_list = _length_delimited(b"\x0a", b"\x00" * (4 * p))
-        feature = _length_delimited(b"\x12", float_list)
-        entry = _length_delimited(
-            b"\x0a", self._keys["masked_lm_weights"] + _length_delimited(b"\x12", feature)
-        )
-        weights.const(entry[: len(entry) - 4 * p])
-        mask = (np.arange(p)[None, :] < num_masked[:, None]).astype("<f4")
-        weights.raw(mask.view(np.uint8).reshape(n, 4 * p))
-        entries.append(weights)
+        if self.masked_lm:
+            entries.append(self._weights_rows(np.asarray(num_masked), n, p))
         if self.next_sentence:
             labels = np.asarray(next_sentence_labels, np.int64)[:, None]
             entries.append(self._int_entry_rows("next_sentence_labels", labels))
@@ -317,6 +313,19 @@ class ExampleEncoder:
         for e in entries:
             record.extend(e)
         return record.join()
+
+    def _weights_rows(self, num_masked: np.ndarray, n: int, p: int) -> _Rows:
+        """The `masked_lm_weights` entry of each row: a fixed-size float entry, the floats last."""
+        weights = _Rows(n)
+        float_list = _length_delimited(b"\x0a", b"\x00" * (4 * p))
+        feature = _length_delimited(b"\x12", float_list)
+        entry = _length_delimited(
+            b"\x0a", self._keys["masked_lm_weights"] + _length_delimited(b"\x12", feature)
+        )
+        weights.const(entry[: len(entry) - 4 * p])
+        mask = (np.arange(p)[None, :] < num_masked[:, None]).astype("<f4")
+        weights.raw(mask.view(np.uint8).reshape(n, 4 * p))
+        return weights
 
     def encode(self, instance: TrainingInstance) -> bytes:
         """Returns the serialized `tf.train.Example` of one instance."""
@@ -332,10 +341,13 @@ class ExampleEncoder:
             self._int_entry("input_ids", instance.token_ids, n),
             self._int_entry("input_mask", [1] * num_tokens, n),
             self._int_entry("segment_ids", instance.segment_ids, n),
-            self._int_entry("masked_lm_positions", instance.masked_lm_positions, p),
-            self._int_entry("masked_lm_ids", instance.masked_lm_ids, p),
-            self._float_entry("masked_lm_weights", [1.0] * num_masked, p),
         ]
+        if self.masked_lm:
+            entries += [
+                self._int_entry("masked_lm_positions", instance.masked_lm_positions, p),
+                self._int_entry("masked_lm_ids", instance.masked_lm_ids, p),
+                self._float_entry("masked_lm_weights", [1.0] * num_masked, p),
+            ]
         if self.next_sentence:
             label = 1 if instance.is_random_next else 0
             entries.append(self._int_entry("next_sentence_labels", [label], 1))

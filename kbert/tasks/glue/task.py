@@ -12,6 +12,8 @@ from kbert.data.text_datasets import classification_dataset
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.models.bert_classifier import BertClassifier
 from kbert.tasks import metrics
+from kbert.tasks.base import INPUT_NAMES
+from kbert.tasks.base import PACKED_INPUT_NAMES
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
@@ -55,6 +57,7 @@ class GlueTask(Task):
 
     name = "glue"
     config_class = GlueConfig
+    supports_packing = True
 
     def __init__(self, config: GlueConfig | None = None, task_name: str | None = None,
                  label_names: list[str] | None = None):
@@ -89,14 +92,18 @@ class GlueTask(Task):
     def read(self, data: TaskData, split: str) -> list[GlueExample]:
         return read_glue(data.data_dir, self.spec.name, split)
 
-    def dataset(self, examples, preprocessor, batch_size, is_training, seed=None):
+    def dataset(self, examples, preprocessor, batch_size, is_training, seed=None, packing=None):
         return classification_dataset(
             preprocessor, [e.text_a for e in examples],
             [e.text_b for e in examples] if self.text_pair else None,
             [e.label if e.label is not None else 0 for e in examples],
-            batch_size, is_training=is_training, regression=self.spec.is_regression, seed=seed)
+            batch_size, is_training=is_training, regression=self.spec.is_regression, seed=seed,
+            packing=packing)
 
     def training_batch(self, batch):
+        if "cls_positions" in batch:  # Packed rows: one label and weight per instance slot.
+            inputs = {key: batch[key] for key in (*INPUT_NAMES, *PACKED_INPUT_NAMES)}
+            return inputs, batch["label"], batch["label_weight"]
         return encoder_inputs(batch), batch["label"]
 
     def build_model(self, encoder: keras.Model) -> keras.Model:

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from kbert.data.bucketing import batch_by_length
 from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.tasks.ner.words import word_pieces
 
 
 def token_classification_dataset(
@@ -20,8 +21,9 @@ def token_classification_dataset(
 ) -> tf.data.Dataset:
     """Token classification (NER) batches: one label per word, at its first wordpiece.
 
-    Each word is tokenized on its own; its first wordpiece carries the word's
-    tag with weight 1, other wordpieces and `[CLS]`/`[SEP]` weight 0. Words past
+    Each word is tokenized on its own (`kbert.tasks.ner.words.word_pieces`, as
+    the served model does); its first wordpiece carries the word's tag with
+    weight 1, other wordpieces and `[CLS]`/`[SEP]` weight 0. Words past
     `max_seq_length - 2` wordpieces are cut (they get no position).
 
     Args:
@@ -54,12 +56,11 @@ def token_classification_dataset(
     budget = preprocessor.max_seq_length - 2
 
     def encode(element):
-        pieces = preprocessor.tokenize(element["words"])  # [words, (pieces)]
-        lengths = tf.cast(pieces.row_lengths(), tf.int32)
-        first = tf.equal(tf.ragged.range(lengths).flat_values, 0)
-        word_tags = tf.repeat(element["tags"], lengths)
-        word_numbers = tf.repeat(tf.range(1, tf.size(lengths) + 1, dtype=tf.int32), lengths)
-        token_ids = pieces.flat_values[:budget]
+        words = tf.RaggedTensor.from_row_lengths(element["words"], [tf.size(element["words"])])
+        pieces, first, word = (rows[0] for rows in word_pieces(preprocessor, words))
+        word_tags = tf.gather(element["tags"], word)
+        word_numbers = word + 1
+        token_ids = pieces[:budget]
         first = first[:budget]
         zero = tf.zeros([1], tf.int32)
         token_ids = tf.concat([[preprocessor.cls_id], token_ids, [preprocessor.sep_id]], 0)

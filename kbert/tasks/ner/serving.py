@@ -1,7 +1,17 @@
-"""Serving signatures of token classifiers (NER): raw text in, a tag per word out.
+"""Serving signatures of token classifiers (NER): words in, one tag per word out.
 
-`serving_default`: `text` -> `words`, `tags` (`[batch, max_words]`, "" padded),
-`num_words`; `serve_ids` returns `logits` and `tags` per position.
+| signature | inputs | outputs |
+|---|---|---|
+| `serving_default` | `text` string `[batch]` | `words`, `tags` (string `[batch, max_words]`, `""`-padded), `num_words` int32 `[batch]` |
+| `words` | `words` string `[batch, max_words]`, `""`-padded | the same |
+| `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position |
+
+Words are what fine-tuning calls words (`kbert.tasks.ner.words`): `text` is
+split on whitespace, and each word is tokenized on its own and tagged at its
+first piece. A text longer than `max_seq_length - 2` pieces is read in windows
+`window_stride` pieces apart (`kbert.data.windows`); each word takes its tag
+from the window where its first piece has the most context, so every word is
+tagged and the work grows linearly with the text.
 """
 
 from __future__ import annotations
@@ -10,66 +20,73 @@ import tensorflow as tf
 
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import column
-from kbert.data.text_preprocessor import keep_first
+from kbert.data.windows import max_context
+from kbert.data.windows import strided_windows
+from kbert.tasks.ner.words import split_words
+from kbert.tasks.ner.words import word_pieces
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
 from kbert.tasks.serving import ids_inputs
 from kbert.tasks.serving import label_table
+from kbert.tasks.serving import rows_between
 from kbert.tasks.serving import text_spec
 
 
-def tokenize_words(preprocessor: TextPreprocessor, texts: tf.Tensor):
-    """Tokenizes `texts` for word-level tagging.
+def word_windows(preprocessor: TextPreprocessor, words: tf.RaggedTensor,
+                 window_stride: int) -> dict:
+    """Packs `[CLS] pieces [SEP]` windows over each row of words.
 
     Args:
         preprocessor: `TextPreprocessor`.
-        texts: string `[batch]`.
+        words: ragged string `[batch, (words)]`.
+        window_stride: int. Pieces between window starts when a row has more
+            than `max_seq_length - 2` pieces.
 
     Returns:
-        `(inputs, first_piece_positions, word_texts)`: encoder inputs of
-        `[CLS] pieces [SEP]` (truncated to `max_seq_length`), the ragged
-        `[batch, (words)]` positions in `token_ids` of each kept word's
-        first piece, and the ragged `[batch, (words)]` original text of
-        those words.
+        A dict: `token_ids` (ragged int32 `[windows, (length)]`), `example`,
+        `window_start`, `window_length` (int32 `[windows]`, from
+        `strided_windows`), `piece_index` (ragged `[windows, (pieces)]`: the
+        flat index of each window piece in the batch's pieces), `first`
+        (bool, flat over the batch's pieces: the piece starts its word),
+        `word` (int32, flat: the flat index in `words` of each piece's word)
+        and `tagged` (ragged bool `[windows, (pieces)]`: the piece starts a
+        word and this window is where it has the most context).
+
+    Example:
+
+    >>> windows = word_windows(preprocessor, tf.ragged.constant([["EU", "rejects"]]), 64)
+    >>> windows["token_ids"].to_list()
+    [[101, 7327, 19164, 102]]
     """
-    texts = preprocessor.clean(texts)
-    pieces, starts, ends, starts_word = preprocessor.tokenize_with_offsets(texts)
-    budget = preprocessor.max_seq_length - 2
-    kept = pieces[:, :budget]
-    kept_starts_word = starts_word[:, :budget]
-    # Positions (within the row, +1 for [CLS]) of pieces that start a word.
-    positions = tf.ragged.range(kept.row_lengths(axis=1)) + 1
-    first_piece_positions = tf.ragged.boolean_mask(positions, kept_starts_word)
-    word_texts = _word_texts(texts, starts, ends, starts_word, first_piece_positions)
-    batch = kept.nrows()
-    token_ids = tf.concat([column(batch, preprocessor.cls_id), kept,
-                           column(batch, preprocessor.sep_id)], 1)
-    inputs = preprocessor.to_dense(token_ids, tf.zeros_like(token_ids))
-    return inputs, first_piece_positions, word_texts
-
-
-def _word_texts(texts, starts, ends, starts_word, first_piece_positions):
-    # A word spans from its first piece's start to its last piece's end;
-    # word ids are a running count of word starts over the whole batch.
-    word_id = tf.cumsum(tf.cast(starts_word.flat_values, tf.int32)) - 1
-    num_words = tf.reduce_sum(tf.cast(starts_word.flat_values, tf.int32))
-    word_start = tf.boolean_mask(starts.flat_values, starts_word.flat_values)
-    word_end = tf.math.unsorted_segment_max(ends.flat_values, word_id, num_words)
-    words_per_row = tf.reduce_sum(tf.cast(starts_word, tf.int32), axis=1)
-    row_of_word = tf.repeat(tf.range(tf.shape(texts)[0]), words_per_row)
-    all_words = tf.strings.substr(tf.gather(texts, row_of_word), word_start, word_end - word_start)
-    all_words = tf.RaggedTensor.from_row_lengths(all_words, tf.cast(words_per_row, tf.int64))
-    kept_words = first_piece_positions.row_lengths(axis=1)
-    return keep_first(all_words, kept_words)
+    pieces, first, word = word_pieces(preprocessor, words)
+    num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
+    windows = strided_windows(num_pieces, preprocessor.max_seq_length - 2, window_stride)
+    piece_index = windows["piece_index"]
+    window_pieces = tf.gather(pieces.flat_values, piece_index)
+    count = tf.size(windows["example"], out_type=tf.int64)
+    token_ids = tf.concat([column(count, preprocessor.cls_id), window_pieces,
+                           column(count, preprocessor.sep_id)], axis=1)
+    first = first.flat_values
+    # Word indices within a row, made flat over the batch's words.
+    word = word.flat_values + tf.gather(tf.cast(words.row_starts(), tf.int32),
+                                        tf.cast(pieces.value_rowids(), tf.int32))
+    in_best_window = max_context(piece_index, tf.size(first))
+    tagged = in_best_window.with_flat_values(
+        in_best_window.flat_values & tf.gather(first, piece_index.flat_values))
+    return {**windows, "token_ids": token_ids, "first": first, "word": word, "tagged": tagged}
 
 
 class TokenClassifierServingModule(ServingModule):
-    """Raw text in; its words and one tag per word out.
+    """Raw text, or words, in; the words and one tag per word out.
 
     Args:
         model: `kbert.models.BertTokenClassifier`.
         preprocessor: `kbert.data.TextPreprocessor`.
-        label_names: list of str. Tags in logit order.
+        label_names: list of str. Tags in logit order; the first (`O` in
+            CoNLL) also tags a word that has no pieces, as fine-tuning's
+            predictions do.
+        window_stride: int or None. Pieces between windows over a long text.
+            Defaults to half a window, `(max_seq_length - 2) // 2`.
 
     Example:
 
@@ -77,24 +94,55 @@ class TokenClassifierServingModule(ServingModule):
     >>> module.signatures()["serving_default"](tf.constant(["John lives in Paris"]))["tags"]
     """
 
-    def __init__(self, model, preprocessor, label_names: list[str]):
+    def __init__(self, model, preprocessor, label_names: list[str], window_stride: int | None = None):
         super().__init__(model, preprocessor)
         self.label_names = label_table(label_names, model.output_shape[-1])
+        window = preprocessor.max_seq_length - 2
+        self.window_stride = int(window_stride) if window_stride else max(1, window // 2)
+        if self.window_stride < 1:
+            raise ValueError(f"window_stride={window_stride}; it must be at least 1 piece.")
         self.serve_text = tf.function(self._serve_text, autograph=False,
                                       input_signature=[text_spec("text")])
+        self.serve_words = tf.function(
+            self._serve_words, autograph=False,
+            input_signature=[tf.TensorSpec([None, None], tf.string, name="words")])
         self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
 
     def _serve_text(self, text):
-        inputs, positions, words = tokenize_words(self.preprocessor, text)
-        logits = tf.cast(self.run(inputs), tf.float32)
-        rows = tf.cast(positions.value_rowids(), tf.int32)
-        word_logits = tf.gather_nd(logits, tf.stack([rows, tf.cast(positions.flat_values, tf.int32)], 1))
-        tags = tf.gather(self.label_names, tf.argmax(word_logits, axis=-1, output_type=tf.int32))
-        tags = positions.with_flat_values(tags)
+        return self._tag(split_words(self.preprocessor.clean(text)))
+
+    def _serve_words(self, words):
+        # A row's words end at its last non-empty one; "" after it is padding.
+        present = tf.not_equal(words, "")
+        positions = tf.range(1, tf.shape(words)[1] + 1)[tf.newaxis, :]
+        num_words = tf.reduce_max(tf.where(present, positions, 0), axis=1)
+        words = tf.RaggedTensor.from_tensor(words, lengths=num_words)
+        return self._tag(words.with_flat_values(self.preprocessor.clean(words.flat_values)))
+
+    def _tag(self, words: tf.RaggedTensor) -> dict:
+        windows = word_windows(self.preprocessor, words, self.window_stride)
+        token_ids = windows["token_ids"]
+        tagged = windows["tagged"]
+
+        def keep(logits, inputs, begin, end):
+            # Tags of the tagged pieces only (one per word), in window order.
+            best = tf.argmax(logits[:, 1:], axis=-1, output_type=tf.int32)
+            mask = rows_between(tagged, begin, end).to_tensor(
+                default_value=False, shape=tf.shape(best, out_type=tf.int64))
+            return [tf.boolean_mask(best, mask)]
+
+        tag_ids, = self.run_windows(token_ids, tf.zeros_like(token_ids), keep,
+                                    [tf.TensorSpec([None], tf.int32)])
+        tagged_pieces = tf.boolean_mask(windows["piece_index"].flat_values, tagged.flat_values)
+        word = tf.gather(windows["word"], tagged_pieces)
+        num_words = tf.shape(words.flat_values)[0]
+        # 0 for a word without pieces (untagged), else its tag id + 1.
+        word_tag = tf.scatter_nd(word[:, tf.newaxis], tag_ids + 1, [num_words])
+        tags = tf.gather(self.label_names, tf.maximum(word_tag - 1, 0))
         return {
             "words": words.to_tensor(default_value=""),
-            "tags": tags.to_tensor(default_value=""),
-            "num_words": tf.cast(positions.row_lengths(axis=1), tf.int32),
+            "tags": words.with_flat_values(tags).to_tensor(default_value=""),
+            "num_words": tf.cast(words.row_lengths(), tf.int32),
         }
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):
@@ -103,4 +151,5 @@ class TokenClassifierServingModule(ServingModule):
                 "tags": tf.gather(self.label_names, tf.argmax(logits, axis=-1, output_type=tf.int32))}
 
     def signatures(self):
-        return {"serving_default": self.serve_text, "serve_ids": self.serve_ids}
+        return {"serving_default": self.serve_text, "words": self.serve_words,
+                "serve_ids": self.serve_ids}

@@ -26,7 +26,18 @@ from kbert.tasks.ner.serving import TokenClassifierServingModule
 
 @dataclasses.dataclass
 class NerConfig:
-    """NER's own hyperparameters: none yet (the tag set is CoNLL-2003's)."""
+    """NER's own hyperparameters (the tag set is CoNLL-2003's unless the data says otherwise).
+
+    Bound in gin as `NerConfig.window_stride = 64`.
+
+    Args:
+        window_stride: int or None. Served models only: a text longer than
+            `max_seq_length - 2` pieces is read in windows this many pieces
+            apart, and each word is tagged in the window where it has the most
+            context. Defaults to half a window, `(max_seq_length - 2) // 2`.
+    """
+
+    window_stride: int | None = None
 
 
 class NerTask(Task):
@@ -115,4 +126,5 @@ class NerTask(Task):
         return {"predictions.tsv": "\n".join(lines)}
 
     def serving_module(self, model, preprocessor):
-        return TokenClassifierServingModule(model, preprocessor, self.label_names)
+        return TokenClassifierServingModule(model, preprocessor, self.label_names,
+                                            self.config.window_stride)

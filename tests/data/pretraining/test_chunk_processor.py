@@ -43,3 +43,14 @@ def test_tasks_processed_here_give_the_pool_runs_file(tmp_path, vocab_file, sent
     assert list(first.features.feature["input_ids"].int64_list.value)[: len(example.token_ids)] == (
         example.token_ids
     )
+    # One tokenization for all passes (a Beam worker's way) gives each task's result.
+    chunk = [piece.without_data() for piece in chunks[3]]  # Read again from the file.
+    passes = list(processor.process_chunk(3, chunk, range(DUPES)))
+    assert [r.dupe_index for r in passes] == [0, 1] and all(r.chunk_index == 3 for r in passes)
+    for dupe, result in enumerate(passes):
+        expected = results[dupe * len(chunks) + 3]
+        assert result.records == expected.records and result.group_bounds == expected.group_bounds
+        assert result.counts == expected.counts
+    # Lines are counted once, in the pass that reads them (as from the pool's token cache).
+    assert passes[0].line_counts == results[3].line_counts and passes[0].line_counts["lines"] > 0
+    assert passes[1].line_counts == {"lines": 0, "truncated_lines": 0}

@@ -1,26 +1,109 @@
-"""NER serving: words found again after tokenization, with their original text."""
+"""NER serving: whitespace words, windows over long texts, and the `words` signature."""
 
+import numpy as np
+import pytest
 import tensorflow as tf
 
-from tests.serving_testlib import VOCAB
+from tests import serving_testlib as lib
 from kbert.data import TextPreprocessor
 from kbert.data import read_vocab
-from kbert.tasks.ner.serving import tokenize_words
+from kbert.tasks import NerConfig
+from kbert.tasks import NerTask
+from kbert.tasks.ner.serving import TokenClassifierServingModule
+from kbert.tasks.ner.serving import word_windows
+from kbert.tasks.ner.words import split_words
+
+LONG_TEXT = lib.TEXTS[3] + " , said O'Neil of the U.S. on 1996-08-22 ."
 
 
-def test_words_keep_original_text_and_first_pieces():
-    text = "Naïve café, Zürich gorgeousness"
-    long_enough = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=40)
-    inputs, positions, words = tokenize_words(long_enough, tf.constant([text, ""]))
-    assert [w.decode() for w in words[0].numpy()] == ["Naïve", "café", ",", "Zürich", "gorgeousness"]
-    assert words[1].numpy().tolist() == []
-    token_ids = inputs["token_ids"].numpy()[0]
-    starts = positions[0].numpy().tolist()
-    vocab = read_vocab(VOCAB)
-    pieces = [vocab[t] for t in token_ids[1:inputs["padding_mask"].numpy()[0].sum() - 1]]
-    assert [p for p in range(1, len(pieces) + 1) if not pieces[p - 1].startswith("##")] == starts
-    # With 12 positions only the words whose first piece fits are kept.
-    short = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=12)
-    _, positions, words = tokenize_words(short, tf.constant([text]))
-    assert [w.decode() for w in words[0].numpy()] == ["Naïve", "café", ","]
-    assert positions[0].numpy().max() <= 10
+def _preprocessor(max_seq_length):
+    return TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=max_seq_length)
+
+
+@pytest.mark.parametrize("stride", [1, 3, 5, 10])
+def test_every_word_is_tagged_once_in_its_max_context_window(stride):
+    preprocessor = _preprocessor(12)
+    texts = [LONG_TEXT, "", "short one"]
+    windows = word_windows(preprocessor, split_words(tf.constant(texts)), stride)
+    tokenizer = lib.hf_tokenizer()
+    example = windows["example"].numpy().tolist()
+    token_ids = windows["token_ids"].to_list()
+    tagged = windows["tagged"].to_list()
+    word = windows["word"].numpy()
+    piece_index = windows["piece_index"].to_list()
+    word_base = 0
+    for row, text in enumerate(texts):
+        pieces, first_pieces = [], []
+        for w in text.split():
+            first_pieces.append(len(pieces))
+            pieces += tokenizer.encode(w, add_special_tokens=False).ids
+        spans = lib.run_squad_spans(len(pieces), 10, stride)
+        mine = [i for i, e in enumerate(example) if e == row]
+        assert len(mine) == len(spans)
+        for (start, length), index in zip(spans, mine):
+            assert token_ids[index] == [lib.CLS] + pieces[start:start + length] + [lib.SEP]
+            expected = [start + i in first_pieces and lib.max_context_window(spans, start + i) == index - mine[0]
+                        for i in range(length)]
+            assert tagged[index] == expected
+        # Each word is tagged exactly once, and tags come back to it.
+        tagged_words = sorted(word[p] for index in mine for p, t in zip(piece_index[index], tagged[index]) if t)
+        assert tagged_words == list(range(word_base, word_base + len(first_pieces)))
+        word_base += len(first_pieces)
+    assert len(lib.hf_tokenizer().encode(LONG_TEXT).ids) > 3 * 10  # several windows
+
+
+@pytest.fixture(scope="module")
+def module():
+    model, config = lib.build_task_model("ner")
+    return TokenClassifierServingModule(model, _preprocessor(config.max_seq_length), config.label_names)
+
+
+def _decoded(outputs):
+    num_words = outputs["num_words"].numpy()
+    return [([w.decode() for w in outputs["words"].numpy()[i][:n]],
+             [t.decode() for t in outputs["tags"].numpy()[i][:n]]) for i, n in enumerate(num_words)]
+
+
+def test_text_signature_tags_like_the_python_reference_with_windows(module):
+    texts = [LONG_TEXT, "", "John lives in Zürich"]
+    outputs = module.signatures()["serving_default"](tf.constant(texts))
+    expected = lib.reference_ner(module.model, texts, 12, ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"])
+    assert _decoded(outputs) == expected
+    assert module.window_stride == 5
+
+
+def test_words_signature_echoes_words_and_tags_them_as_the_text_signature(module):
+    signatures = module.signatures()
+    rows = [LONG_TEXT.split(), ["John", "lives", "in", "Zürich"], []]
+    width = max(len(row) for row in rows) + 2
+    padded = [row + [""] * (width - len(row)) for row in rows]
+    by_words = _decoded(signatures["words"](tf.constant(padded)))
+    by_text = _decoded(signatures["serving_default"](tf.constant([" ".join(row) for row in rows])))
+    assert by_words == by_text
+    assert [words for words, _ in by_words] == rows
+
+
+def test_words_signature_keeps_inner_empty_and_pieceless_words(module):
+    words = tf.constant([["John", "", "New York", "\x00", "", ""]])
+    (got_words, tags), = _decoded(module.signatures()["words"](words))
+    # Trailing "" is padding; an inner "" and a word with no pieces get the first tag.
+    assert got_words == ["John", "", "New York", "\x00"]
+    assert tags[1] == tags[3] == "O"
+    assert "" not in tags
+
+
+def test_window_stride_reaches_the_module_and_survives_task_config():
+    task = NerTask(NerConfig(window_stride=3))
+    restored = NerTask.from_description(task.describe())
+    assert restored.config.window_stride == 3
+    model, config = lib.build_task_model("ner")
+    module = restored.serving_module(model, _preprocessor(config.max_seq_length))
+    assert module.window_stride == 3
+    assert NerTask.from_description({"task": "ner", "doc_stride": 128}).config.window_stride is None
+
+
+def test_serve_ids_is_unchanged_per_position_tagging(module):
+    inputs = lib.reference_inputs(["John lives in Zürich"], None, 12)
+    outputs = module.signatures()["serve_ids"](**{k: tf.constant(v) for k, v in inputs.items()})
+    np.testing.assert_allclose(outputs["logits"].numpy(),
+                               np.asarray(module.model(inputs, training=False)), atol=1e-5)

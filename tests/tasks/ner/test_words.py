@@ -1,0 +1,88 @@
+"""One word rule for NER: fine-tuning's CoNLL words are the words serving finds in text."""
+
+import os
+import sys
+
+import pytest
+import tensorflow as tf
+
+from tests.serving_testlib import REPO
+from tests.serving_testlib import VOCAB
+from kbert.data import TextPreprocessor
+from kbert.data import read_vocab
+from kbert.tasks.ner.dataset import token_classification_dataset
+from kbert.tasks.ner.reader import read_conll
+from kbert.tasks.ner.serving import word_windows
+from kbert.tasks.ner.words import split_words
+from kbert.tasks.ner.words import word_pieces
+
+CONLL = os.path.join(REPO, "tests", "testdata", "finetune", "conll2003")
+
+
+def test_split_words_splits_exactly_where_str_split_does_on_every_code_point():
+    # Every code point between two letters: one word, or two when str.split() splits there.
+    code_points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    texts = [f"a{chr(c)}b" for c in code_points]
+    found = split_words(tf.constant(texts)).row_lengths().numpy()
+    expected = [len(text.split()) for text in texts]
+    wrong = [hex(c) for c, got, want in zip(code_points, found, expected) if got != want]
+    assert wrong == []
+    assert sum(want == 2 for want in expected) == 29  # Python 3.11's whitespace characters
+
+
+def test_split_words_keeps_words_whole_and_drops_empty_ones():
+    texts = ["U.S. troops  left\u00a0on\t1996-08-22 ,\u3000O'Neil said .\n", "", " \t\n "]
+    assert split_words(tf.constant(texts)).to_list() == [
+        [w.encode() for w in texts[0].split()], [], []]
+
+
+def _conll_sentences():
+    sentences = []
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        sentences += read_conll(os.path.join(CONLL, name))
+    return sentences
+
+
+def test_conll_sentences_get_the_same_pieces_in_fine_tuning_and_serving():
+    sentences = _conll_sentences()
+    words = [w for s in sentences for w in s.words]
+    # Words with inner punctuation, which BERT's basic tokenizer would split into several.
+    assert {"1996-08-30", "all-rounder", "rain-affected"} <= set(words)
+    preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=512)
+    texts = [" ".join(s.words) for s in sentences]
+
+    # Serving: raw text split on whitespace, packed into windows (one per sentence here).
+    split = split_words(tf.constant(texts))
+    assert split.to_list() == [[w.encode() for w in s.words] for s in sentences]
+    windows = word_windows(preprocessor, split, window_stride=255)
+    assert windows["example"].numpy().tolist() == list(range(len(sentences)))
+    served_ids = windows["token_ids"].to_list()
+    served_first = [[i + 1 for i, tagged in enumerate(row) if tagged] for row in windows["tagged"].to_list()]
+
+    # Fine-tuning: the CoNLL word lists, through the training dataset.
+    tags = [[0] * len(s.words) for s in sentences]
+    trained_ids, trained_first = {}, {}
+    for batch in token_classification_dataset(preprocessor, [s.words for s in sentences], tags, 4):
+        for row, index in enumerate(batch["example_index"].numpy()):
+            length = batch["padding_mask"].numpy()[row].sum()
+            trained_ids[index] = batch["token_ids"].numpy()[row][:length].tolist()
+            positions = batch["word_position"].numpy()[row][:length]
+            trained_first[index] = [p for p in range(length) if positions[p]]
+            assert positions[trained_first[index]].tolist() == list(range(1, len(trained_first[index]) + 1))
+    assert len(trained_ids) == len(sentences)
+    for index, sentence in enumerate(sentences):
+        assert served_ids[index] == trained_ids[index], sentence.words
+        assert served_first[index] == trained_first[index], sentence.words
+        assert len(served_first[index]) == len(sentence.words)
+
+
+def test_word_pieces_of_a_word_without_pieces_and_of_empty_rows():
+    preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=16)
+    vocab = read_vocab(VOCAB)
+    # "\x00" is removed by BERT's normalization: a word with no pieces.
+    words = tf.ragged.constant([["EU", "\x00", "rejects"], [], ["x"]])
+    pieces, first, word = word_pieces(preprocessor, words)
+    assert [[vocab[i] for i in row] for row in pieces.to_list()] == [
+        ["e", "##u", "re", "##j", "##e", "##c", "##t", "##s"], [], ["x"]]
+    assert first.to_list() == [[True, False, True, False, False, False, False, False], [], [True]]
+    assert word.to_list() == [[0, 0, 2, 2, 2, 2, 2, 2], [], [0]]
