@@ -53,3 +53,27 @@ def test_export_scores_query_document_pairs_as_the_model(trained, tmp_path):
 
     np.testing.assert_allclose(load_reranker(model_dir)(["who was emma"] * 2, [d.decode() for d in
                                                         documents.numpy()]), scores, rtol=1e-5)
+
+
+def test_index_search_reranks_the_top_hits_by_the_cross_encoder(trained, tmp_path):
+    import json
+
+    from kbert.index import IndexSearcher
+    from kbert.index import build_index
+    from kbert.index.encoders import load_reranker
+    from tests.retrieval_testlib import sentences
+
+    model_dir, _ = trained
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(sentences(12))))
+    build_index([str(corpus)], str(tmp_path / "idx"), model_dir=make_pretrained(str(tmp_path / "pre")), check=False)
+    queries = ["Emma Woodhouse, handsome, clever", "the loss of her governess"]
+    first = IndexSearcher(str(tmp_path / "idx")).search(queries, top_k=8)
+    searcher = IndexSearcher(str(tmp_path / "idx"), rerank_model_dir=model_dir, rerank_top_k=5)
+    assert searcher.tag == "kbert-exact+rerank"
+    reranked = searcher.search(queries, top_k=8)
+    score = load_reranker(model_dir)
+    for query, before, ids, scores, texts in zip(queries, first.ids, reranked.ids, reranked.scores, reranked.texts):
+        assert sorted(ids[:5]) == sorted(before[:5]) and ids[5:] == before[5:]  # only the head moves
+        np.testing.assert_allclose(scores[:5], score([query] * 5, texts[:5]), rtol=1e-5)
+        assert scores == sorted(scores, reverse=True)  # a TREC run keeps this order
