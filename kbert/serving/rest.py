@@ -235,7 +235,6 @@ class RestApi:
         except RecursionError:  # nesting below the JSON parser's own limit, e.g. in 'instances'
             return 400, {"error": _TOO_DEEP}
 
-
     def _index(self, name: str):
         if name not in self.indexes:
             known = ", ".join(sorted(self.indexes)) or "none (start kbert-serve with --index_dir)"
