@@ -110,8 +110,8 @@ def kbert_model(L, H, A, I):
     optimizer.build(pretrainer.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
     data = tuple(tf.nest.map_structure(tf.constant, part) for part in batch())
-    train_loop = pretraining._make_train_loop(
-        tf.distribute.get_strategy(), pretrainer, optimizer, step, BATCH, 1, False, lambda: data)
+    train_loop, _ = pretraining._make_train_loop(
+        tf.distribute.get_strategy(), pretrainer, optimizer, step, 1, False, lambda: data)
     one = tf.constant(1, tf.int32)
     return lambda: train_loop(one)[0].numpy()
 

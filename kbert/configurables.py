@@ -4,8 +4,8 @@ The library stays plain typed Python (Keras classes are never decorated, so
 loading a `.keras` file or a SavedModel never depends on gin state); binaries
 import this module, parse gin files and call the registered versions. Bindings
 read like `BertEncoder.num_layers = 4`, `BertPretrainer.next_sentence = False`,
-`run_pretraining.train_batch_size = 256`, `MaskingConfig.masked_lm_prob = 0.3` and,
-for each task of `kbert.tasks.TASKS`,
+`pretrainer.model = @ElectraPretrainer`, `run_pretraining.train_batch_size = 256`,
+`MaskingConfig.masked_lm_prob = 0.3` and, for each task of `kbert.tasks.TASKS`,
 its config class: `SquadConfig.doc_stride = 128`.
 """
 
@@ -15,8 +15,10 @@ import contextlib
 import inspect
 import logging
 import os
+from typing import Callable
 
 import gin
+import keras
 
 from kbert import data
 from kbert import models
@@ -39,8 +41,26 @@ def _configurable(fn, exclude=()):
     return gin.external_configurable(fn, module=MODULE, allowlist=named)
 
 
-BertEncoder = _configurable(models.BertEncoder)
+# `shared_embeddings` is a built encoder that ElectraPretrainer passes, never a hyperparameter.
+BertEncoder = _configurable(models.BertEncoder, exclude=("shared_embeddings",))
 BertPretrainer = _configurable(models.BertPretrainer)
+ElectraPretrainer = _configurable(models.ElectraPretrainer)
+
+
+def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras.Model:
+    """Builds the pre-trainer the gin config names (`pretrainer.model = @ElectraPretrainer`).
+
+    Args:
+        model: a gin configurable building a pre-trainer: `@BertPretrainer`
+            (the default) or `@ElectraPretrainer`.
+
+    Returns:
+        The pre-trainer, with its gin bindings applied.
+    """
+    return model()
+
+
+pretrainer = gin.external_configurable(build_pretrainer, name="pretrainer", module=MODULE)
 # Gin binds hyperparameters only; paths, task and strategy come from flags.
 run_finetuning = _configurable(finetuning.run_finetuning, exclude=finetuning.RUNTIME_ARGUMENTS)
 # Each task's own hyperparameters, bound by class name: `SquadConfig.doc_stride = 128`.

@@ -36,8 +36,64 @@ def pretrainer_parameters(L, H, I, V=30522):
     return encoder_parameters(L, H, I, V) + mlm_head + nsp_head
 
 
+# ELECTRA: the discriminator's L, H, A, I and embedding width E.
+ELECTRA_SIZES = {
+    "electra_small.gin": (12, 256, 4, 1024, 128),
+    "electra_base.gin": (12, 768, 12, 3072, 768),
+}
+
+
+def electra_parameters(L, H, I, E, generator_fraction=0.25, V=30522, P=512, S=2):
+    """Discriminator and whole ELECTRA pre-trainer (generator sharing the embeddings)."""
+    def encoder(L, H, I, embeddings):
+        projection = E * H + H if E != H else 0
+        layer = 4 * (H * H + H) + (H * I + I + I * H + H) + 2 * (2 * H)
+        return embeddings + projection + L * layer + H * H + H
+
+    embeddings = V * E + P * E + S * E + 2 * E
+    G = round(H * generator_fraction)
+    discriminator = encoder(L, H, I, embeddings)
+    generator = encoder(L, G, 4 * G, 0)  # the embeddings are the discriminator's
+    mlm_head = G * E + E + 2 * E + V  # to the tied table's width, LayerNorm, output bias
+    rtd_head = H * H + H + H + 1
+    return discriminator, discriminator + generator + mlm_head + rtd_head
+
+
 def test_every_gin_file_is_covered():
-    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS)
+    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS | set(ELECTRA_SIZES))
+
+
+def test_electra_small_gin_builds_its_sizes_and_masking():
+    L, H, A, I, E = ELECTRA_SIZES["electra_small.gin"]
+    configurables.parse_gin(["gin/electra_small.gin"])
+    pretrainer = configurables.pretrainer()
+    encoder, generator = pretrainer.encoder, pretrainer.generator
+    assert (encoder.num_layers, encoder.hidden_dim, encoder.num_heads, encoder.intermediate_dim,
+            encoder.embedding_width) == (L, H, A, I, E)
+    assert (generator.num_layers, generator.hidden_dim, generator.num_heads) == (L, H // 4, 1)
+    # 13.5M: the paper's ELECTRA-Small discriminator (14M with the generator).
+    assert (encoder.count_params(), pretrainer.count_params()) == electra_parameters(L, H, I, E)
+    assert encoder.count_params() == 13_548_800
+    masking = {name: gin.query_parameter(name) for name in (
+        "run_pretraining.masking", "run_pretraining.max_predictions_per_seq",
+        "MaskingConfig.mask_token_rate", "MaskingConfig.random_token_rate",
+        "run_pretraining.learning_rate", "run_pretraining.train_batch_size")}
+    assert masking == {"run_pretraining.masking": "dynamic",
+                       "run_pretraining.max_predictions_per_seq": 19,
+                       "MaskingConfig.mask_token_rate": 0.85,
+                       "MaskingConfig.random_token_rate": 0.0,
+                       "run_pretraining.learning_rate": 5e-4,
+                       "run_pretraining.train_batch_size": 128}
+
+
+def test_electra_base_gin_names_base_sizes():
+    L, H, A, I, E = ELECTRA_SIZES["electra_base.gin"]
+    configurables.parse_gin(["gin/electra_base.gin"])
+    sizes = [gin.query_parameter(f"BertEncoder.{name}") for name in (
+        "num_layers", "hidden_dim", "num_heads", "intermediate_dim", "embedding_dim")]
+    assert sizes == [L, H, A, I, None]  # None: embeddings as wide as hidden_dim (E = H)
+    assert gin.query_parameter("ElectraPretrainer.generator_hidden_size") == pytest.approx(1 / 3,
+                                                                                          abs=1e-4)
 
 
 def test_run_settings_are_the_papers_base_recipe():

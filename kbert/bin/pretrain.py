@@ -1,6 +1,7 @@
-"""kbert-pretrain: pre-train a BERT encoder with MLM (+NSP) under tf.distribute.
+"""kbert-pretrain: pre-train a BERT encoder with MLM (+NSP) or ELECTRA under tf.distribute.
 
     kbert-pretrain --gin_file=gin/base.gin --dry_run
+    kbert-pretrain --gin_file=gin/electra_small.gin --input_file=... --model_dir=out/electra
     kbert-pretrain --gin_file=gin/tiny.gin --input_file='data/train-*.tfrecord' \\
         --model_dir=out/tiny --vocab_file=vocab.txt --do_lower_case \\
         --gin_params='run_pretraining.num_train_steps = 10000'
@@ -54,7 +55,7 @@ def dry_run() -> None:
     from kbert import configurables
     from kbert.models.summary import parameter_table
 
-    pretrainer = configurables.BertPretrainer()
+    pretrainer = configurables.pretrainer()
     print(f"{'section':<32s}{'parameters':>14s}")
     for section, count in parameter_table(pretrainer):
         print(f"{section:<32s}{count:>14,d}")
@@ -80,7 +81,7 @@ def train() -> None:
     chief = training.is_chief(strategy)
 
     def build_pretrainer():
-        pretrainer = configurables.BertPretrainer()
+        pretrainer = configurables.pretrainer()
         # run_pretraining and the model configurables have now been called, so
         # the operative config is complete before the first step.
         if chief:

@@ -6,7 +6,8 @@ The pre-trained directory (`bert_config.json`, `vocab.txt`, `tokenizer_config.js
 `task_config.json`. Conversion readers return a `ConvertedModel`; writers take one:
 
     load_bert_tf1(checkpoint, ...)    ->  ConvertedModel.save_pretrained(dir)
-    load_huggingface(hf_dir)          ->  save_bert_tf1(converted, dir)
+    load_electra_tf1(checkpoint, ...) ->  save_bert_tf1(converted, dir)
+    load_huggingface(hf_dir)          ->  save_electra_tf1(converted, dir)
     load_keras_hub(preset)            ->  save_keras_hub_preset(converted, dir)
     load_kbert(dir)
 
@@ -25,6 +26,8 @@ from kbert.checkpoints.config_files import read_hf_config
 from kbert.checkpoints.config_files import write_bert_config
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.checkpoints.converted_model import load_kbert
+from kbert.checkpoints.electra_tf1 import load_electra_tf1
+from kbert.checkpoints.electra_tf1 import save_electra_tf1
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.finetuned import load_finetuned
 from kbert.checkpoints.finetuned import read_task_config
@@ -39,6 +42,7 @@ from kbert.checkpoints.minilm import minilm_hf_dir
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import read_sentence_config
+from kbert.checkpoints.pretrained import load_pretrainer_weights
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
 from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config

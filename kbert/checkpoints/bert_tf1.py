@@ -29,24 +29,81 @@ CHECKPOINT_NAME = "bert_model.ckpt"
 _ORIGINAL_ACTIVATIONS = ("gelu_approximate", "relu", "tanh")
 
 
-def _resolve_checkpoint(checkpoint: str) -> str:
+def resolve_checkpoint(checkpoint: str, name: str = CHECKPOINT_NAME,
+                       example: str = "uncased_L-12_H-768_A-12/bert_model.ckpt") -> str:
+    """The checkpoint prefix of `checkpoint`: a prefix, or a directory holding one.
+
+    Args:
+        checkpoint: str. A prefix (`<prefix>.index` exists) or a directory
+            with a `checkpoint` state file or a `<name>.index`.
+        name: str. The prefix looked for in a directory without a state file.
+        example: str. A prefix shown in the error message.
+
+    Returns:
+        The prefix.
+    """
     if tf.io.gfile.isdir(checkpoint):
         latest = tf.train.latest_checkpoint(checkpoint)
         if latest is None:
-            candidate = os.path.join(checkpoint, CHECKPOINT_NAME)
+            candidate = os.path.join(checkpoint, name)
             if tf.io.gfile.exists(candidate + ".index"):
                 return candidate
             raise FileNotFoundError(
                 f"No TF1 checkpoint in directory {checkpoint}; pass the checkpoint prefix, "
-                f"e.g. --checkpoint={os.path.join(checkpoint, CHECKPOINT_NAME)}"
+                f"e.g. --checkpoint={os.path.join(checkpoint, name)}"
             )
         return latest
     if not tf.io.gfile.exists(checkpoint + ".index"):
         raise FileNotFoundError(
             f"TF1 checkpoint {checkpoint} not found ({checkpoint}.index is missing); pass the "
-            "prefix, e.g. --checkpoint=uncased_L-12_H-768_A-12/bert_model.ckpt"
+            f"prefix, e.g. --checkpoint={example}"
         )
     return checkpoint
+
+
+def read_checkpoint_shapes(checkpoint: str):
+    """Returns `(reader, {name: shape})` of a TF1 checkpoint, with a clear error if unreadable."""
+    try:
+        reader = tf.train.load_checkpoint(checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError) as e:
+        raise ValueError(f"Cannot read TF1 checkpoint {checkpoint}: {e.message}") from None
+    return reader, {name: tuple(shape)
+                    for name, shape in reader.get_variable_to_shape_map().items()}
+
+
+def tokenizer_beside(directory: str, vocab_file: str | None, do_lower_case: bool | None):
+    """`(vocabulary, do_lower_case)` for a checkpoint: the flags, else the files beside it."""
+    if vocab_file is None and tf.io.gfile.exists(os.path.join(directory, "vocab.txt")):
+        vocab_file = os.path.join(directory, "vocab.txt")
+    vocabulary = read_vocab(vocab_file) if vocab_file else None
+    if do_lower_case is None:
+        do_lower_case = _lower_case_beside(directory)
+    if do_lower_case is None and vocabulary is not None:
+        do_lower_case = infer_do_lower_case(vocabulary)
+    return vocabulary, do_lower_case
+
+
+def write_tf1_directory(converted: ConvertedModel, arrays: dict, output_dir: str,
+                        overwrite: bool, checkpoint_name: str) -> None:
+    """Writes `arrays` as a TF1 checkpoint plus `bert_config.json` and the tokenizer files, atomically."""
+    with atomic_directory(output_dir, overwrite) as temporary:
+        names = list(arrays)
+        tf.raw_ops.SaveV2(
+            prefix=os.path.join(temporary, checkpoint_name),
+            tensor_names=names,
+            shape_and_slices=[""] * len(names),
+            tensors=[tf.constant(arrays[name]) for name in names],
+        )
+        with tf.io.gfile.GFile(os.path.join(temporary, "checkpoint"), "w") as f:
+            f.write(f'model_checkpoint_path: "{checkpoint_name}"\n'
+                    f'all_model_checkpoint_paths: "{checkpoint_name}"\n')
+        write_bert_config(converted.encoder.get_config(),
+                          os.path.join(temporary, "bert_config.json"))
+        if converted.vocabulary is not None:
+            write_vocab(converted.vocabulary, os.path.join(temporary, "vocab.txt"))
+        if converted.do_lower_case is not None:
+            with tf.io.gfile.GFile(os.path.join(temporary, TOKENIZER_CONFIG), "w") as f:
+                f.write(json.dumps({"do_lower_case": bool(converted.do_lower_case)}) + "\n")
 
 
 def _lower_case_beside(directory: str) -> bool | None:
@@ -92,22 +149,12 @@ def load_bert_tf1(
     ...     "uncased_L-12_H-768_A-12/bert_model.ckpt", do_lower_case=True)
     >>> converted.save_pretrained("bert_base_uncased/")
     """
-    checkpoint = _resolve_checkpoint(checkpoint)
+    checkpoint = resolve_checkpoint(checkpoint)
     directory = os.path.dirname(checkpoint)
     bert_config = bert_config or os.path.join(directory, "bert_config.json")
     arguments = read_bert_config(bert_config)
-    if vocab_file is None and tf.io.gfile.exists(os.path.join(directory, "vocab.txt")):
-        vocab_file = os.path.join(directory, "vocab.txt")
-    vocabulary = read_vocab(vocab_file) if vocab_file else None
-    if do_lower_case is None:
-        do_lower_case = _lower_case_beside(directory)
-    if do_lower_case is None and vocabulary is not None:
-        do_lower_case = infer_do_lower_case(vocabulary)
-    try:
-        reader = tf.train.load_checkpoint(checkpoint)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError) as e:
-        raise ValueError(f"Cannot read TF1 checkpoint {checkpoint}: {e.message}") from None
-    shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()}
+    vocabulary, do_lower_case = tokenizer_beside(directory, vocab_file, do_lower_case)
+    reader, shapes = read_checkpoint_shapes(checkpoint)
     if not any(name.startswith("bert/") for name in shapes):
         raise ValueError(
             f"{checkpoint} has no bert/* variables, so it is not a google-research/bert "
@@ -157,22 +204,13 @@ def save_bert_tf1(converted: ConvertedModel, output_dir: str, overwrite: bool = 
             f"layer_norm_eps={encoder.layer_norm_epsilon:g} is written to bert_config.json; "
             "google-research/bert's modeling.py always uses 1e-12."
         )
-    arrays = tf1_arrays(converted.model)
-    with atomic_directory(output_dir, overwrite) as temporary:
-        names = list(arrays)
-        tf.raw_ops.SaveV2(
-            prefix=os.path.join(temporary, CHECKPOINT_NAME),
-            tensor_names=names,
-            shape_and_slices=[""] * len(names),
-            tensors=[tf.constant(arrays[name]) for name in names],
+    if encoder.embeddings_projection is not None:
+        notes.append(
+            f"the embedding projection (embedding_size={encoder.embedding_dim}, hidden_size="
+            f"{encoder.hidden_dim}) is written as bert/embeddings_project/*, which kbert reads "
+            "back but google-research/bert's modeling.py lacks; --to=electra_tf1 writes the "
+            "names google-research/electra reads."
         )
-        with tf.io.gfile.GFile(os.path.join(temporary, "checkpoint"), "w") as f:
-            f.write(f'model_checkpoint_path: "{CHECKPOINT_NAME}"\n'
-                    f'all_model_checkpoint_paths: "{CHECKPOINT_NAME}"\n')
-        write_bert_config(encoder.get_config(), os.path.join(temporary, "bert_config.json"))
-        if converted.vocabulary is not None:
-            write_vocab(converted.vocabulary, os.path.join(temporary, "vocab.txt"))
-        if converted.do_lower_case is not None:
-            with tf.io.gfile.GFile(os.path.join(temporary, TOKENIZER_CONFIG), "w") as f:
-                f.write(json.dumps({"do_lower_case": bool(converted.do_lower_case)}) + "\n")
+    write_tf1_directory(converted, tf1_arrays(converted.model), output_dir, overwrite,
+                        CHECKPOINT_NAME)
     return notes

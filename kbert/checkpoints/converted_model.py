@@ -47,6 +47,8 @@ class ConvertedModel:
         sentence_config: dict or None. How the source makes sentence vectors
             (a sentence-transformers model's pooling and normalisation),
             written as `sentence_config.json`.
+        notes: list of str. What the reader had to decide or leave out (a
+            config inferred from shapes, a layer the source lacks).
 
     Example:
 
@@ -61,6 +63,7 @@ class ConvertedModel:
     source: str = ""
     skipped: list[str] = dataclasses.field(default_factory=list)
     sentence_config: dict | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
         if self.vocabulary is not None:
@@ -99,6 +102,7 @@ class ConvertedModel:
             f"source: {self.source}",
             f"encoder: L={e.num_layers} H={e.hidden_dim} A={e.num_heads} "
             f"I={e.intermediate_dim} V={e.vocabulary_size} P={e.max_sequence_length} "
+            + (f"E={e.embedding_dim} " if e.embeddings_projection is not None else "") +
             f"activation={e.activation} layer_norm_epsilon={e.layer_norm_epsilon:g}",
             f"parameters: encoder={e.count_params():,}"
             + (f" pretrainer={self.pretrainer.count_params():,}" if self.pretrainer else ""),
@@ -113,6 +117,7 @@ class ConvertedModel:
         if self.skipped:
             shown = ", ".join(self.skipped[:8]) + (" ..." if len(self.skipped) > 8 else "")
             lines.append(f"not converted: {len(self.skipped)} tensor(s): {shown}")
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines)
 
 
@@ -127,6 +132,8 @@ def from_tf1_arrays(
     ignore_unknown: bool = False,
     skipped: list[str] | None = None,
     display: Callable[[str], str] = str,
+    prefix: str = weight_map.BERT_PREFIX,
+    known: Callable[[str], bool] = lambda name: False,
 ) -> ConvertedModel:
     """Builds a `ConvertedModel` from TF1-named tensors (the path every reader shares).
 
@@ -141,20 +148,25 @@ def from_tf1_arrays(
         ignore_unknown: bool. Skip unknown tensors instead of failing.
         skipped: list of str. Already-skipped source names, for the report.
         display: callable naming a TF1 name in messages as the source does.
+        prefix: str. `"bert"`, or `"electra"` for google-research/electra's
+            discriminator (no pooler, no BERT heads).
+        known: callable. Source names to skip without an error (ELECTRA's
+            generator and pre-training heads).
 
     Returns:
         The `ConvertedModel`.
     """
-    weight_map.check_config_matches(arguments, shapes, config_source, source, display)
-    rows = shapes.get("bert/embeddings/word_embeddings")
+    weight_map.check_config_matches(arguments, shapes, config_source, source, display, prefix)
+    rows = shapes.get(f"{prefix}/embeddings/word_embeddings")
     if vocabulary is not None and rows is not None:
         check_vocab_size(vocabulary, rows[0], "the vocabulary", source)
-    masked_lm, next_sentence = weight_map.has_heads(shapes)
+    masked_lm, next_sentence = (weight_map.has_heads(shapes) if prefix == weight_map.BERT_PREFIX
+                                else (False, False))
     encoder = BertEncoder(**arguments)
     pretrainer = BertPretrainer(encoder, next_sentence=next_sentence) if masked_lm else None
     not_loaded = weight_map.assign_from_tf1(
         pretrainer if pretrainer is not None else encoder, shapes, read, source, ignore_unknown,
-        display,
+        display, prefix, known,
     )
     return ConvertedModel(encoder, pretrainer, vocabulary, do_lower_case, source,
                           sorted((skipped or []) + not_loaded))

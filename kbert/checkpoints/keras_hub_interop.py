@@ -59,6 +59,12 @@ def to_keras_hub(
     >>> classifier = keras_hub.models.BertTextClassifier(backbone, num_classes=2,
     ...                                                  preprocessor=None)
     """
+    if encoder.embeddings_projection is not None:
+        raise ValueError(
+            f"keras_hub.models.BertBackbone has no embedding projection, and this encoder "
+            f"projects embedding_dim={encoder.embedding_dim} to hidden_dim={encoder.hidden_dim} "
+            "(an ELECTRA discriminator); keep it as a kbert directory or write it with "
+            "--to=electra_tf1.")
     differences = []
     if encoder.activation != "gelu_approximate":
         differences.append(f"activation={encoder.activation!r} (BertBackbone: gelu_approximate)")

@@ -6,7 +6,10 @@ A pre-trained directory holds:
     vocab.txt               the WordPiece vocabulary (when known)
     tokenizer_config.json   {"do_lower_case": bool}
     encoder.weights.h5      the encoder's weights (Keras weights file)
-    pretrainer.weights.h5   optional: the whole pre-trainer, MLM/NSP heads included
+    pretrainer.weights.h5   optional: the whole `BertPretrainer`, MLM/NSP heads included
+    electra_pretrainer.weights.h5
+                            optional, instead: the whole `ElectraPretrainer` (generator,
+                            heads), whose discriminator is the encoder
     sentence_config.json    optional: how the encoder pools sentence vectors (pooling,
                             normalize, max_seq_length), e.g. from a sentence-transformers model
 
@@ -31,6 +34,7 @@ from kbert.files import local_output
 from kbert.files import write_text
 from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.electra_pretrainer import ElectraPretrainer
 
 BERT_CONFIG = "bert_config.json"
 VOCAB = "vocab.txt"
@@ -38,6 +42,23 @@ TOKENIZER_CONFIG = "tokenizer_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 SENTENCE_CONFIG = "sentence_config.json"
+ELECTRA_PRETRAINER_WEIGHTS = "electra_pretrainer.weights.h5"
+
+
+def pretrainer_weights_name(pretrainer: keras.Model) -> str:
+    """The file name a pre-trainer's weights have in a pre-trained directory.
+
+    Each kind of pre-trainer has its own name, so a directory says which heads
+    it holds and `--init_checkpoint` loads only heads that fit.
+
+    Args:
+        pretrainer: `BertPretrainer` or `ElectraPretrainer`.
+
+    Returns:
+        `pretrainer.weights.h5` or `electra_pretrainer.weights.h5`.
+    """
+    return ELECTRA_PRETRAINER_WEIGHTS if isinstance(pretrainer, ElectraPretrainer) else (
+        PRETRAINER_WEIGHTS)
 
 
 def _save_weights(model: keras.Model, path: str) -> None:
@@ -56,19 +77,21 @@ def save_pretrained(
     encoder: BertEncoder,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
-    pretrainer: BertPretrainer | None = None,
+    pretrainer: keras.Model | None = None,
     sentence_config: dict | None = None,
 ) -> None:
     """Writes a pre-trained model directory (each file atomically).
 
     Args:
         directory: str. Created if missing (`gs://` works).
-        encoder: `BertEncoder`. Its config and weights are saved.
+        encoder: `BertEncoder`. Its config and weights are saved (for ELECTRA,
+            the discriminator).
         vocab_file: str or None. Copied to `vocab.txt` when given.
         do_lower_case: bool or None. Written to `tokenizer_config.json` when given.
-        pretrainer: `BertPretrainer` or None. When given, its weights (MLM and
-            NSP heads included) go to `pretrainer.weights.h5` so pre-training can
-            continue from them.
+        pretrainer: `BertPretrainer`, `ElectraPretrainer` or None. When given,
+            its weights (heads and generator included) go to
+            `pretrainer.weights.h5` or `electra_pretrainer.weights.h5` so
+            pre-training can continue from them.
         sentence_config: dict or None. How the encoder makes sentence vectors
             (`pooling`, `normalize`, `max_seq_length`), written to
             `sentence_config.json` when given.
@@ -90,7 +113,7 @@ def save_pretrained(
                    json.dumps(sentence_config, indent=2, sort_keys=True) + "\n")
     _save_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     if pretrainer is not None:
-        _save_weights(pretrainer, os.path.join(directory, PRETRAINER_WEIGHTS))
+        _save_weights(pretrainer, os.path.join(directory, pretrainer_weights_name(pretrainer)))
 
 
 def _check_directory(directory: str) -> None:
@@ -140,6 +163,33 @@ def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> 
     if tf.io.gfile.exists(heads):
         _load_weights(pretrainer, heads)
     return pretrainer
+
+
+def load_pretrainer_weights(pretrainer: keras.Model, directory: str) -> bool:
+    """Loads a pre-trained directory's heads into a built pre-trainer of the same kind.
+
+    Args:
+        pretrainer: `BertPretrainer` or `ElectraPretrainer`, built with the
+            sizes the directory was saved with.
+        directory: str. A pre-trained model directory.
+
+    Returns:
+        True when the directory held weights of this kind of pre-trainer and
+        they were loaded; False when it holds none (then nothing changes).
+
+    Raises:
+        ValueError: the weights file does not fit the pre-trainer (other
+            sizes, an NSP head where there is none, another generator size).
+    """
+    path = os.path.join(directory, pretrainer_weights_name(pretrainer))
+    if not tf.io.gfile.exists(path):
+        return False
+    try:
+        _load_weights(pretrainer, path)
+    except ValueError as e:
+        raise ValueError(f"{path} does not fit the {type(pretrainer).__name__} being built "
+                         f"(saved with other settings?): {str(e).splitlines()[0]}") from None
+    return True
 
 
 def read_tokenizer_config(directory: str) -> dict:

@@ -1,10 +1,13 @@
-"""kbert variable paths <-> google-research/bert TF1 variable names, in one table.
+"""kbert variable paths <-> google-research/bert (and /electra) TF1 variable names, in one table.
 
 Every conversion goes through the original TF1 names: a TF1 checkpoint uses
 them directly, Hugging Face names map onto them (`kbert.checkpoints.huggingface`),
 and writing a TF1 checkpoint reads the same table backwards. So there is one
 place that knows which kbert variable is which original variable, and how the
-arrays are laid out:
+arrays are laid out. google-research/electra's discriminator uses the same
+names under `electra/` instead of `bert/`, has no pooler, and projects
+narrower embeddings with `electra/embeddings_project` (kbert's
+`embeddings_projection`):
 
 - keras-hub's `MultiHeadAttention` keeps query/key/value kernels as
   `[hidden, heads, head_dim]` and biases as `[heads, head_dim]`, the output
@@ -42,9 +45,14 @@ class WeightName(NamedTuple):
     layout: str
 
 
-def _layer_rows(i: int) -> list[WeightName]:
+# The scope of the encoder's variables in google-research/bert and /electra.
+BERT_PREFIX = "bert"
+ELECTRA_PREFIX = "electra"
+
+
+def _layer_rows(i: int, prefix: str) -> list[WeightName]:
     kbert = f"transformer_layer_{i}"
-    tf1 = f"bert/encoder/layer_{i}"
+    tf1 = f"{prefix}/encoder/layer_{i}"
     rows = []
     for part in ("query", "key", "value"):
         rows += [
@@ -74,7 +82,11 @@ def _layer_rows(i: int) -> list[WeightName]:
 
 
 def weight_names(
-    num_layers: int, masked_lm: bool = False, next_sentence: bool = False
+    num_layers: int,
+    masked_lm: bool = False,
+    next_sentence: bool = False,
+    prefix: str = BERT_PREFIX,
+    embeddings_projection: bool = False,
 ) -> list[WeightName]:
     """Returns the table of kbert variable paths and their TF1 names.
 
@@ -82,6 +94,12 @@ def weight_names(
         num_layers: int. Number of Transformer blocks.
         masked_lm: bool. Include the masked-LM head (`cls/predictions/*`).
         next_sentence: bool. Include the NSP head (`cls/seq_relationship/*`).
+        prefix: str. `"bert"` (google-research/bert) or `"electra"`
+            (google-research/electra's discriminator, which has no pooler).
+            Defaults to `"bert"`.
+        embeddings_projection: bool. Include the projection of embeddings
+            narrower than the hidden size (`<prefix>/embeddings_project/*`).
+            Defaults to False.
 
     Returns:
         A list of `WeightName(path, tf1_name, layout)` in checkpoint order.
@@ -92,19 +110,28 @@ def weight_names(
     WeightName(path='token_embedding/embeddings',
                tf1_name='bert/embeddings/word_embeddings', layout='same')
     """
+    if prefix not in (BERT_PREFIX, ELECTRA_PREFIX):
+        raise ValueError(f"prefix={prefix!r} is not {BERT_PREFIX!r} or {ELECTRA_PREFIX!r}.")
+    embeddings = f"{prefix}/embeddings"
     rows = [
-        WeightName("token_embedding/embeddings", "bert/embeddings/word_embeddings", SAME),
-        WeightName("position_embedding/embeddings", "bert/embeddings/position_embeddings", SAME),
-        WeightName("segment_embedding/embeddings", "bert/embeddings/token_type_embeddings", SAME),
-        WeightName("embeddings_layer_norm/gamma", "bert/embeddings/LayerNorm/gamma", SAME),
-        WeightName("embeddings_layer_norm/beta", "bert/embeddings/LayerNorm/beta", SAME),
+        WeightName("token_embedding/embeddings", f"{embeddings}/word_embeddings", SAME),
+        WeightName("position_embedding/embeddings", f"{embeddings}/position_embeddings", SAME),
+        WeightName("segment_embedding/embeddings", f"{embeddings}/token_type_embeddings", SAME),
+        WeightName("embeddings_layer_norm/gamma", f"{embeddings}/LayerNorm/gamma", SAME),
+        WeightName("embeddings_layer_norm/beta", f"{embeddings}/LayerNorm/beta", SAME),
     ]
+    if embeddings_projection:
+        rows += [
+            WeightName("embeddings_projection/kernel", f"{prefix}/embeddings_project/kernel", SAME),
+            WeightName("embeddings_projection/bias", f"{prefix}/embeddings_project/bias", SAME),
+        ]
     for i in range(num_layers):
-        rows += _layer_rows(i)
-    rows += [
-        WeightName("pooled_dense/kernel", "bert/pooler/dense/kernel", SAME),
-        WeightName("pooled_dense/bias", "bert/pooler/dense/bias", SAME),
-    ]
+        rows += _layer_rows(i, prefix)
+    if prefix == BERT_PREFIX:  # ELECTRA's pooled output is the [CLS] vector itself.
+        rows += [
+            WeightName("pooled_dense/kernel", "bert/pooler/dense/kernel", SAME),
+            WeightName("pooled_dense/bias", "bert/pooler/dense/bias", SAME),
+        ]
     if masked_lm:
         # The output projection is tied to the word embeddings, as in the original.
         rows += [
@@ -171,6 +198,7 @@ def check_config_matches(
     config_source: str,
     checkpoint_source: str,
     display: Callable[[str], str] = str,
+    prefix: str = BERT_PREFIX,
 ) -> None:
     """Raises if encoder sizes disagree with the sizes the TF1-named tensors imply.
 
@@ -183,6 +211,7 @@ def check_config_matches(
         checkpoint_source: str. The checkpoint, named in the message.
         display: callable. How to name a TF1 name in messages (a source with
             other names shows its own). Defaults to the TF1 name.
+        prefix: str. `"bert"` or `"electra"`: the scope of the names.
     """
     problems = []
 
@@ -192,14 +221,19 @@ def check_config_matches(
             problems.append(f"{key}={arguments[argument]} but {display(name)} has shape "
                             f"{list(shapes[name])}")
 
-    compare("vocab_size", "vocabulary_size", "bert/embeddings/word_embeddings", 0)
-    compare("hidden_size", "hidden_dim", "bert/embeddings/word_embeddings", 1)
+    arguments = {**arguments, "embedding_width": arguments.get("embedding_dim")
+                 or arguments["hidden_dim"]}
+    compare("vocab_size", "vocabulary_size", f"{prefix}/embeddings/word_embeddings", 0)
+    compare("embedding_size" if arguments.get("embedding_dim") else "hidden_size",
+            "embedding_width", f"{prefix}/embeddings/word_embeddings", 1)
+    compare("hidden_size", "hidden_dim", f"{prefix}/encoder/layer_0/attention/self/query/kernel", 1)
     compare("max_position_embeddings", "max_sequence_length",
-            "bert/embeddings/position_embeddings", 0)
-    compare("type_vocab_size", "num_segments", "bert/embeddings/token_type_embeddings", 0)
+            f"{prefix}/embeddings/position_embeddings", 0)
+    compare("type_vocab_size", "num_segments", f"{prefix}/embeddings/token_type_embeddings", 0)
     compare("intermediate_size", "intermediate_dim",
-            "bert/encoder/layer_0/intermediate/dense/kernel", 1)
-    layers = {int(m.group(1)) for n in shapes if (m := re.match(r"bert/encoder/layer_(\d+)/", n))}
+            f"{prefix}/encoder/layer_0/intermediate/dense/kernel", 1)
+    layers = {int(m.group(1)) for n in shapes
+              if (m := re.match(rf"{prefix}/encoder/layer_(\d+)/", n))}
     if layers and len(layers) != arguments["num_layers"]:
         problems.append(f"num_hidden_layers={arguments['num_layers']} but the checkpoint has "
                         f"{len(layers)} layers (layer_{min(layers)} .. layer_{max(layers)})")
@@ -218,6 +252,8 @@ def assign_from_tf1(
     source: str,
     ignore_unknown: bool = False,
     display: Callable[[str], str] = str,
+    prefix: str = BERT_PREFIX,
+    known: Callable[[str], bool] = lambda name: False,
 ) -> list[str]:
     """Loads TF1-named tensors into a kbert encoder or pre-trainer, checking everything first.
 
@@ -235,12 +271,17 @@ def assign_from_tf1(
             skipped (and returned) instead of being an error.
         display: callable. How to name a TF1 name in messages and in the
             returned list. Defaults to the TF1 name.
+        prefix: str. `"bert"` or `"electra"`: which names to read.
+        known: callable. Source names it accepts are skipped like optimizer
+            state (and returned), not reported as unknown: ELECTRA's
+            generator and heads when reading its discriminator.
 
     Returns:
-        The source names that were not loaded (optimizer state, and unknown
-        tensors when `ignore_unknown`), for the conversion report.
+        The source names that were not loaded (optimizer state, known
+        skipped tensors, and unknown tensors when `ignore_unknown`), for the
+        conversion report.
     """
-    rows = _model_weight_names(model)
+    rows = _model_weight_names(model, prefix)
     variables = {v.path: v for v in model.weights}
     expected = {row.tf1_name for row in rows}
     missing, mismatched = [], []
@@ -254,8 +295,10 @@ def assign_from_tf1(
         elif tuple(shapes[row.tf1_name]) != needed:
             mismatched.append(f"{display(row.tf1_name)}: source has {list(shapes[row.tf1_name])}, "
                               f"the model needs {list(needed)}")
-    skipped = sorted(display(n) for n in shapes if n not in expected and is_optimizer_state(n))
-    unknown = sorted(display(n) for n in shapes if n not in expected and not is_optimizer_state(n))
+    skipped = sorted(display(n) for n in shapes
+                     if n not in expected and (is_optimizer_state(n) or known(n)))
+    unknown = sorted(display(n) for n in shapes
+                     if n not in expected and not (is_optimizer_state(n) or known(n)))
     problems = []
     if missing:
         problems.append(f"{len(missing)} missing tensor(s): {', '.join(missing)}")
@@ -275,16 +318,18 @@ def assign_from_tf1(
     return skipped + (unknown if ignore_unknown else [])
 
 
-def tf1_arrays(model: keras.Model) -> dict[str, np.ndarray]:
+def tf1_arrays(model: keras.Model, prefix: str = BERT_PREFIX) -> dict[str, np.ndarray]:
     """Returns a kbert encoder's or pre-trainer's weights under their TF1 names.
 
     Args:
         model: a `BertEncoder` or `BertPretrainer`.
+        prefix: str. `"bert"` or `"electra"` (the encoder only, no pooler).
+            Defaults to `"bert"`.
 
     Returns:
         A dict of TF1 name to float32 array, in the original layout.
     """
-    rows = _model_weight_names(model)
+    rows = _model_weight_names(model, prefix)
     variables = {v.path: v for v in model.weights}
     return {
         row.tf1_name: to_tf1(row.layout, keras.ops.convert_to_numpy(variables[row.path]))
@@ -292,11 +337,13 @@ def tf1_arrays(model: keras.Model) -> dict[str, np.ndarray]:
     }
 
 
-def _model_weight_names(model: keras.Model) -> list[WeightName]:
+def _model_weight_names(model: keras.Model, prefix: str = BERT_PREFIX) -> list[WeightName]:
     """The weight table of an encoder, or of a pre-trainer with the heads it has."""
     encoder = getattr(model, "encoder", model)
     return weight_names(
         encoder.num_layers,
         masked_lm=getattr(model, "masked_lm_head", None) is not None,
         next_sentence=getattr(model, "next_sentence_head", None) is not None,
+        prefix=prefix,
+        embeddings_projection=getattr(encoder, "embeddings_projection", None) is not None,
     )

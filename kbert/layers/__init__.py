@@ -3,6 +3,8 @@
 from kbert.layers.activations import ACTIVATION_NAMES
 from kbert.layers.activations import get_activation
 from kbert.layers.bert_masked_lm_head import BertMaskedLMHead
+from kbert.layers.cross_entropy import sparse_softmax_cross_entropy
+from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 from kbert.layers.dropout import Dropout
 from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate
@@ -11,3 +13,5 @@ from kbert.layers.next_sentence_head import NextSentenceHead
 from kbert.layers.sentence_pooling import POOLING_MODES
 from kbert.layers.sentence_pooling import SentencePooling
 from kbert.layers.similarity_scores import SimilarityScores
+from kbert.layers.replaced_token_detection_head import ReplacedTokenDetectionHead
+from kbert.layers.replaced_token_sampler import ReplacedTokenSampler

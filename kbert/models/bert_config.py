@@ -28,9 +28,12 @@ _KEY_TO_ARGUMENT = {
 # config, and keras-hub's TransformerEncoder takes a single rate.
 _REQUIRED_UNMAPPED = ("attention_probs_dropout_prob",)
 # Optional keys kbert reads or accepts: `layer_norm_eps` (written by kbert and
-# Hugging Face) and the pooler/directionality keys of the multilingual releases.
+# Hugging Face), `embedding_size` (ELECTRA's embedding width where it differs
+# from hidden_size, Hugging Face's ElectraConfig name) and the
+# pooler/directionality keys of the multilingual releases.
 _OPTIONAL_KEYS = (
     "layer_norm_eps",
+    "embedding_size",
     "directionality",
     "pooler_fc_size",
     "pooler_num_attention_heads",
@@ -77,6 +80,8 @@ def bert_config_to_arguments(config: dict[str, Any], source: str = "bert_config"
     )
     if "layer_norm_eps" in config:
         arguments["layer_norm_epsilon"] = config["layer_norm_eps"]
+    if config.get("embedding_size") not in (None, config["hidden_size"]):
+        arguments["embedding_dim"] = config["embedding_size"]
     return arguments
 
 
@@ -100,6 +105,10 @@ def arguments_to_bert_config(arguments: dict[str, Any]) -> dict[str, Any]:
     config["hidden_act"] = _ACTIVATION_TO_CONFIG.get(config["hidden_act"], config["hidden_act"])
     config["attention_probs_dropout_prob"] = config["hidden_dropout_prob"]
     config["layer_norm_eps"] = arguments.get("layer_norm_epsilon", 1e-12)
+    # Written only for an encoder with an embedding projection, so BERT
+    # configs keep exactly the keys google-research/bert reads.
+    if arguments.get("embedding_dim") not in (None, config.get("hidden_size")):
+        config["embedding_size"] = arguments["embedding_dim"]
     return config
 
 

@@ -88,6 +88,20 @@ class BertEncoder(keras_hub.models.Backbone):
         layer_norm_epsilon: float. Defaults to 1e-12.
         initializer_range: float. Stddev of the truncated-normal initializer.
             Defaults to 0.02.
+        embedding_dim: int or None. Width of the token, position and segment
+            embeddings. When it differs from `hidden_dim`, a dense
+            `embeddings_projection` maps the normalised embeddings to
+            `hidden_dim`, as in ELECTRA-Small (embeddings 128, hidden 256) and
+            keras-hub's `ElectraBackbone`. Defaults to None: `hidden_dim`, no
+            projection (BERT).
+        shared_embeddings: `BertEncoder` or None. Another encoder whose token,
+            position and segment embeddings and embedding LayerNorm this one
+            uses (the same variables), as ELECTRA's generator shares the
+            discriminator's; `vocabulary_size`, `max_sequence_length`,
+            `num_segments` and the embedding width must match it. Not part of
+            `get_config()`: the model that shares them (such as
+            `ElectraPretrainer`) passes it again when it is rebuilt. Defaults
+            to None.
         dtype: str or `keras.DTypePolicy`. Compute and variable dtype, such as
             `"mixed_bfloat16"`. Defaults to the global policy.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -121,6 +135,8 @@ class BertEncoder(keras_hub.models.Backbone):
         activation: str = "gelu_approximate",
         layer_norm_epsilon: float = 1e-12,
         initializer_range: float = 0.02,
+        embedding_dim: int | None = None,
+        shared_embeddings: "BertEncoder | None" = None,
         dtype=None,
         **kwargs,
     ):
@@ -131,35 +147,54 @@ class BertEncoder(keras_hub.models.Backbone):
                 "sizes such as hidden_dim=768, num_heads=12."
             )
         activation_fn = get_activation(activation)
+        embedding_width = hidden_dim if embedding_dim is None else embedding_dim
 
         # === Layers ===
-        self.token_embedding = ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            embeddings_initializer=bert_initializer(initializer_range),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        self.position_embedding = PositionEmbedding(
-            sequence_length=max_sequence_length,
-            initializer=bert_initializer(initializer_range),
-            dtype=dtype,
-            name="position_embedding",
-        )
-        self.segment_embedding = keras.layers.Embedding(
-            input_dim=num_segments,
-            output_dim=hidden_dim,
-            embeddings_initializer=bert_initializer(initializer_range),
-            dtype=dtype,
-            name="segment_embedding",
-        )
+        if shared_embeddings is not None:
+            _check_shareable(shared_embeddings, vocabulary_size, max_sequence_length,
+                             num_segments, embedding_width)
+            self.token_embedding = shared_embeddings.token_embedding
+            self.position_embedding = shared_embeddings.position_embedding
+            self.segment_embedding = shared_embeddings.segment_embedding
+            self.embeddings_layer_norm = shared_embeddings.embeddings_layer_norm
+        else:
+            self.token_embedding = ReversibleEmbedding(
+                input_dim=vocabulary_size,
+                output_dim=embedding_width,
+                embeddings_initializer=bert_initializer(initializer_range),
+                dtype=dtype,
+                name="token_embedding",
+            )
+            self.position_embedding = PositionEmbedding(
+                sequence_length=max_sequence_length,
+                initializer=bert_initializer(initializer_range),
+                dtype=dtype,
+                name="position_embedding",
+            )
+            self.segment_embedding = keras.layers.Embedding(
+                input_dim=num_segments,
+                output_dim=embedding_width,
+                embeddings_initializer=bert_initializer(initializer_range),
+                dtype=dtype,
+                name="segment_embedding",
+            )
+            self.embeddings_layer_norm = LayerNormalization(
+                epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+            )
         self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
-        self.embeddings_layer_norm = LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
-        )
         self.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
+        # As google-research/electra: a projection only where the widths differ,
+        # so BERT encoders keep exactly their layers and weights files.
+        self.embeddings_projection = None
+        if embedding_width != hidden_dim:
+            self.embeddings_projection = keras.layers.Dense(
+                hidden_dim,
+                kernel_initializer=bert_initializer(initializer_range),
+                dtype=dtype,
+                name="embeddings_projection",
+            )
         self.transformer_layers = [
             TransformerEncoder(
                 intermediate_dim=intermediate_dim,
@@ -192,6 +227,8 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_add((tokens, positions, segments))
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x)
+        if self.embeddings_projection is not None:
+            x = self.embeddings_projection(x)
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=padding_mask)
             # keras-hub builds the block's Dropout and LayerNormalization
@@ -221,6 +258,9 @@ class BertEncoder(keras_hub.models.Backbone):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+        self.embedding_dim = embedding_dim
+        # `shared_embeddings` is not kept: an encoder held as an attribute
+        # would become a sublayer, its weights listed (and saved) twice.
         self.cls_token_index = 0
 
     def call(self, inputs, training=None, mask=None):
@@ -239,6 +279,8 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_add((tokens, positions, segments))
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x, training=training)
+        if self.embeddings_projection is not None:
+            x = self.embeddings_projection(x)
         attention_mask = packed_attention_mask(inputs["instance_ids"])
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=inputs["padding_mask"],
@@ -262,7 +304,16 @@ class BertEncoder(keras_hub.models.Backbone):
                 "initializer_range": self.initializer_range,
             }
         )
+        # Only when set, so a BERT encoder's config (and saved files) stay as
+        # they were before the argument existed.
+        if self.embedding_dim is not None:
+            config["embedding_dim"] = self.embedding_dim
         return config
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of the embeddings: `embedding_dim`, or `hidden_dim` when that is None."""
+        return self.hidden_dim if self.embedding_dim is None else self.embedding_dim
 
     @classmethod
     def from_bert_config(cls, config: dict, **kwargs) -> "BertEncoder":
@@ -284,3 +335,14 @@ class BertEncoder(keras_hub.models.Backbone):
         >>> encoder = kbert.models.BertEncoder.from_bert_config(config)
         """
         return cls(**{**bert_config_to_arguments(config), **kwargs})
+
+
+def _check_shareable(source: BertEncoder, vocabulary_size: int, max_sequence_length: int,
+                     num_segments: int, embedding_width: int) -> None:
+    """Raises unless `source`'s embedding layers have the sizes this encoder needs."""
+    wanted = {"vocabulary_size": vocabulary_size, "max_sequence_length": max_sequence_length,
+              "num_segments": num_segments, "embedding_width": embedding_width}
+    problems = [f"{key}={value} but the shared encoder has {getattr(source, key)}"
+                for key, value in wanted.items() if getattr(source, key) != value]
+    if problems:
+        raise ValueError("shared_embeddings cannot be used: " + "; ".join(problems) + ".")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import keras
+import numpy as np
+import tensorflow as tf
 from keras import ops
 
 from kbert.layers import BertMaskedLMHead
+from kbert.layers import sparse_softmax_cross_entropy_and_hits
 from kbert.layers import NextSentenceHead
 from kbert.layers import get_activation
 from kbert.models.bert_encoder import PACKED_INPUTS
@@ -26,6 +29,10 @@ class BertPretrainer(BertTask):
     LayerNorm epsilon 1e-12, not keras-hub's `MaskedLMHead` defaults (exact GELU,
     1e-5). The NSP head maps the pooled output to two logits, label 1 meaning
     "segment B is random". Both outputs are float32 under mixed precision.
+
+    `kbert-pretrain`'s loop (`kbert.training.run_pretraining`) trains it through
+    `loss_normalizers`, `pretraining_losses` and `pretraining_metrics`, the
+    methods every kbert pre-trainer has (`ElectraPretrainer` too).
 
     `compile()` with no arguments sets the pre-training losses and metrics: MLM
     cross-entropy averaged over the masked positions' weights (the
@@ -62,6 +69,8 @@ class BertPretrainer(BertTask):
     """
 
     _config_keys = ("next_sentence",)
+    # Metrics of `pretraining_metrics` on the progress line, with their labels.
+    progress_labels = {"masked_lm_accuracy": "mlm_acc", "next_sentence_accuracy": "nsp_acc"}
 
     def __init__(self, encoder: BertEncoder, next_sentence: bool = True, **kwargs):
         # === Layers ===
@@ -177,3 +186,102 @@ class BertPretrainer(BertTask):
             weighted_metrics=weighted_metrics,
             **kwargs,
         )
+
+    def loss_normalizers(self, features, labels, sample_weights) -> dict[str, tf.Tensor]:
+        """This batch's part of what the losses are averaged over.
+
+        The training loop sums these over every micro-batch and replica of an
+        optimizer step before calling `pretraining_losses`, so the MLM loss is
+        averaged over the masked positions of the whole global batch (padded
+        prediction slots, weight 0, not diluting it) and the NSP loss over its
+        instances (one per row, or the filled slots of packed rows), and two
+        replicas give the same loss as one.
+
+        Args:
+            features: dict of Tensors: the model's inputs.
+            labels: dict of Tensors: `mlm` (and `nsp`).
+            sample_weights: dict of Tensors: `mlm` (and `nsp`: 1 per instance,
+                0 for the empty instance slots of packed rows).
+
+        Returns:
+            A dict of float32 scalars: `mlm_weight` and, with NSP, `nsp_weight`.
+        """
+        normalizers = {"mlm_weight": tf.reduce_sum(sample_weights["mlm"])}
+        if self.next_sentence:
+            normalizers["nsp_weight"] = tf.reduce_sum(_nsp_weights(labels, sample_weights))
+        return normalizers
+
+    def pretraining_losses(self, features, labels, sample_weights, totals,
+                           training: bool = True) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+        """Runs the model and returns this batch's share of the loss, and its statistics.
+
+        The MLM cross-entropy is summed over the masked positions (times their
+        weights) and divided by `totals["mlm_weight"]`; the NSP cross-entropy
+        is summed over the instances (times their weights) and divided by
+        `totals["nsp_weight"]`, so the
+        shares of all micro-batches and replicas add up to the global-batch
+        mean. The cross-entropy is kbert's fused one
+        (`kbert.layers.sparse_softmax_cross_entropy_and_hits`).
+
+        Args:
+            features: dict of Tensors: the model's inputs.
+            labels: dict of Tensors: `mlm` (and `nsp`).
+            sample_weights: dict of Tensors: `mlm` (and `nsp`).
+            totals: dict of float32 scalars: `loss_normalizers` summed over the
+                global batch.
+            training: bool. Whether dropout is on. Defaults to True.
+
+        Returns:
+            `(loss, statistics)`: the float32 scalar loss, and a dict of float32
+            sums that `pretraining_metrics` turns into metrics: `mlm_loss`,
+            `mlm_correct` (and `nsp_correct`).
+
+        Example:
+
+        >>> totals = pretrainer.loss_normalizers(features, labels, weights)
+        >>> loss, statistics = pretrainer.pretraining_losses(features, labels, weights, totals)
+        """
+        outputs = self(features, training=training)
+        mlm_losses, mlm_hits = sparse_softmax_cross_entropy_and_hits(labels["mlm"], outputs["mlm"])
+        mlm_loss = tf.reduce_sum(mlm_losses * sample_weights["mlm"])
+        loss = tf.math.divide_no_nan(mlm_loss, totals["mlm_weight"])
+        statistics = {"mlm_loss": mlm_loss,
+                      "mlm_correct": tf.reduce_sum(mlm_hits * sample_weights["mlm"])}
+        if self.next_sentence:
+            # Packed rows give `[batch, instances]` labels and `[batch, instances, 2]` logits.
+            nsp_labels = tf.reshape(labels["nsp"], [-1])
+            nsp_weights = tf.reshape(_nsp_weights(labels, sample_weights), [-1])
+            nsp_logits = tf.reshape(outputs["nsp"], [-1, 2])
+            nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
+            loss += tf.reduce_sum(nsp_losses * nsp_weights) / totals["nsp_weight"]
+            predicted = tf.argmax(nsp_logits, axis=-1, output_type=tf.int32)
+            statistics["nsp_correct"] = tf.reduce_sum(
+                tf.cast(tf.equal(predicted, nsp_labels), tf.float32) * nsp_weights)
+        return loss, statistics
+
+    def pretraining_metrics(self, sums: dict[str, np.ndarray]) -> dict[str, float | None]:
+        """Turns summed normalizers and statistics into the metrics training reports.
+
+        Args:
+            sums: dict of numpy values: `loss_normalizers` and
+                `pretraining_losses` statistics, each summed over the steps
+                of a reporting interval.
+
+        Returns:
+            `masked_lm_accuracy`, `masked_lm_loss` and `next_sentence_accuracy`
+            (None without the NSP head).
+        """
+        weight = max(float(sums["mlm_weight"]), 1e-9)
+        return {
+            "masked_lm_accuracy": float(sums["mlm_correct"]) / weight,
+            "masked_lm_loss": float(sums["mlm_loss"]) / weight,
+            "next_sentence_accuracy": (float(sums["nsp_correct"]) / max(float(sums["nsp_weight"]), 1e-9)
+                                       if self.next_sentence else None),
+        }
+
+
+def _nsp_weights(labels, sample_weights) -> tf.Tensor:
+    """The NSP instances' weights: the data's `nsp` weights, or 1 per label without them."""
+    if "nsp" in sample_weights:
+        return tf.cast(sample_weights["nsp"], tf.float32)
+    return tf.ones_like(labels["nsp"], tf.float32)

@@ -1,4 +1,4 @@
-"""The pre-training loop: MLM (+NSP) under any `tf.distribute` strategy, resumable.
+"""The pre-training loop: BERT (MLM + NSP) or ELECTRA under any `tf.distribute` strategy, resumable.
 
 A custom loop rather than `Model.fit` because exact resume needs the input
 pipeline's position and the dropout RNG state in the checkpoint, and because
@@ -11,6 +11,14 @@ strategy's scope, input pipeline, checkpoint), `_restore_checkpoint` (exact
 resume or `init_checkpoint`), `_train` (the loop, checkpoints and progress
 lines; its compiled step is `_make_train_loop`), then it saves the pre-trained
 directory and `summary.json`.
+
+The loop knows no objective: the pre-trainer supplies it through three methods
+(`BertPretrainer` and `ElectraPretrainer` have them), `loss_normalizers`
+(what each loss is averaged over, summed here over the global batch),
+`pretraining_losses` (the loss and summable statistics of a micro-batch) and
+`pretraining_metrics` (statistics summed over a reporting interval ->
+metrics), plus the attributes `encoder`, `next_sentence` and
+`progress_labels`.
 """
 
 from __future__ import annotations
@@ -35,12 +43,9 @@ from kbert.data.pretraining.dataset import check_pretraining_metadata
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.data.pretraining.metadata import recorded_masking
 from kbert.files import write_text
-from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
-from kbert.checkpoints import load_pretrainer
+from kbert.checkpoints import load_pretrainer_weights
 from kbert.checkpoints import save_pretrained
-from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
-from kbert.training.losses import sparse_softmax_cross_entropy_and_hits
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import cpu_has_native_bfloat16
 from kbert.training.strategy import is_chief
@@ -49,13 +54,13 @@ DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 SUMMARY_FILE = "summary.json"
 # Encoder sizes that must agree between --init_checkpoint and the gin config.
 _SIZE_KEYS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
-              "max_sequence_length", "num_segments")
+              "max_sequence_length", "num_segments", "embedding_width")
 
 
 def run_pretraining(
     input_file: str | list[str],
     model_dir: str,
-    build_pretrainer: Callable[[], BertPretrainer],
+    build_pretrainer: Callable[[], keras.Model],
     strategy: tf.distribute.Strategy | None = None,
     train_batch_size: int = 32,
     max_seq_length: int = 128,
@@ -82,7 +87,7 @@ def run_pretraining(
     do_lower_case: bool | None = None,
     print_fn: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Pre-trains a `BertPretrainer` on TFRecords, checkpointing and resuming exactly.
+    """Pre-trains a `BertPretrainer` or `ElectraPretrainer` on TFRecords, resuming exactly.
 
     The model and optimizer are built in `strategy.scope()`; each replica reads
     its share of the global batch through `distribute_datasets_from_function`.
@@ -96,8 +101,11 @@ def run_pretraining(
     Args:
         input_file: str or list of str. TFRecord files or globs, comma-separated.
         model_dir: str. Checkpoints, TensorBoard events and the final model.
-        build_pretrainer: callable returning a new `BertPretrainer`; called in
-            `strategy.scope()` under `dtype_policy`.
+        build_pretrainer: callable returning a new `BertPretrainer` or
+            `ElectraPretrainer` (or another model with their pre-training
+            methods, see the module docstring); called in `strategy.scope()`
+            under `dtype_policy`. Its `encoder` is what the pre-trained
+            directory holds.
         strategy: `tf.distribute.Strategy` or None (the default strategy).
         train_batch_size: int. Global batch size per optimizer step. Defaults to 32.
         max_seq_length: int. Sequence length of the data. Defaults to 128.
@@ -141,8 +149,10 @@ def run_pretraining(
     Returns:
         The summary dict also written to `model_dir/summary.json`:
         `global_step`, `loss`, `masked_lm_accuracy`, `next_sentence_accuracy`
-        (None for an MLM-only model), `examples_per_second`,
-        `resumed_from_step`, `wall_seconds`.
+        (None for an MLM-only model), the pre-trainer's other metrics
+        (`masked_lm_loss`; ELECTRA's `discriminator_loss`,
+        `discriminator_accuracy`, `discriminator_auc`, `replaced_fraction`),
+        `examples_per_second`, `resumed_from_step`, `wall_seconds`.
 
     Example:
 
@@ -250,7 +260,7 @@ class _Settings:
 class _TrainingState:
     """What the run builds and steps: model, optimizer, step, input, checkpoint and loop."""
 
-    pretrainer: BertPretrainer
+    pretrainer: keras.Model
     optimizer: keras.optimizers.Optimizer
     global_step: tf.Variable
     iterator: Any
@@ -289,11 +299,15 @@ class _Progress:
 
     def summary(self, resumed_from_step: int, wall_seconds: float) -> dict[str, Any]:
         """Returns the dict `run_pretraining` returns and writes to summary.json."""
+        # The last progress line's metrics: always the MLM and NSP accuracies
+        # (None when not measured), and whatever else the pre-trainer reports.
+        metrics = {"masked_lm_accuracy": None, "next_sentence_accuracy": None,
+                   **{k: v for k, v in self.last.items()
+                      if k not in ("loss", "learning_rate", "examples_per_second")}}
         return {
             "global_step": self.step,
             "loss": self.last.get("loss"),
-            "masked_lm_accuracy": self.last.get("masked_lm_accuracy"),
-            "next_sentence_accuracy": self.last.get("next_sentence_accuracy"),
+            **metrics,
             "examples_per_second": (self.timed_examples / self.timed_seconds
                                     if self.timed_seconds
                                     else self.last.get("examples_per_second")),
@@ -345,7 +359,7 @@ def _check_settings(settings: _Settings) -> _Settings:
                                vocab_file=vocab_file, do_lower_case=do_lower_case)
 
 
-def _build_state(settings: _Settings, build_pretrainer: Callable[[], BertPretrainer]
+def _build_state(settings: _Settings, build_pretrainer: Callable[[], keras.Model]
                  ) -> _TrainingState:
     """Builds the model and optimizer, the input pipeline and the checkpoint holding them."""
     pretrainer, optimizer, global_step = _build_in_scope(settings, build_pretrainer)
@@ -370,8 +384,8 @@ def _build_state(settings: _Settings, build_pretrainer: Callable[[], BertPretrai
                           manager, latest)
 
 
-def _build_in_scope(settings: _Settings, build_pretrainer: Callable[[], BertPretrainer]
-                    ) -> tuple[BertPretrainer, keras.optimizers.Optimizer, tf.Variable]:
+def _build_in_scope(settings: _Settings, build_pretrainer: Callable[[], keras.Model]
+                    ) -> tuple[keras.Model, keras.optimizers.Optimizer, tf.Variable]:
     """Builds the pre-trainer, optimizer and step counter in the strategy's scope and dtype."""
     strategy, dtype_policy = settings.strategy, settings.dtype_policy
     if (dtype_policy == "mixed_bfloat16" and settings.chief
@@ -427,8 +441,8 @@ def _restore_checkpoint(settings: _Settings, state: _TrainingState) -> int:
         state.checkpoint.restore(state.latest).assert_existing_objects_matched()
         settings.print_fn(f"resuming from {state.latest} (step {int(state.global_step.numpy())})")
     elif settings.init_checkpoint:
-        _load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
-        settings.print_fn(f"initialised from {settings.init_checkpoint}")
+        loaded = _load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
+        settings.print_fn(f"initialised from {settings.init_checkpoint} ({loaded})")
     return int(state.global_step.numpy())
 
 
@@ -451,31 +465,30 @@ def _train(settings: _Settings, state: _TrainingState, resumed_from_step: int) -
     here does), so that `state.release()` frees them even while an error's
     traceback holds this frame.
     """
-    state.train_loop = _make_train_loop(
+    state.train_loop, layout = _make_train_loop(
         settings.strategy, state.pretrainer, state.optimizer, state.global_step,
-        settings.train_batch_size, settings.gradient_accumulation_steps, settings.jit_compile,
-        state.next_batch)
+        settings.gradient_accumulation_steps, settings.jit_compile, state.next_batch)
     state.writer = (tf.summary.create_file_writer(settings.model_dir) if settings.chief
                     else tf.summary.create_noop_writer())
     num_train_steps, batch_size = settings.num_train_steps, settings.train_batch_size
     save_every, log_every = settings.save_checkpoints_steps, settings.log_every_steps
     progress = _Progress(step=resumed_from_step)
-    step, interval, first_call = resumed_from_step, _Interval(state.pretrainer.next_sentence), True
+    step, interval, first_call = resumed_from_step, _Interval(state.pretrainer, layout), True
     while step < num_train_steps:
         next_save = (step // save_every + 1) * save_every
         num_steps = min(settings.steps_per_execution, next_save - step, num_train_steps - step)
         call_start = time.time()
-        stats = [t.numpy() for t in state.train_loop(tf.constant(num_steps, tf.int32))]
+        losses, statistics = (t.numpy() for t in state.train_loop(tf.constant(num_steps, tf.int32)))
         seconds = time.time() - call_start
         if not first_call:  # The first call traces the step function.
             progress.timed_examples += num_steps * batch_size
             progress.timed_seconds += seconds
         first_call = False
-        _check_finite(stats[0], step, state.manager.latest_checkpoint)
+        _check_finite(losses, step, state.manager.latest_checkpoint)
         with state.writer.as_default():
-            for i, loss in enumerate(stats[0]):
+            for i, loss in enumerate(losses):
                 _scalar("loss", loss, step + i + 1)
-        interval.add(stats, num_steps * batch_size, seconds)
+        interval.add(losses, statistics, num_steps * batch_size, seconds)
         step += num_steps
         if step % save_every == 0 or step == num_train_steps:
             state.manager.save(checkpoint_number=step)
@@ -483,7 +496,7 @@ def _train(settings: _Settings, state: _TrainingState, resumed_from_step: int) -
             progress.last = interval.report(step, num_train_steps,
                                             float(_current_learning_rate(state.optimizer)),
                                             state.writer, settings.print_fn)
-            interval = _Interval(state.pretrainer.next_sentence)
+            interval = _Interval(state.pretrainer, layout)
     progress.step = step
     return progress
 
@@ -532,82 +545,66 @@ def _distributed_input(strategy, dataset_fn):
     return iterator, next_batch
 
 
-def _make_train_loop(strategy, pretrainer, optimizer, global_step, train_batch_size,
-                     accumulation, jit_compile, next_batch):
-    """Returns `train_loop(num_steps)`, one `tf.function` call running `num_steps` optimizer steps.
+def _make_train_loop(strategy, pretrainer, optimizer, global_step, accumulation, jit_compile,
+                     next_batch):
+    """Returns `(train_loop, layout)`: `train_loop(num_steps)` runs `num_steps` optimizer steps.
 
-    Each step reads `accumulation` micro-batches from `next_batch`, runs the
-    replica step under `strategy` and adds one to `global_step`. The loop
-    returns five per-step tensors summed over replicas: loss, MLM hits, MLM
-    weight, NSP hits and NSP weight (instances; packed rows hold several).
+    `train_loop` is one `tf.function` call: each step reads `accumulation`
+    micro-batches from `next_batch`, runs the replica step under `strategy`
+    and adds one to `global_step`. It returns two per-step tensors summed over
+    replicas: the loss `[steps]`, and the pre-trainer's normalizers and
+    statistics flattened into one vector per step `[steps, size]`. `layout`
+    (filled when the step is traced) lists the `(name, shape)` of each part of
+    that vector, in order.
     """
-    replica_step = _make_replica_step(strategy, pretrainer, optimizer, train_batch_size,
-                                      accumulation)
+    layout = []
+    replica_step = _make_replica_step(strategy, pretrainer, optimizer, accumulation, layout)
     step_fn = tf.function(replica_step, jit_compile=True) if jit_compile else replica_step
 
     @tf.function
     def train_loop(num_steps):
-        # One TensorArray per statistic: autograph tracks names, not list items.
-        loss, mlm_correct, mlm_weight, nsp_correct, nsp_weight = (
-            tf.TensorArray(tf.float32, size=num_steps) for _ in range(5))
+        # One TensorArray per output: autograph tracks names, not list items.
+        losses = tf.TensorArray(tf.float32, size=num_steps)
+        statistics = tf.TensorArray(tf.float32, size=num_steps)
         for i in tf.range(num_steps):
             micro_batches = tuple(next_batch() for _ in range(accumulation))
-            results = strategy.run(step_fn, args=(micro_batches,))
+            loss, flat = strategy.run(step_fn, args=(micro_batches,))
             global_step.assign_add(1)
-            reduced = [strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results]
-            loss = loss.write(i, reduced[0])
-            mlm_correct = mlm_correct.write(i, reduced[1])
-            mlm_weight = mlm_weight.write(i, reduced[2])
-            nsp_correct = nsp_correct.write(i, reduced[3])
-            nsp_weight = nsp_weight.write(i, reduced[4])
-        return (loss.stack(), mlm_correct.stack(), mlm_weight.stack(), nsp_correct.stack(),
-                nsp_weight.stack())
+            losses = losses.write(i, strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None))
+            statistics = statistics.write(
+                i, strategy.reduce(tf.distribute.ReduceOp.SUM, flat, axis=None))
+        return losses.stack(), statistics.stack()
 
-    return train_loop
+    return train_loop, layout
 
 
-def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumulation):
+def _make_replica_step(strategy, pretrainer, optimizer, accumulation, layout):
     """Returns `replica_step(micro_batches)`: one optimizer step on one replica's micro-batches.
 
-    Gradients are summed over micro-batches and then across replicas, once,
-    before the optimizer clips and applies them.
+    The loss is the pre-trainer's (`pretraining_losses`), divided by totals of
+    its `loss_normalizers` over the whole global batch. Gradients are summed
+    over micro-batches and then across replicas, once, before the optimizer
+    clips and applies them.
     """
     variables = pretrainer.trainable_variables
-    next_sentence = pretrainer.next_sentence
     contributions = strategy.num_replicas_in_sync * accumulation
     _stop_optimizer_summing_gradients(optimizer)
 
     def replica_step(micro_batches):
         context = tf.distribute.get_replica_context()
-        local_weight = tf.add_n([tf.reduce_sum(w["mlm"]) for _, _, w in micro_batches])
-        # MLM loss is averaged over the masked positions of the whole global
-        # batch, so every replica and micro-batch divides by the same total.
-        total_weight = context.all_reduce(tf.distribute.ReduceOp.SUM, local_weight)
-        # NSP is averaged over the instances of the global batch: one per row,
-        # or the filled slots of packed rows (known when tracing).
-        local_nsp_weight = tf.add_n([tf.reduce_sum(w["nsp"]) for _, _, w in micro_batches]
-                                    ) if next_sentence else tf.constant(0.0)
-        total_nsp_weight = (context.all_reduce(tf.distribute.ReduceOp.SUM, local_nsp_weight)
-                            if next_sentence and "cls_positions" in micro_batches[0][0]
-                            else float(train_batch_size))
-        grads, loss_sum, mlm_correct, nsp_correct = None, 0.0, 0.0, 0.0
+        local = _add_statistics([pretrainer.loss_normalizers(*batch) for batch in micro_batches])
+        # Each loss is averaged over the whole global batch, so every replica
+        # and micro-batch divides by the same totals.
+        totals = context.all_reduce(tf.distribute.ReduceOp.SUM, local)
+        grads, loss_sum, statistics = None, 0.0, []
         # Indices of the variables the loss reaches, known when tracing: an
-        # MLM-only model (next_sentence=False) never uses the pooler, which
-        # then gets neither an update nor weight decay.
+        # MLM-only model never uses the pooler, which then gets neither an
+        # update nor weight decay.
         used = None
         for features, labels, weights in micro_batches:
             with tf.GradientTape() as tape:
-                outputs = pretrainer(features, training=True)
-                mlm_losses, mlm_hits = sparse_softmax_cross_entropy_and_hits(
-                    labels["mlm"], outputs["mlm"])
-                loss = tf.math.divide_no_nan(tf.reduce_sum(mlm_losses * weights["mlm"]),
-                                             total_weight)
-                if next_sentence:
-                    nsp_labels = tf.reshape(labels["nsp"], [-1])
-                    nsp_weights = tf.reshape(weights["nsp"], [-1])
-                    nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                        nsp_labels, tf.reshape(outputs["nsp"], [-1, 2]))
-                    loss += tf.reduce_sum(nsp_losses * nsp_weights) / total_nsp_weight
+                loss, micro_statistics = pretrainer.pretraining_losses(
+                    features, labels, weights, totals, training=True)
                 if pretrainer.losses:
                     loss += tf.add_n(pretrainer.losses) / contributions
                 scaled_loss = optimizer.scale_loss(loss)
@@ -617,17 +614,21 @@ def _make_replica_step(strategy, pretrainer, optimizer, train_batch_size, accumu
             micro_grads = [tf.convert_to_tensor(raw_grads[i]) for i in used]
             grads = micro_grads if grads is None else [a + b for a, b in zip(grads, micro_grads)]
             loss_sum += loss
-            mlm_correct += tf.reduce_sum(mlm_hits * weights["mlm"])
-            if next_sentence:
-                predicted = tf.reshape(tf.argmax(outputs["nsp"], axis=-1, output_type=tf.int32),
-                                       [-1])
-                nsp_correct += tf.reduce_sum(
-                    tf.cast(tf.equal(predicted, nsp_labels), tf.float32) * nsp_weights)
+            statistics.append(micro_statistics)
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         optimizer.apply_gradients(zip(grads, [variables[i] for i in used]))
-        return loss_sum, mlm_correct, local_weight, nsp_correct, local_nsp_weight
+        statistics = {**local, **_add_statistics(statistics)}
+        layout[:] = [(name, tuple(value.shape)) for name, value in statistics.items()]
+        return loss_sum, tf.concat(
+            [tf.reshape(tf.cast(value, tf.float32), [-1]) for value in statistics.values()], 0)
 
     return replica_step
+
+
+def _add_statistics(dicts: list[dict[str, tf.Tensor]]) -> dict[str, tf.Tensor]:
+    """Sums dicts of tensors key by key (the first dict's keys and order)."""
+    return {name: tf.add_n([d[name] for d in dicts]) if len(dicts) > 1 else dicts[0][name]
+            for name in dicts[0]}
 
 
 def _stop_optimizer_summing_gradients(optimizer) -> None:
@@ -643,30 +644,32 @@ def _stop_optimizer_summing_gradients(optimizer) -> None:
 class _Interval:
     """Sums per-step statistics between two progress lines."""
 
-    def __init__(self, next_sentence: bool = True):
-        self.next_sentence = next_sentence
-        self.steps, self.loss, self.mlm_correct, self.mlm_weight, self.nsp_correct = 0, 0.0, 0.0, 0.0, 0.0
-        self.nsp_weight = 0.0
+    def __init__(self, pretrainer, layout: list[tuple[str, tuple[int, ...]]]):
+        self.pretrainer, self.layout = pretrainer, layout
+        self.steps, self.loss, self.statistics = 0, 0.0, 0.0
         self.examples, self.seconds = 0, 0.0
 
-    def add(self, stats, examples, seconds):
-        losses, mlm_correct, mlm_weight, nsp_correct, nsp_weight = stats
+    def add(self, losses: np.ndarray, statistics: np.ndarray, examples: int, seconds: float):
         self.steps += len(losses)
         self.loss += float(losses.sum())
-        self.mlm_correct += float(mlm_correct.sum())
-        self.mlm_weight += float(mlm_weight.sum())
-        self.nsp_correct += float(nsp_correct.sum())
-        self.nsp_weight += float(nsp_weight.sum())
+        self.statistics = self.statistics + statistics.astype(np.float64).sum(axis=0)
         self.examples += examples
         self.seconds += seconds
 
+    def sums(self) -> dict[str, np.ndarray]:
+        """The summed statistics by name, in their shapes."""
+        sums, offset = {}, 0
+        for name, shape in self.layout:
+            size = int(np.prod(shape))
+            sums[name] = np.reshape(self.statistics[offset:offset + size], shape)
+            offset += size
+        return sums
+
     def report(self, step, total, learning_rate, writer, print_fn):
+        metrics = self.pretrainer.pretraining_metrics(self.sums())
         values = {
             "loss": self.loss / self.steps,
-            "masked_lm_accuracy": self.mlm_correct / max(self.mlm_weight, 1e-9),
-            # None for MLM-only models (BertPretrainer.next_sentence=False).
-            "next_sentence_accuracy": (self.nsp_correct / max(self.nsp_weight, 1e-9)
-                                       if self.next_sentence else None),
+            **metrics,
             "learning_rate": learning_rate,
             "examples_per_second": self.examples / max(self.seconds, 1e-9),
         }
@@ -674,9 +677,12 @@ class _Interval:
             for name, value in values.items():
                 if name != "loss" and value is not None:
                     _scalar(name, value, step)
-        nsp = (f"nsp_acc {values['next_sentence_accuracy']:.4f}  " if self.next_sentence else "")
-        print_fn(f"step {step}/{total}  loss {values['loss']:.4f}  "
-                 f"mlm_acc {values['masked_lm_accuracy']:.4f}  {nsp}"
+        # Metrics the model labels for the progress line; None ones (an
+        # MLM-only model's NSP accuracy) are left out.
+        shown = "".join(f"{label} {metrics[name]:.4f}  "
+                        for name, label in self.pretrainer.progress_labels.items()
+                        if metrics.get(name) is not None)
+        print_fn(f"step {step}/{total}  loss {values['loss']:.4f}  {shown}"
                  f"lr {learning_rate:.3e}  examples/s {values['examples_per_second']:.1f}")
         return values
 
@@ -855,17 +861,21 @@ def _worker_dir(model_dir: str, strategy) -> str:
     return os.path.join(model_dir, f".worker_{resolver.task_type}_{resolver.task_id}")
 
 
-def _load_init_checkpoint(pretrainer: BertPretrainer, directory: str) -> None:
+def _load_init_checkpoint(pretrainer, directory: str) -> str:
+    """Loads a pre-trained directory's encoder (and matching heads); returns what was loaded."""
     source = load_encoder(directory)
     encoder = pretrainer.encoder
     for key in _SIZE_KEYS:
         if getattr(source, key) != getattr(encoder, key):
+            name = "embedding_dim" if key == "embedding_width" else key
             raise ValueError(
                 f"--init_checkpoint={directory} has {key}={getattr(source, key)} but the gin "
-                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{key} = "
+                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{name} = "
                 f"{getattr(source, key)} or use another checkpoint."
             )
     encoder.set_weights(source.get_weights())
-    if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
-        heads = load_pretrainer(directory, next_sentence=pretrainer.next_sentence)
-        pretrainer.set_weights(heads.get_weights())
+    if load_pretrainer_weights(pretrainer, directory):
+        return "encoder and pre-training heads"
+    # A BERT directory starting an ELECTRA run (or the other way round) gives
+    # its encoder; the heads of another kind of pre-trainer cannot be used.
+    return "encoder (no pre-training heads of this kind there)"

@@ -68,8 +68,12 @@ def tf1_arrays(seed=0, num_layers=L, heads=True):
     return arrays
 
 
-def write_tf1_checkpoint(directory, arrays, config=None, vocab=VOCAB):
-    """Writes a checkpoint as the original TF1 code does (variables + Saver in a graph)."""
+def write_tf1_checkpoint(directory, arrays, config=None, vocab=VOCAB, name="bert_model.ckpt"):
+    """Writes a checkpoint as the original TF1 code does (variables + Saver in a graph).
+
+    `config` None writes BERT_CONFIG, False writes no bert_config.json (as
+    google-research/electra, whose sizes live in its --hparams).
+    """
     import tensorflow as tf
 
     os.makedirs(directory, exist_ok=True)
@@ -79,13 +83,14 @@ def write_tf1_checkpoint(directory, arrays, config=None, vocab=VOCAB):
         saver = tf.compat.v1.train.Saver(variables)
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
-            saver.save(session, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False)
-    with open(os.path.join(directory, "bert_config.json"), "w") as f:
-        json.dump(config or BERT_CONFIG, f)
+            saver.save(session, os.path.join(directory, name), write_meta_graph=False)
+    if config is not False:
+        with open(os.path.join(directory, "bert_config.json"), "w") as f:
+            json.dump(config or BERT_CONFIG, f)
     if vocab is not None:
         with open(os.path.join(directory, "vocab.txt"), "w") as f:
             f.write("\n".join(vocab) + "\n")
-    return os.path.join(directory, "bert_model.ckpt")
+    return os.path.join(directory, name)
 
 
 def tf1_to_hf_arrays(arrays, prefix="bert."):
@@ -161,6 +166,8 @@ def reference_bert(w, inputs, layout="tf1", hf_prefix="", num_heads=A, gelu=gelu
          + n.get("bert/embeddings/token_type_embeddings",
                  p + "embeddings.token_type_embeddings.weight")[seg])
     x = n.norm(x, "bert/embeddings/LayerNorm", p + "embeddings.LayerNorm", eps)
+    if "bert/embeddings_project/kernel" in w:  # google-research/electra's narrower embeddings
+        x = n.dense(x, "bert/embeddings_project", None)
     batch, _, hidden = x.shape
     head_dim = hidden // num_heads
     bias = (1.0 - mask[:, None, None, :]) * -1e9
@@ -185,8 +192,9 @@ def reference_bert(w, inputs, layout="tf1", hf_prefix="", num_heads=A, gelu=gelu
         x = n.norm(x + n.dense(inner, t + "output/dense", h + "output.dense"),
                    t + "output/LayerNorm", h + "output.LayerNorm", eps)
         layer += 1
-    outputs = {"sequence_output": x,
-               "pooled_output": np.tanh(n.dense(x[:, 0], "bert/pooler/dense", p + "pooler.dense"))}
+    outputs = {"sequence_output": x}
+    if "bert/pooler/dense/kernel" in w or p + "pooler.dense.weight" in w:  # ELECTRA has none
+        outputs["pooled_output"] = np.tanh(n.dense(x[:, 0], "bert/pooler/dense", p + "pooler.dense"))
     if mask_positions is not None:
         gathered = np.take_along_axis(x, mask_positions[:, :, None], axis=1)
         y = gelu(n.dense(gathered, "cls/predictions/transform/dense",

@@ -106,3 +106,82 @@ def test_from_bert_config():
 def test_bad_bert_config_is_named(changes, message):
     with pytest.raises(ValueError, match=message):
         BertEncoder.from_bert_config(_original_config(**changes))
+
+
+# --- embedding_dim: ELECTRA's narrower embeddings with a projection ---
+
+E = 16  # embedding width below H, as ELECTRA-Small's 128 below 256
+
+
+def test_default_has_no_projection_and_an_unchanged_config(tiny_encoder):
+    assert tiny_encoder.embeddings_projection is None
+    assert "embedding_dim" not in tiny_encoder.get_config()
+    assert tiny_encoder.embedding_width == H
+    assert not [w for w in tiny_encoder.weights if "projection" in w.path]
+
+
+@pytest.fixture(scope="module")
+def narrow_encoder():
+    return BertEncoder(**tiny_encoder_kwargs(embedding_dim=E))
+
+
+def test_embedding_projection_sizes_and_parameter_count(narrow_encoder, tiny_encoder):
+    embeddings = lambda width: (V + P + 2) * width + 2 * width  # noqa: E731 (tables + LayerNorm)
+    projection = E * H + H
+    expected = (tiny_encoder.count_params() - embeddings(H)) + embeddings(E) + projection
+    assert narrow_encoder.count_params() == expected
+    assert tuple(narrow_encoder.token_embedding.embeddings.shape) == (V, E)
+    assert tuple(narrow_encoder.embeddings_projection.kernel.shape) == (E, H)
+    outputs = _numpy(narrow_encoder(tiny_inputs()))
+    assert outputs["sequence_output"].shape == (BATCH, SEQ, H)
+
+
+def test_embedding_dim_config_round_trip_and_keras_file(narrow_encoder, tmp_path):
+    config = narrow_encoder.get_config()
+    assert config["embedding_dim"] == E
+    assert BertEncoder.from_config(config).get_config() == config
+    path = str(tmp_path / "narrow.keras")
+    narrow_encoder.save(path)
+    restored = keras.saving.load_model(path)
+    inputs = tiny_inputs(seed=4)
+    np.testing.assert_array_equal(_numpy(restored(inputs))["sequence_output"],
+                                  _numpy(narrow_encoder(inputs))["sequence_output"])
+
+
+def test_parity_with_keras_hub_electra_backbone(narrow_encoder):
+    backbone = keras_hub.models.ElectraBackbone(
+        vocab_size=V, num_layers=L, num_heads=A, hidden_dim=H, embedding_dim=E,
+        intermediate_dim=I, max_sequence_length=P)
+    assert backbone.count_params() == narrow_encoder.count_params()
+    for layer in narrow_encoder.layers:
+        if layer.weights:
+            backbone.get_layer(layer.name).set_weights(layer.get_weights())
+    inputs = tiny_inputs(seed=5)
+    ours, theirs = _numpy(narrow_encoder(inputs)), _numpy(backbone(inputs))
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(ours[name], theirs[name], atol=1e-5)
+
+
+def test_bert_config_carries_embedding_size(narrow_encoder, tiny_encoder):
+    from kbert.models.bert_config import arguments_to_bert_config
+    from kbert.models.bert_config import bert_config_to_arguments
+
+    config = arguments_to_bert_config(narrow_encoder.get_config())
+    assert config["embedding_size"] == E and config["hidden_size"] == H
+    assert bert_config_to_arguments(config)["embedding_dim"] == E
+    # BERT configs keep exactly google-research/bert's keys (+ layer_norm_eps).
+    assert "embedding_size" not in arguments_to_bert_config(tiny_encoder.get_config())
+
+
+def test_shared_embeddings_are_the_same_variables(narrow_encoder):
+    other = BertEncoder(**tiny_encoder_kwargs(hidden_dim=8, num_heads=1, intermediate_dim=32,
+                                              embedding_dim=E), shared_embeddings=narrow_encoder)
+    for name in ("token_embedding", "position_embedding", "segment_embedding",
+                 "embeddings_layer_norm"):
+        assert getattr(other, name) is getattr(narrow_encoder, name)
+    assert other.token_embedding.embeddings is narrow_encoder.token_embedding.embeddings
+    assert tuple(other.embeddings_projection.kernel.shape) == (E, 8)
+    assert "shared_embeddings" not in other.get_config()
+    with pytest.raises(ValueError, match=r"shared_embeddings cannot be used: embedding_width=32 "
+                                         r"but the shared encoder has 16"):
+        BertEncoder(**tiny_encoder_kwargs(), shared_embeddings=narrow_encoder)

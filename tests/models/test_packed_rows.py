@@ -143,3 +143,36 @@ def test_a_packed_classifier_row_gives_each_example_its_logits_alone():
         inputs, _, _ = _alone(instance)
         alone = classifier({k: v for k, v in inputs.items() if k != "mask_positions"})
         np.testing.assert_allclose(packed[0, slot], alone[0], atol=1e-5)
+
+
+def test_packed_electra_rows_keep_each_instance_alone_in_both_encoders():
+    from kbert.models import ElectraPretrainer
+
+    keras.utils.set_random_seed(5)
+    # Narrow embeddings (ELECTRA-Small's layout): the packed path projects them too.
+    electra = ElectraPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0, embedding_dim=16)))
+    row = _packed(INSTANCES)
+    slots = row["mask_positions"].shape[1]
+    labels = np.array([[INSTANCES[0][0][1], 22, 32, 41, 51]], "int32")[:, :slots]
+    outputs = electra({**row, "mask_labels": labels, "mask_weights": np.ones((1, slots), "float32")})
+    replaced = keras.ops.convert_to_numpy(outputs["replaced_ids"])
+    unmasked = np.ones(P, bool)
+    unmasked[row["mask_positions"][0]] = False
+    np.testing.assert_array_equal(replaced[0, unmasked], row["token_ids"][0, unmasked])
+    prediction = 0
+    for slot, instance in enumerate(INSTANCES):
+        inputs, _, _ = _alone(instance)
+        start, length = row["cls_positions"][0, slot], len(instance[0])
+        inputs["token_ids"][0, :length] = replaced[0, start:start + length]
+        encoders_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        alone = electra.replaced_token_head(electra.encoder(encoders_inputs)["sequence_output"])
+        np.testing.assert_allclose(outputs["rtd"][0, start:start + length], alone[0, :length],
+                                   atol=1e-5)
+        count = len(instance[2])
+        generated = electra.generator(
+            {k: _alone(instance)[0][k] for k in ("token_ids", "segment_ids", "padding_mask")})
+        mlm = electra.masked_lm_head(generated["sequence_output"],
+                                     mask_positions=np.array([instance[2]], "int32"))
+        np.testing.assert_allclose(outputs["mlm"][0, prediction:prediction + count], mlm[0],
+                                   atol=1e-5)
+        prediction += count

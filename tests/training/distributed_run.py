@@ -2,6 +2,7 @@
 
     python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
     TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
+    MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer, packed
 
 Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
 a checksum of the weights, for tests to compare with the default strategy.
@@ -24,9 +25,10 @@ if mode == "mirrored":
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 
 from tests.conftest import tiny_encoder_kwargs  # noqa: E402
+from tests.finetune_testing import character_vocabulary  # noqa: E402
 from tests.training.pretraining_data import RUN  # noqa: E402
 
-from kbert.models import BertEncoder, BertPretrainer  # noqa: E402
+from kbert.models import BertEncoder, BertPretrainer, ElectraPretrainer  # noqa: E402
 from kbert.training import create_strategy, run_pretraining  # noqa: E402
 
 if mode == "mirrored":
@@ -39,12 +41,24 @@ built = []
 
 
 def build():
-    built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
+    if os.environ.get("MODEL") == "electra":
+        # Its tests' data are tokenized with the character vocabulary.
+        built.append(ElectraPretrainer(BertEncoder(**tiny_encoder_kwargs(
+            dropout=0.0, embedding_dim=16, vocabulary_size=len(character_vocabulary())))))
+    else:
+        built.append(BertPretrainer(BertEncoder(**tiny_encoder_kwargs(dropout=0.0))))
     return built[-1]
 
 
 losses = []
 settings = {**RUN, "num_train_steps": int(os.environ.get("STEPS", 6))}
+if os.environ.get("MODEL") == "electra":
+    from kbert.data import PackingConfig  # noqa: E402
+
+    # Its tests' data, masked anew in every batch, in packed rows: the loss
+    # normalizers (masked slots, real tokens) then differ between replicas.
+    settings.update(masking="dynamic",
+                    packing=PackingConfig(max_instances_per_row=3, window_size=32))
 if mode == "mirrored":
     # A global batch the replicas cannot share is refused before anything is built.
     try:

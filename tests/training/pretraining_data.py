@@ -85,15 +85,15 @@ def gin_params(encoder_kwargs, **run_overrides):
     return params
 
 
-def read_losses(model_dir):
-    """Per-step `loss` scalars from TensorBoard events; the latest write of a step wins."""
+def read_losses(model_dir, tag="loss"):
+    """Per-step `tag` scalars from TensorBoard events; the latest write of a step wins."""
     latest = {}
     for name in tf.io.gfile.listdir(model_dir):
         if not name.startswith("events.out.tfevents"):
             continue
         for event in tf.compat.v1.train.summary_iterator(os.path.join(model_dir, name)):
             for value in event.summary.value:
-                if value.tag == "loss":
+                if value.tag == tag:
                     previous = latest.get(event.step)
                     if previous is None or event.wall_time >= previous[0]:
                         latest[event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))

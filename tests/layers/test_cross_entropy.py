@@ -3,8 +3,8 @@
 import numpy as np
 import tensorflow as tf
 
-from kbert.training.losses import sparse_softmax_cross_entropy
-from kbert.training.losses import sparse_softmax_cross_entropy_and_hits
+from kbert.layers.cross_entropy import sparse_softmax_cross_entropy
+from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 
 
 def test_matches_tf_op_in_value_and_gradient():

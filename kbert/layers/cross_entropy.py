@@ -25,7 +25,7 @@ def sparse_softmax_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Ten
 
     Example:
 
-    >>> kbert.training.losses.sparse_softmax_cross_entropy(
+    >>> kbert.layers.cross_entropy.sparse_softmax_cross_entropy(
     ...     tf.constant([1]), tf.constant([[0.0, 0.0]]))  # log 2
     """
     return _cross_entropy(logits, labels)[0]
