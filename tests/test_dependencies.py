@@ -1,11 +1,11 @@
 """Keeps the dependency direction (docs/architecture.md):
 
-    files -> layers -> models -> data -> tasks, checkpoints -> training, export
+    files -> layers -> models -> data -> tasks, checkpoints -> training, export, index
           -> configurables -> bin
 
 `files` (atomic output) is the floor everything may use; `data` never imports
 `models`; `tasks` and `checkpoints` are siblings that never import each other;
-`serving` may use export. Only `configurables` and `bin` import gin or define
+`index` sits beside export and uses it; `serving` may use export and index. Only `configurables` and `bin` import gin or define
 absl flags. Imports inside functions count too: a lazy import is still a
 dependency.
 """
@@ -26,9 +26,10 @@ ALLOWED = {
     "checkpoints": _BELOW_TASKS | {"checkpoints"},
     "training": _BELOW_TASKS | {"tasks", "checkpoints", "training"},
     "export": _BELOW_TASKS | {"tasks", "checkpoints", "export"},
-    "serving": _BELOW_TASKS | {"tasks", "checkpoints", "export", "serving"},
+    "index": _BELOW_TASKS | {"tasks", "checkpoints", "export", "index"},
+    "serving": _BELOW_TASKS | {"tasks", "checkpoints", "export", "index", "serving"},
     "configurables": _BELOW_TASKS | {"tasks", "checkpoints", "training", "export"},
-    "bin": _BELOW_TASKS | {"tasks", "checkpoints", "training", "export", "serving",
+    "bin": _BELOW_TASKS | {"tasks", "checkpoints", "training", "export", "index", "serving",
                            "configurables", "bin"},
 }
 

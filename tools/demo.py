@@ -10,7 +10,9 @@ the demo re-runs):
   4. kbert-convert the real all-MiniLM-L6-v2 weights and kbert-finetune them on an
      SST-2 slice, reporting dev accuracy;
   5. kbert-export, kbert-serve on free local ports, three sentences over gRPC with
-     serving/client.py and one over REST, then stop the server.
+     serving/client.py and one over REST, then stop the server;
+  6. retrieval: 300 sentences of Persuasion embedded by the converted MiniLM into an
+     exact kbert-index, served by kbert-serve --index_dir, one question answered over REST.
 
 Where a stage fails the demo stops there, naming the stage.
 """
@@ -164,6 +166,35 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_server(command: list[str]) -> subprocess.Popen:
+    """Starts kbert-serve and waits for its "serving" line (at most 120 s)."""
+    print(f"  $ {_shown(command)} &")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    server = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 120
+    lines = []
+    for line in server.stdout:
+        if line.startswith("kbert-serve: serving"):
+            print(f"    {line.rstrip()}")
+            return server
+        lines.append(line.rstrip())
+        if time.time() > deadline:
+            stop_server(server)
+            raise StageFailed("kbert-serve did not become ready in 120 s")
+    shown = "\n".join(f"    {line}" for line in lines[-5:] if not NOISE.match(line))
+    raise StageFailed(f"kbert-serve exited with {server.wait()} before it was ready:\n{shown}")
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM, as an operator would; killed if it has not stopped in 30 s."""
+    server.send_signal(signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+
+
 def stage_serve() -> str:
     (export_base,) = fresh("export")
     model_base = os.path.join(export_base, "sst2")
@@ -171,20 +202,8 @@ def stage_serve() -> str:
     grpc_port, rest_port = _free_port(), _free_port()
     command = kbert("serve") + [f"--port={grpc_port}", f"--rest_api_port={rest_port}",
                                 "--model_name=sst2", f"--model_base_path={model_base}"]
-    print(f"  $ {_shown(command)} &")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    server = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+    server = start_server(command)
     try:
-        deadline = time.time() + 120
-        for line in server.stdout:
-            if line.startswith("kbert-serve: serving"):
-                print(f"    {line.rstrip()}")
-                break
-            if time.time() > deadline:
-                raise StageFailed("kbert-serve did not become ready in 120 s")
-        else:
-            raise StageFailed(f"kbert-serve exited with {server.wait()} before it was ready")
         client = [sys.executable, "serving/client.py", f"--server=127.0.0.1:{grpc_port}",
                   "--model_name=sst2"]
         for sentence in SENTENCES:
@@ -201,15 +220,44 @@ def stage_serve() -> str:
         print(f"    {json.dumps(answer)}")
         labels.append(answer["label"])
     finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_server(server)
     names = [SST2_LABELS.get(label, label) for label in labels]
     for name, sentence, via in zip(names, SENTENCES + [REST_SENTENCE], ["gRPC"] * 3 + ["REST"]):
         print(f"    {via:4s} {sentence!r} -> {name}")
     return f"{len(names)} sentences answered by kbert-serve over gRPC and REST; server stopped"
+
+
+RETRIEVAL_QUESTION = "Why did Sir Walter have to let Kellynch Hall?"
+
+
+def stage_retrieval() -> str:
+    """A few hundred sentences of a book in the repo -> an index -> a question answered over REST."""
+    corpus, index_dir = fresh("retrieval_corpus.jsonl", "index")
+    text = " ".join(open(os.path.join(DATA, "gutenberg", "austen-persuasion.txt"), encoding="utf-8").read().split())
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+", text) if 40 <= len(s) <= 400][:300]
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"_id": f"persuasion-{i}", "text": s}) + "\n" for i, s in enumerate(sentences))
+    # --skip_ops_check: stage 5 already checked this encoder's ops in a fresh process, and
+    # that check costs a TensorFlow start-up (the demo is kept short).
+    run(kbert("index") + ["build", f"--model_dir={OUT}/minilm", f"--corpus={corpus}",
+                          f"--index_dir={index_dir}", "--skip_ops_check", "--max_seq_length=128"])
+    rest_port = _free_port()
+    command = kbert("serve") + [f"--port={_free_port()}", f"--rest_api_port={rest_port}",
+                                f"--index_dir={index_dir}", "--index_name=persuasion"]
+    server = start_server(command)
+    try:
+        body = {"queries": [RETRIEVAL_QUESTION], "top_k": 3}
+        print(f"  $ curl -d '{json.dumps(body)}' http://127.0.0.1:{rest_port}/v1/indexes/persuasion:search")
+        request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/indexes/persuasion:search",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            answer = json.load(response)
+    finally:
+        stop_server(server)
+    for doc_id, score, hit in zip(answer["ids"][0], answer["scores"][0], answer["texts"][0]):
+        print(f"    {score:.3f} {doc_id}: {hit[:110]}")
+    return f"{len(sentences)} sentences indexed; {RETRIEVAL_QUESTION!r} answered over REST; server stopped"
 
 
 STAGES = [
@@ -218,6 +266,7 @@ STAGES = [
     ("pre-training", stage_pretrain),
     ("conversion and fine-tuning", stage_finetune),
     ("export and serving", stage_serve),
+    ("retrieval", stage_retrieval),
 ]
 
 

@@ -50,6 +50,14 @@ flags.DEFINE_integer("rest_api_num_threads", 16, "REST requests handled at once;
 flags.DEFINE_integer("rest_api_timeout_in_ms", 30000, "Longest wait for a REST request's headers, for its body, "
                      "and for a thread to run it (then HTTP 504); idle connections close after it too.")
 flags.DEFINE_integer("rest_api_max_connections", 1000, "Open REST connections past which new ones get HTTP 503.")
+flags.DEFINE_string("index_dir", None, "A kbert-index index to search over REST at "
+                    "POST /v1/indexes/<--index_name>:search ({\"queries\": [...], \"top_k\": 10}); model "
+                    "endpoints keep working beside it. (An exact index is also a model: --model_base_path=INDEX "
+                    "serves its search signature.)")
+flags.DEFINE_string("index_name", "default", "Name of --index_dir in the search URL.")
+flags.DEFINE_string("rerank_model_dir", None, "With --index_dir: a cross-encoder (fine-tuned --task=rerank "
+                    "directory or its export) re-scoring each search's top --rerank_top_k hits.")
+flags.DEFINE_integer("rerank_top_k", 50, "Hits re-scored by --rerank_model_dir per query.")
 flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
                      "change of a file under it also retries it).")
 flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")
@@ -75,8 +83,18 @@ def main(argv: list[str]) -> None:
     elif FLAGS.model_base_path:
         configs = [ModelConfig(FLAGS.model_name, os.path.abspath(FLAGS.model_base_path)
                                if "://" not in FLAGS.model_base_path else FLAGS.model_base_path)]
+    elif FLAGS.index_dir:
+        configs = []
     else:
-        raise ValueError("--model_base_path (with --model_name) or --model_config_file is required.")
+        raise ValueError("--model_base_path (with --model_name), --model_config_file or --index_dir is required.")
+    indexes = {}
+    if FLAGS.index_dir:
+        from kbert.index import IndexSearcher
+
+        indexes[FLAGS.index_name] = IndexSearcher(FLAGS.index_dir, rerank_model_dir=FLAGS.rerank_model_dir,
+                                                  rerank_top_k=FLAGS.rerank_top_k)
+    elif FLAGS.rerank_model_dir:
+        raise ValueError("--rerank_model_dir re-ranks the hits of --index_dir; pass --index_dir too.")
     batching = None
     if FLAGS.enable_batching:
         batching = (BatchingParameters.from_file(FLAGS.batching_parameters_file)
@@ -97,7 +115,8 @@ def main(argv: list[str]) -> None:
                          rest_api_timeout_in_ms=FLAGS.rest_api_timeout_in_ms,
                          rest_api_max_connections=FLAGS.rest_api_max_connections,
                          max_num_load_retries=FLAGS.max_num_load_retries,
-                         load_retry_interval_seconds=FLAGS.load_retry_interval_micros / 1e6)
+                         load_retry_interval_seconds=FLAGS.load_retry_interval_micros / 1e6,
+                         indexes=indexes)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -41,7 +41,9 @@ from kbert.checkpoints.keras_hub_interop import to_keras_hub
 from kbert.checkpoints.minilm import minilm_hf_dir
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
+from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import load_pretrainer_weights
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
+from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
 from kbert.checkpoints.weight_map import weight_names

@@ -20,6 +20,7 @@ from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.checkpoints.pretrained import VOCAB
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
+from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
 
@@ -43,6 +44,9 @@ class ConvertedModel:
         source: str. What was read, for the summary.
         skipped: list of str. Source tensors deliberately not converted
             (optimizer state, tied copies, unknown tensors when ignored).
+        sentence_config: dict or None. How the source makes sentence vectors
+            (a sentence-transformers model's pooling and normalisation),
+            written as `sentence_config.json`.
         notes: list of str. What the reader had to decide or leave out (a
             config inferred from shapes, a layer the source lacks).
 
@@ -58,6 +62,7 @@ class ConvertedModel:
     do_lower_case: bool | None = None
     source: str = ""
     skipped: list[str] = dataclasses.field(default_factory=list)
+    sentence_config: dict | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
@@ -84,7 +89,8 @@ class ConvertedModel:
                 vocab_file = os.path.join(temporary, VOCAB)
                 write_vocab(self.vocabulary, vocab_file)
             save_pretrained(temporary, self.encoder, vocab_file=vocab_file,
-                            do_lower_case=self.do_lower_case, pretrainer=self.pretrainer)
+                            do_lower_case=self.do_lower_case, pretrainer=self.pretrainer,
+                            sentence_config=self.sentence_config)
 
     def summary(self) -> str:
         """A few lines describing what was converted."""
@@ -104,6 +110,10 @@ class ConvertedModel:
             f"vocabulary: {len(self.vocabulary) if self.vocabulary else 'none'} tokens, "
             f"do_lower_case={self.do_lower_case}",
         ]
+        if self.sentence_config is not None:
+            lines.append(f"sentence vectors: {self.sentence_config['pooling']} pooling, "
+                         f"normalize={self.sentence_config['normalize']} "
+                         f"(from {self.sentence_config.get('source', 'the source')})")
         if self.skipped:
             shown = ", ".join(self.skipped[:8]) + (" ..." if len(self.skipped) > 8 else "")
             lines.append(f"not converted: {len(self.skipped)} tensor(s): {shown}")
@@ -192,4 +202,5 @@ def load_kbert(directory: str) -> ConvertedModel:
             raise ValueError(f"{os.path.join(directory, PRETRAINER_WEIGHTS)} does not match the "
                              f"encoder of {directory}'s bert_config.json.")
     encoder = pretrainer.encoder if pretrainer is not None else load_encoder(directory)
-    return ConvertedModel(encoder, pretrainer, vocabulary, settings["do_lower_case"], directory)
+    return ConvertedModel(encoder, pretrainer, vocabulary, settings["do_lower_case"], directory,
+                          sentence_config=read_sentence_config(directory))

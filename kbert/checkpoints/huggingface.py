@@ -24,6 +24,7 @@ from kbert.checkpoints.tokenizer_files import lowercase_from_tokenizer_json
 from kbert.data.vocabulary import read_vocab
 from kbert.checkpoints.tokenizer_files import vocab_from_tokenizer_json
 from kbert.checkpoints.config_files import read_hf_config
+from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
 
 # Names whose TF1 counterpart is not the mechanical rewrite of `hf_to_tf1_name`.
 _SPECIAL_TO_TF1 = {
@@ -152,7 +153,8 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
     (and `cls.seq_relationship.*`). The vocabulary is `vocab.txt`, or the
     WordPiece vocabulary of `tokenizer.json` when that is all there is;
     `do_lower_case` comes from `tokenizer_config.json` or the `tokenizer.json`
-    normalizer.
+    normalizer. A sentence-transformers directory (`modules.json`) also gives
+    its pooling and normalisation (`ConvertedModel.sentence_config`).
 
     Args:
         hf_dir: str. A local directory as `save_pretrained` of `transformers`
@@ -217,9 +219,11 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
     if not any(name.startswith("bert/") for name in shapes):
         raise ValueError(f"{files.path} has no BERT encoder tensors (e.g. "
                          f"embeddings.word_embeddings.weight); found {sorted(hf_shapes)[:5]}.")
-    return from_tf1_arrays(
+    converted = from_tf1_arrays(
         arguments, shapes, read, source=files.path, config_source=config_path,
         vocabulary=vocabulary, do_lower_case=do_lower_case, ignore_unknown=ignore_unknown,
         skipped=skipped, display=display,
     )
+    converted.sentence_config = read_sentence_transformers_config(hf_dir)
+    return converted
 

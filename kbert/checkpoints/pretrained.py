@@ -10,6 +10,8 @@ A pre-trained directory holds:
     electra_pretrainer.weights.h5
                             optional, instead: the whole `ElectraPretrainer` (generator,
                             heads), whose discriminator is the encoder
+    sentence_config.json    optional: how the encoder pools sentence vectors (pooling,
+                            normalize, max_seq_length), e.g. from a sentence-transformers model
 
 `kbert-pretrain` writes it into its `model_dir`, `kbert-convert` writes it from
 TF1 checkpoints and Hugging Face weights, and `--init_checkpoint` of pre-training
@@ -39,6 +41,7 @@ VOCAB = "vocab.txt"
 TOKENIZER_CONFIG = "tokenizer_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
+SENTENCE_CONFIG = "sentence_config.json"
 ELECTRA_PRETRAINER_WEIGHTS = "electra_pretrainer.weights.h5"
 
 
@@ -75,6 +78,7 @@ def save_pretrained(
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
     pretrainer: keras.Model | None = None,
+    sentence_config: dict | None = None,
 ) -> None:
     """Writes a pre-trained model directory (each file atomically).
 
@@ -88,6 +92,9 @@ def save_pretrained(
             its weights (heads and generator included) go to
             `pretrainer.weights.h5` or `electra_pretrainer.weights.h5` so
             pre-training can continue from them.
+        sentence_config: dict or None. How the encoder makes sentence vectors
+            (`pooling`, `normalize`, `max_seq_length`), written to
+            `sentence_config.json` when given.
 
     Example:
 
@@ -101,6 +108,9 @@ def save_pretrained(
     if do_lower_case is not None:
         write_text(os.path.join(directory, TOKENIZER_CONFIG),
                    json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n")
+    if sentence_config is not None:
+        write_text(os.path.join(directory, SENTENCE_CONFIG),
+                   json.dumps(sentence_config, indent=2, sort_keys=True) + "\n")
     _save_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     if pretrainer is not None:
         _save_weights(pretrainer, os.path.join(directory, pretrainer_weights_name(pretrainer)))
@@ -200,3 +210,43 @@ def read_tokenizer_config(directory: str) -> dict:
         with tf.io.gfile.GFile(path) as f:
             settings["do_lower_case"] = json.load(f).get("do_lower_case")
     return settings
+
+
+def read_sentence_config(directory: str) -> dict | None:
+    """How a pre-trained directory's encoder makes sentence vectors, if it records it.
+
+    Args:
+        directory: str. A pre-trained (or fine-tuned) model directory.
+
+    Returns:
+        None when there is no `sentence_config.json`; else its dict
+        (`pooling`, `normalize`, `max_seq_length`, `source`).
+
+    Example:
+
+    >>> kbert.checkpoints.read_sentence_config("minilm/")
+    {'max_seq_length': 256, 'normalize': True, 'pooling': 'mean', 'source': 'sentence-transformers'}
+    """
+    path = os.path.join(directory, SENTENCE_CONFIG)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    if not isinstance(values, dict) or "pooling" not in values:
+        raise ValueError(f"{path}: expected an object with 'pooling' and 'normalize'.")
+    return values
+
+
+def pretrained_settings(directory: str) -> dict:
+    """What a pre-trained directory records about how its encoder is used, for `Task`s.
+
+    Args:
+        directory: str. A pre-trained model directory.
+
+    Returns:
+        dict: `sentence_config` (see `read_sentence_config`; None when absent).
+    """
+    return {"sentence_config": read_sentence_config(directory)}

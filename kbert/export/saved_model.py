@@ -14,6 +14,7 @@ import logging
 import os
 import shutil
 import tempfile
+from typing import Callable
 
 import tensorflow as tf
 
@@ -23,6 +24,7 @@ from kbert.checkpoints.finetuned import load_finetuned
 from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
 from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
@@ -49,8 +51,33 @@ def versions(export_dir: str) -> list[int]:
     return sorted(found)
 
 
+def publish_version(module, export_dir: str, version: int | None, info: dict, vocab_file: str,
+                    check: bool, write_extra: Callable[[str], None] | None = None) -> str:
+    """Saves a serving module as `<export_dir>/<version>/`, published by one rename.
+
+    What `kbert-export` and `kbert-index` share: the SavedModel with the
+    module's signatures, `assets.extra/` (`vocab.txt`, `kbert_export.json`
+    from `info`, and whatever `write_extra` adds), the ops check, then the
+    rename; a failure anywhere leaves nothing.
+
+    Args:
+        module: a `ServingModule` (or any `tf.Module` with `signatures()`).
+        export_dir: str. The model base path.
+        version: int or None. Defaults to one more than the highest there.
+        info: dict. Written to `assets.extra/kbert_export.json`.
+        vocab_file: str. Copied to `assets.extra/vocab.txt`.
+        check: bool. Run the fresh-process ops check.
+        write_extra: callable or None. Called with the `assets.extra`
+            directory to write more files before publishing.
+
+    Returns:
+        The path of the published version.
+    """
+    return _publish(module, export_dir, version, info, vocab_file, check, write_extra)
+
+
 def _publish(module, export_dir: str, version: int | None, info: dict, vocab_file: str,
-             check: bool) -> str:
+             check: bool, write_extra: Callable[[str], None] | None = None) -> str:
     if version is None:
         version = (versions(export_dir) or [0])[-1] + 1
     if version < 0:
@@ -65,7 +92,7 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
         # SavedModels are written locally, then copied; the rename still publishes at once.
         local = tempfile.mkdtemp(prefix="kbert-export-") if remote else staging
         try:
-            _write_version(module, local, info, vocab_file, check)
+            _write_version(module, local, info, vocab_file, check, write_extra)
             if remote:
                 _copy_tree(local, staging)
         finally:
@@ -74,7 +101,8 @@ def _publish(module, export_dir: str, version: int | None, info: dict, vocab_fil
     return final
 
 
-def _write_version(module, directory: str, info: dict, vocab_file: str, check: bool) -> None:
+def _write_version(module, directory: str, info: dict, vocab_file: str, check: bool,
+                   write_extra: Callable[[str], None] | None = None) -> None:
     """Saves the SavedModel and its `assets.extra/`, then checks its ops."""
     signatures = module.signatures()
     tf.saved_model.save(module, directory, signatures=signatures)
@@ -84,6 +112,8 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
     info = dict(info, signatures=sorted(signatures))
     with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+    if write_extra is not None:
+        write_extra(extra)
     if check:
         report = check_ops(directory)
         if not report.ok:
@@ -144,7 +174,7 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
 
 def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
                            max_seq_length: int = 128, version: int | None = None,
-                           check: bool = True) -> str:
+                           check: bool = True, sentence_config: dict | None = None) -> str:
     """Exports a pre-trained encoder as a sentence-embedding model.
 
     Args:
@@ -155,14 +185,17 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
         max_seq_length: int. Longest input in pieces. Defaults to 128.
         version: int or None. Defaults to the next integer.
         check: bool. Run the fresh-process ops check before publishing.
+        sentence_config: dict or None. The pooling the directory records
+            (`sentence_config.json`); None pools by mean and L2-normalises.
 
     Returns:
         The path of the published version.
     """
-    module = _serving_module(get_task("embedding")(), encoder, encoder, vocab_file, do_lower_case,
-                             max_seq_length)
+    task = get_task("embedding").from_sentence_config(sentence_config)
+    module = _serving_module(task, encoder, encoder, vocab_file, do_lower_case, max_seq_length)
     info = {"model_type": "embedding", "max_seq_length": max_seq_length,
-            "do_lower_case": bool(do_lower_case)}
+            "do_lower_case": bool(do_lower_case), "pooling": task.config.pooling,
+            "normalize": task.config.normalize}
     return _publish(module, export_dir, version, info, vocab_file, check)
 
 
@@ -199,7 +232,7 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         encoder = load_encoder(model_dir, dropout=0.0)
         return export_embedding_model(encoder, settings["vocab_file"], do_lower_case, export_dir,
                                       max_seq_length or min(128, encoder.max_sequence_length),
-                                      version, check)
+                                      version, check, read_sentence_config(model_dir))
     raise FileNotFoundError(
         f"{model_dir} is neither a fine-tuned directory ({TASK_CONFIG}) nor a pre-trained one "
         f"({BERT_CONFIG} + {ENCODER_WEIGHTS}); point --model_dir at a kbert-finetune or "

@@ -14,5 +14,8 @@ from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.layer_mix import layer_indexes
 from kbert.layers.layer_normalization import LayerNormalization
 from kbert.layers.next_sentence_head import NextSentenceHead
+from kbert.layers.sentence_pooling import POOLING_MODES
+from kbert.layers.sentence_pooling import SentencePooling
+from kbert.layers.similarity_scores import SimilarityScores
 from kbert.layers.replaced_token_detection_head import ReplacedTokenDetectionHead
 from kbert.layers.replaced_token_sampler import ReplacedTokenSampler

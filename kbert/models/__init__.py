@@ -10,4 +10,6 @@ from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.bert_span_labeler import BertSpanLabeler
 from kbert.models.bert_task import BertTask
 from kbert.models.bert_token_classifier import BertTokenClassifier
+from kbert.models.bert_dual_encoder import BertDualEncoder
+from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.models.electra_pretrainer import ElectraPretrainer

@@ -5,6 +5,9 @@
          {"signature_name": "...", "inputs": {...}}      -> {"outputs": {...}}
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]            model status
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]/metadata   signature defs
+    POST /v1/indexes/<name>:search {"queries": [...], "top_k": 10}
+                                   -> {"ids": [[...]], "scores": [[...]], "texts": [[...]]}
+    GET  /v1/indexes/<name>        the index's metadata (kbert-serve --index_dir)
 
 Errors are `{"error": "<message>"}` with HTTP 400 (bad request, malformed or
 over-deep JSON, a limit passed), 404 (unknown model or version), 413 (over
@@ -16,6 +19,7 @@ UTF-8).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import logging
 import re
@@ -35,6 +39,8 @@ from kbert.serving.prediction_service import status_response
 log = logging.getLogger("kbert.serving")
 
 _PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:predict$")
+_SEARCH = re.compile(r"^/v1/indexes/([^/:]+):search$")
+_INDEX = re.compile(r"^/v1/indexes/([^/:]+)$")
 _STATUS = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?(/metadata)?$")
 
 
@@ -148,6 +154,8 @@ class RestApi:
     Args:
         predictor: `Predictor`.
         manager: `ModelManager`.
+        indexes: dict or None. Index name -> `kbert.index.IndexSearcher`,
+            answered at `/v1/indexes/<name>:search`.
 
     Example:
 
@@ -156,13 +164,18 @@ class RestApi:
     (200, {'predictions': [{'label': 'positive', ...}]})
     """
 
-    def __init__(self, predictor, manager):
+    def __init__(self, predictor, manager, indexes: dict | None = None):
         self.predictor = predictor
         self.manager = manager
+        self.indexes = dict(indexes or {})
 
     def get(self, path: str) -> tuple[int, dict]:
         """Model status (`/v1/models/<name>[/versions/<v>]`) or metadata (`.../metadata`)."""
         try:
+            index = _INDEX.match(path)
+            if index:
+                return 200, {"index": index[1], "metadata": dataclasses.asdict(
+                    self._index(index[1]).metadata)}
             match = _STATUS.match(path)
             if not match:
                 raise not_found(f"Malformed request: GET {path}; try /v1/models/<name> or "
@@ -198,6 +211,9 @@ class RestApi:
         """
         try:
             check_deadline(deadline, "a thread was free to read it")  # waited in the pool too long
+            search = _SEARCH.match(path)
+            if search:
+                return 200, self._search(search[1], _parse_json(raw))
             match = _PREDICT.match(path)
             if not match:
                 raise not_found(f"Malformed request: POST {path}; predict at "
@@ -218,6 +234,33 @@ class RestApi:
             return e.http_status, {"error": e.message}
         except RecursionError:  # nesting below the JSON parser's own limit, e.g. in 'instances'
             return 400, {"error": _TOO_DEEP}
+
+    def _index(self, name: str):
+        if name not in self.indexes:
+            known = ", ".join(sorted(self.indexes)) or "none (start kbert-serve with --index_dir)"
+            raise not_found(f"No index named {name!r}; this server has: {known}.")
+        return self.indexes[name]
+
+    def _search(self, name: str, body) -> dict:
+        """`{"queries": [...], "top_k": k}` -> the index's hits (kbert.index.IndexSearcher)."""
+        searcher = self._index(name)
+        if not isinstance(body, dict) or "queries" not in body:
+            raise invalid('The request body must be a JSON object {"queries": [...], "top_k": 10}.')
+        extra = sorted(set(body) - {"queries", "top_k"})
+        if extra:
+            raise invalid(f"Unknown key(s) {extra}; a search takes 'queries' and 'top_k'.")
+        queries, top_k = body["queries"], body.get("top_k", 10)
+        if not isinstance(queries, list) or not queries:
+            raise invalid("'queries' must be a non-empty list of query strings.")
+        if any(not isinstance(query, str) for query in queries):
+            raise invalid("'queries' must hold strings only.")
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise invalid(f"'top_k' must be an integer >= 1; got {json.dumps(top_k)[:40]}.")
+        self.predictor.limits.check_inputs({"queries": np.array(queries, dtype=object)})
+        try:
+            return searcher.search(queries, top_k).to_json()
+        except ValueError as e:
+            raise invalid(str(e)) from None
 
 
 _TOO_DEEP = (f"Malformed JSON request body: nested deeper than kbert-serve reads (about "

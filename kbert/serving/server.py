@@ -60,6 +60,8 @@ class ModelServer:
         max_num_load_retries: int. Timed retries of a version that failed to
             load. Defaults to 5.
         load_retry_interval_seconds: float. Seconds between them. Defaults to 60.
+        indexes: dict or None. Index name -> `kbert.index.IndexSearcher`,
+            searched over REST at `/v1/indexes/<name>:search`.
 
     Example:
 
@@ -73,7 +75,8 @@ class ModelServer:
                  batching: BatchingParameters | None = None, limits: Limits | None = None,
                  grpc_max_threads: int = 64, grpc_max_concurrent_rpcs: int = 128, rest_api_num_threads: int = 16,
                  rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
-                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0):
+                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
+                 indexes: dict | None = None):
         for flag, value in (("grpc_max_threads", grpc_max_threads), ("grpc_max_concurrent_rpcs",
                             grpc_max_concurrent_rpcs), ("rest_api_num_threads", rest_api_num_threads),
                             ("rest_api_timeout_in_ms", rest_api_timeout_in_ms),
@@ -90,6 +93,9 @@ class ModelServer:
         self.rest_api_timeout_in_ms = rest_api_timeout_in_ms
         self.rest_api_max_connections = rest_api_max_connections
         self.budget = ByteBudget(self.limits.max_concurrent_request_bytes)
+        self.indexes = dict(indexes or {})
+        if self.indexes and not rest_api_port:
+            raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
         self.scheduler = BatchScheduler(batching) if batching is not None else None
         self.predictor = Predictor(self.manager, self.scheduler, self.limits)
@@ -145,7 +151,7 @@ class ModelServer:
         if self.rest_api_port:
             try:
                 self._rest = RestServer(
-                    (self.host, self.rest_api_port), RestApi(self.predictor, self.manager), self.limits,
+                    (self.host, self.rest_api_port), RestApi(self.predictor, self.manager, self.indexes), self.limits,
                     self.budget, num_threads=self.rest_api_num_threads,
                     timeout_seconds=self.rest_api_timeout_in_ms / 1000,
                     max_connections=self.rest_api_max_connections)
@@ -173,6 +179,8 @@ class ModelServer:
         """One line saying what is served where."""
         models = ", ".join(f"{name} version {','.join(map(str, self.manager.loaded_versions(name)))}"
                            for name in self.manager.configs)
+        models += "".join(f"{', ' if models else ''}index {name} ({index.metadata.count} documents)"
+                          for name, index in self.indexes.items())
         where = f"{self.host}:{self.port} (gRPC)"
         if self._rest is not None:
             where += f" and {self.host}:{self._rest.server_address[1]} (REST)"

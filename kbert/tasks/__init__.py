@@ -15,6 +15,12 @@ from kbert.tasks.glue.task import GlueConfig
 from kbert.tasks.glue.task import GlueTask
 from kbert.tasks.ner.task import NerConfig
 from kbert.tasks.ner.task import NerTask
+from kbert.tasks.rerank.task import RerankConfig
+from kbert.tasks.rerank.task import RerankTask
+from kbert.tasks.retrieval.task import RetrievalConfig
+from kbert.tasks.retrieval.task import RetrievalTask
+from kbert.tasks.similarity.task import SimilarityConfig
+from kbert.tasks.similarity.task import SimilarityTask
 from kbert.tasks.squad.task import SquadConfig
 from kbert.tasks.squad.task import SquadTask
 
@@ -24,6 +30,9 @@ TASKS: dict[str, type[Task]] = {
     "ner": NerTask,
     "squad": SquadTask,
     "embedding": EmbeddingTask,
+    "similarity": SimilarityTask,
+    "retrieval": RetrievalTask,
+    "rerank": RerankTask,
 }
 
 

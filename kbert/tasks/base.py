@@ -218,6 +218,18 @@ class Task(abc.ABC):
     def build_model(self, encoder: keras.Model) -> keras.Model:
         """Puts the task's head on `encoder`; the model's `compile` defaults its losses."""
 
+    def use_pretrained_settings(self, settings: Mapping[str, Any]) -> None:
+        """Adopts what the pre-trained directory records about using its encoder.
+
+        Called before `build_model` when a task starts from a pre-trained
+        directory; most tasks ignore it. The similarity and retrieval tasks
+        take the pooling a sentence-transformers model was trained with
+        (`sentence_config`) unless their config sets one.
+
+        Args:
+            settings: mapping. `kbert.checkpoints.pretrained.pretrained_settings`.
+        """
+
     def compile_arguments(self) -> dict[str, Any]:
         """Extra `compile` arguments the task needs (e.g. SQuAD's loss weights)."""
         return {}

@@ -37,6 +37,7 @@ from kbert.checkpoints.finetuned import read_task_config
 from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.pretrained import BERT_CONFIG
 from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import pretrained_settings
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.data.packing import PackingConfig
 from kbert.data.text_preprocessor import TextPreprocessor
@@ -387,7 +388,9 @@ def _resolve_task(task: str, task_name: str | None, task_options: Any, init_chec
     if not tf.io.gfile.isdir(init_checkpoint):
         raise FileNotFoundError(f"--init_checkpoint={init_checkpoint} is not a directory.")
     if do_train or not is_finetuned(init_checkpoint):
-        return task_class(task_options, task_name=task_name), None
+        task_object = task_class(task_options, task_name=task_name)
+        task_object.use_pretrained_settings(pretrained_settings(init_checkpoint))
+        return task_object, None
     saved = read_task_config(init_checkpoint)
     if saved.task != task:
         raise ValueError(f"--init_checkpoint={init_checkpoint} was fine-tuned for "

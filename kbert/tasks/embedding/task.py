@@ -1,6 +1,9 @@
 """Sentence embeddings from a pre-trained encoder (`kbert-export` of a pre-trained directory).
 
-Export-only for now: the model is the encoder itself, served with mean pooling.
+Export-only: the model is the encoder with the pooling its directory records
+(`sentence_config.json`, e.g. a converted sentence-transformers model), else
+mean pooling with L2 normalisation. To train a sentence encoder use
+`--task=similarity` or `--task=retrieval`.
 """
 
 from __future__ import annotations
@@ -9,13 +12,25 @@ import dataclasses
 
 import keras
 
+from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.tasks.base import Task
 from kbert.tasks.embedding.serving import EmbeddingServingModule
+from kbert.tasks.similarity.pooling import DEFAULT_NORMALIZE
+from kbert.tasks.similarity.pooling import DEFAULT_POOLING
+from kbert.tasks.similarity.pooling import check_pooling
 
 
 @dataclasses.dataclass
 class EmbeddingConfig:
-    """The embedding task's own hyperparameters: none yet (mean pooling, L2-normalised)."""
+    """How the exported encoder pools: mean and L2-normalised unless the directory says otherwise.
+
+    Args:
+        pooling: str. `mean`, `cls` or `max`. Defaults to `mean`.
+        normalize: bool. L2-normalise the vectors. Defaults to True.
+    """
+
+    pooling: str = DEFAULT_POOLING
+    normalize: bool = DEFAULT_NORMALIZE
 
 
 class EmbeddingTask(Task):
@@ -36,6 +51,14 @@ class EmbeddingTask(Task):
 
     def __init__(self, config: EmbeddingConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name or "embedding")
+        check_pooling(self.config, "EmbeddingConfig")
+
+    @classmethod
+    def from_sentence_config(cls, sentence_config: dict | None) -> "EmbeddingTask":
+        """The task pooling as a directory's `sentence_config.json` says (None: the defaults)."""
+        if not sentence_config:
+            return cls()
+        return cls(EmbeddingConfig(sentence_config["pooling"], bool(sentence_config["normalize"])))
 
     @property
     def model_type(self) -> str:
@@ -51,7 +74,7 @@ class EmbeddingTask(Task):
         raise NotImplementedError("the embedding task is export-only; it does not train.")
 
     def build_model(self, encoder: keras.Model) -> keras.Model:
-        return encoder
+        return BertSentenceEncoder(encoder, self.config.pooling, self.config.normalize)
 
     def evaluate(self, model, examples, preprocessor, batch_size):
         raise NotImplementedError("the embedding task is export-only; it has no evaluation.")
@@ -60,4 +83,7 @@ class EmbeddingTask(Task):
         raise NotImplementedError("the embedding task is export-only; it has no predictions.")
 
     def serving_module(self, model, preprocessor):
-        return EmbeddingServingModule(model, preprocessor)
+        # The encoder with every block's output, for the `features` signature;
+        # pooling has no weights, so the sentence encoder is rebuilt around it.
+        encoder = model.encoder if isinstance(model, BertSentenceEncoder) else model
+        return EmbeddingServingModule(self.build_model(encoder.with_all_layers()), preprocessor)

@@ -1,0 +1,197 @@
+"""Similarity, retrieval and re-ranking quality with the real all-MiniLM-L6-v2, plus index speed.
+
+    PYTHONPATH=. python benchmarks/retrieval_quality.py --work_dir=/tmp/reqa-bench
+
+1. STS-B dev Spearman/Pearson: MiniLM zero-shot (kbert-finetune --task=similarity
+   --do_eval without --do_train) and after one epoch of the cosine loss on STS-B train.
+2. XQuAD-ReQA (tools/make_xquad_reqa.py; dev = every third article): recall@1/10 and
+   MRR@10 of BM25, MiniLM zero-shot, their reciprocal-rank fusion (the reference the
+   issue gives), MiniLM fine-tuned (--task=retrieval, in-batch + 1 BM25 hard negative),
+   and fine-tuned + a cross-encoder (--task=rerank from MiniLM, listwise, negatives mined
+   from the fine-tuned bi-encoder's train run) re-ranking its top 20.
+3. kbert-index on the fine-tuned model: documents/s while building (exact and faiss),
+   queries/s of search alone and of search + re-rank, faiss recall@10 against --exact.
+
+Everything runs through the library entry points the binaries call; figures go to
+<work_dir>/results.json and stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+
+
+def _log(results: dict, path: str, key: str, value) -> None:
+    results[key] = value
+    print(f"== {key}: {json.dumps(value)}", flush=True)
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
+
+
+def _metrics(values: dict) -> dict:
+    return {k: round(100 * v, 1) for k, v in values.items() if k in ("recall@1", "recall@10", "mrr@10",
+                                                                       "ndcg@10", "spearman", "pearson")}
+
+
+def rrf(runs: list[dict], k: int = 60) -> dict:
+    """Reciprocal-rank fusion of runs (Cormack et al., 2009)."""
+    fused = {}
+    for query_id in runs[0]:
+        scores = {}
+        for run in runs:
+            for rank, (doc, _) in enumerate(run.get(query_id, []), start=1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (k + rank)
+        fused[query_id] = sorted(scores.items(), key=lambda hit: -hit[1])
+    return fused
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--work_dir", default="/tmp/kbert-retrieval-bench")
+    parser.add_argument("--stages", default="sts,reqa,index")
+    parser.add_argument("--retrieval_epochs", type=float, default=3.0)
+    parser.add_argument("--rerank_epochs", type=float, default=2.0)
+    args = parser.parse_args()
+    stages = args.stages.split(",")
+    from kbert import checkpoints
+    from kbert.tasks import RerankConfig, RetrievalConfig
+    from kbert.tasks.retrieval.beir import format_run, read_corpus, read_qrels, read_queries, read_run
+    from kbert.tasks.retrieval.bm25 import BM25
+    from kbert.tasks.retrieval.metrics import evaluate_run
+    from kbert.training.finetuning import run_finetuning
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    out = os.path.join(args.work_dir, "results.json")
+    results = json.load(open(out)) if os.path.exists(out) else {}
+    minilm = os.path.join(args.work_dir, "minilm")
+    if not os.path.exists(minilm):
+        checkpoints.load_huggingface(checkpoints.minilm_hf_dir()).save_pretrained(minilm)
+
+    if "sts" in stages:
+        stsb = os.path.join(DATA, "glue", "STS-B")
+        began = time.time()
+        zero = run_finetuning("similarity", minilm, f"{args.work_dir}/sts-zero", task_name="sts-b",
+                              data_dir=stsb, do_train=False, verbose=0)
+        _log(results, out, "stsb_zero_shot", {**_metrics(zero), "seconds": round(time.time() - began)})
+        began = time.time()
+        tuned = run_finetuning("similarity", minilm, f"{args.work_dir}/sts-tuned", task_name="sts-b",
+                               data_dir=stsb, num_train_epochs=1, learning_rate=2e-5, train_batch_size=16,
+                               verbose=2)
+        _log(results, out, "stsb_finetuned", {**_metrics(tuned), "seconds": round(time.time() - began)})
+
+    reqa = os.path.join(args.work_dir, "xquad-reqa")
+    if "reqa" in stages:
+        from tools.make_xquad_reqa import make_reqa
+        from kbert.files import atomic_directory
+        from kbert.tasks.retrieval.beir import format_qrels, write_jsonl
+
+        if not os.path.exists(reqa):
+            with open(os.path.join(DATA, "squad", "xquad.en.json")) as f:
+                corpus, queries, train, dev = make_reqa(json.load(f))
+            with atomic_directory(reqa) as tmp:
+                os.makedirs(f"{tmp}/qrels")
+                open(f"{tmp}/corpus.jsonl", "w").write(write_jsonl("", corpus))
+                open(f"{tmp}/queries.jsonl", "w").write(write_jsonl("", queries))
+                open(f"{tmp}/qrels/train.tsv", "w").write(format_qrels(train))
+                open(f"{tmp}/qrels/dev.tsv", "w").write(format_qrels(dev))
+        corpus = read_corpus(f"{reqa}/corpus.jsonl")
+        queries = read_queries(f"{reqa}/queries.jsonl")
+        dev = read_qrels(f"{reqa}/qrels/dev.tsv")
+        bm25 = BM25([d.contents for d in corpus])
+        bm25_run = {q: [(corpus[i].doc_id, s) for i, s in bm25.search(queries[q], 100)] for q in dev}
+        _log(results, out, "reqa_bm25", _metrics(evaluate_run(bm25_run, dev)))
+        zero = run_finetuning("retrieval", minilm, f"{args.work_dir}/reqa-zero", data_dir=reqa,
+                              do_train=False, verbose=0)
+        _log(results, out, "reqa_minilm_zero_shot", _metrics(zero))
+        zero_run = read_run(f"{args.work_dir}/reqa-zero/eval_run.trec")
+        _log(results, out, "reqa_rrf_bm25_zero_shot", _metrics(evaluate_run(rrf([bm25_run, zero_run]), dev)))
+        began = time.time()
+        tuned = run_finetuning("retrieval", minilm, f"{args.work_dir}/reqa-tuned", data_dir=reqa,
+                               num_train_epochs=args.retrieval_epochs, learning_rate=3e-5,
+                               train_batch_size=32, verbose=2,
+                               task_options=RetrievalConfig(hard_negatives=1))
+        _log(results, out, "reqa_minilm_finetuned", {**_metrics(tuned), "seconds": round(time.time() - began)})
+        # First stage for the cross-encoder: the fine-tuned bi-encoder's run over the train questions.
+        _train_run(args.work_dir, reqa)
+        began = time.time()
+        reranked = run_finetuning(
+            "rerank", minilm, f"{args.work_dir}/reqa-rerank", data_dir=reqa,
+            train_file=f"{args.work_dir}/train_run.trec",
+            predict_file=f"{args.work_dir}/reqa-tuned/eval_run.trec",
+            num_train_epochs=args.rerank_epochs, learning_rate=3e-5, train_batch_size=8, verbose=2,
+            task_options=RerankConfig(negatives=4, negative_depth=20, rerank_top_k=20))
+        _log(results, out, "reqa_finetuned_reranked", {
+            **_metrics(reranked), "first_stage": _metrics({k.replace("_first_stage", ""): v for k, v in
+                                                          reranked.items() if k.endswith("_first_stage")}),
+            "seconds": round(time.time() - began)})
+
+    if "index" in stages:
+        _index_stage(args.work_dir, reqa, results, out)
+
+
+def _train_run(work_dir: str, reqa: str) -> None:
+    """The fine-tuned bi-encoder's top 50 for the train questions (negatives for the cross-encoder)."""
+    from kbert.files import write_text
+    from kbert.index import IndexSearcher, build_index
+    from kbert.tasks.retrieval.beir import format_run, read_qrels, read_queries
+
+    index_dir = f"{work_dir}/index-exact"
+    if not os.path.exists(index_dir):
+        build_index([f"{reqa}/corpus.jsonl"], index_dir, model_dir=f"{work_dir}/reqa-tuned", check=False)
+    searcher = IndexSearcher(index_dir)
+    queries = read_queries(f"{reqa}/queries.jsonl")
+    train = list(read_qrels(f"{reqa}/qrels/train.tsv"))
+    run = {}
+    for start in range(0, len(train), 64):
+        ids = train[start:start + 64]
+        run.update(searcher.search([queries[q] for q in ids], 50).run(ids))
+    write_text(f"{work_dir}/train_run.trec", format_run(run))
+
+
+def _index_stage(work_dir: str, reqa: str, results: dict, out: str) -> None:
+    import shutil
+
+    from kbert.index import IndexSearcher, build_index
+    from kbert.tasks.retrieval.beir import read_qrels, read_queries
+    from kbert.tasks.retrieval.metrics import recall_at_k
+
+    model = f"{work_dir}/reqa-tuned"
+    queries = read_queries(f"{reqa}/queries.jsonl")
+    dev = list(read_qrels(f"{reqa}/qrels/dev.tsv"))
+    texts = [queries[q] for q in dev]
+    speed = {}
+    for backend in ("exact", "faiss"):
+        path = f"{work_dir}/bench-index-{backend}"
+        shutil.rmtree(path, ignore_errors=True)
+        summary = build_index([f"{reqa}/corpus.jsonl"], path, model_dir=model, backend=backend, check=False)
+        speed[f"build_{backend}_docs_per_s"] = round(summary.docs_per_second, 1)
+    searchers = {"exact": IndexSearcher(f"{work_dir}/bench-index-exact"),
+                 "faiss": IndexSearcher(f"{work_dir}/bench-index-faiss"),
+                 "brute": IndexSearcher(f"{work_dir}/bench-index-faiss", exact=True),
+                 "rerank": IndexSearcher(f"{work_dir}/bench-index-exact",
+                                         rerank_model_dir=f"{work_dir}/reqa-rerank", rerank_top_k=20)}
+    found = {}
+    for name, searcher in searchers.items():
+        searcher.search(texts[:8], 10)  # trace once
+        began = time.perf_counter()
+        hits = []
+        for start in range(0, len(texts), 32):
+            hits += searcher.search(texts[start:start + 32], 10).ids
+        speed[f"{name}_queries_per_s"] = round(len(texts) / (time.perf_counter() - began), 1)
+        found[name] = hits
+    overlap = [recall_at_k(a, {d: 1 for d in b}, 10) for a, b in zip(found["faiss"], found["brute"])]
+    speed["faiss_recall@10_vs_exact"] = round(sum(overlap) / len(overlap), 4)
+    _log(results, out, "index_speed", speed)
+
+
+if __name__ == "__main__":
+    main()

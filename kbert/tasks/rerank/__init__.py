@@ -1,0 +1,1 @@
+"""Cross-encoder re-ranking: `[CLS] query [SEP] document [SEP]` -> one relevance score."""

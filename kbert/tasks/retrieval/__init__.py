@@ -1,0 +1,1 @@
+"""Dense retrieval: a dual encoder trained and evaluated on BEIR-format data, with TREC runs."""

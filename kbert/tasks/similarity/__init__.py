@@ -1,0 +1,1 @@
+"""Sentence similarity with a bi-encoder: pooled sentence vectors compared by cosine."""

@@ -1,0 +1,76 @@
+"""Serving signatures of sentence encoders: `text` -> `embedding`.
+
+| signature         | inputs                                    | outputs                      |
+|-------------------|-------------------------------------------|------------------------------|
+| `serving_default` | `text` `[batch]` string                   | `embedding` `[batch, dim]`   |
+| `serve_ids`       | `token_ids`, `segment_ids`, `padding_mask` | `embedding`                  |
+| `query`, `document` (towers differ) | `text`                  | `embedding` of that tower    |
+
+With two towers (a retrieval model trained with separate query and document
+encoders) `serving_default` is the query tower, the one online traffic uses.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from kbert.tasks.serving import IDS_SIGNATURE
+from kbert.tasks.serving import ServingModule
+from kbert.tasks.serving import ids_inputs
+from kbert.tasks.serving import text_spec
+
+
+class SentenceEmbeddingServingModule(ServingModule):
+    """Raw text in; one pooled (and, as trained, normalised) vector per text out.
+
+    Args:
+        query_tower: `kbert.models.BertSentenceEncoder` (the only tower when shared).
+        preprocessor: `kbert.data.TextPreprocessor`.
+        document_tower: `BertSentenceEncoder` or None (shared towers).
+
+    Example:
+
+    >>> module = SentenceEmbeddingServingModule(tower, preprocessor)
+    >>> module.signatures()["serving_default"](tf.constant(["a film"]))["embedding"].shape
+    TensorShape([1, 384])
+    """
+
+    def __init__(self, query_tower, preprocessor, document_tower=None):
+        super().__init__(query_tower, preprocessor)
+        self.document_tower = document_tower
+        self.serve_text = tf.function(self._serve_query, autograph=False,
+                                      input_signature=[text_spec("text")])
+        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
+        self.serve_document = None
+        if document_tower is not None:
+            self.serve_document = tf.function(self._serve_document, autograph=False,
+                                              input_signature=[text_spec("text")])
+
+    def _pack(self, text):
+        return self.preprocessor.pack([self.preprocessor.tokenize(text)])
+
+    def _serve_query(self, text):
+        return {"embedding": tf.cast(self.run(self._pack(text)), tf.float32)}
+
+    def _serve_document(self, text):
+        return {"embedding": tf.cast(self.document_tower(self._pack(text), training=False), tf.float32)}
+
+    def _serve_ids(self, token_ids, segment_ids, padding_mask):
+        return {"embedding": tf.cast(self.run(ids_inputs(token_ids, segment_ids, padding_mask)),
+                                     tf.float32)}
+
+    def signatures(self):
+        signatures = {"serving_default": self.serve_text, "serve_ids": self.serve_ids}
+        if self.serve_document is not None:
+            signatures.update(query=self.serve_text, document=self.serve_document)
+        return signatures
+
+    @property
+    def embed_queries(self):
+        """The query side's `tf.function` (`text` -> `{"embedding"}`)."""
+        return self.serve_text
+
+    @property
+    def embed_documents(self):
+        """The document side's `tf.function` (the query side's when towers are shared)."""
+        return self.serve_document or self.serve_text
