@@ -158,34 +158,14 @@ class BertEncoder(keras_hub.models.Backbone):
         if shared_embeddings is not None:
             _check_shareable(shared_embeddings, vocabulary_size, max_sequence_length,
                              num_segments, embedding_width)
-            self.token_embedding = shared_embeddings.token_embedding
-            self.position_embedding = shared_embeddings.position_embedding
-            self.segment_embedding = shared_embeddings.segment_embedding
-            self.embeddings_layer_norm = shared_embeddings.embeddings_layer_norm
+            source = shared_embeddings
         else:
-            self.token_embedding = ReversibleEmbedding(
-                input_dim=vocabulary_size,
-                output_dim=embedding_width,
-                embeddings_initializer=bert_initializer(initializer_range),
-                dtype=dtype,
-                name="token_embedding",
-            )
-            self.position_embedding = PositionEmbedding(
-                sequence_length=max_sequence_length,
-                initializer=bert_initializer(initializer_range),
-                dtype=dtype,
-                name="position_embedding",
-            )
-            self.segment_embedding = keras.layers.Embedding(
-                input_dim=num_segments,
-                output_dim=embedding_width,
-                embeddings_initializer=bert_initializer(initializer_range),
-                dtype=dtype,
-                name="segment_embedding",
-            )
-            self.embeddings_layer_norm = LayerNormalization(
-                epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
-            )
+            source = _EmbeddingLayers(vocabulary_size, max_sequence_length, num_segments,
+                                      embedding_width, layer_norm_epsilon, initializer_range, dtype)
+        self.token_embedding = source.token_embedding
+        self.position_embedding = source.position_embedding
+        self.segment_embedding = source.segment_embedding
+        self.embeddings_layer_norm = source.embeddings_layer_norm
         self.embeddings_add = keras.layers.Add(dtype=dtype, name="embeddings_add")
         self.embeddings_dropout = Dropout(
             dropout, dtype=dtype, name="embeddings_dropout"
@@ -371,6 +351,36 @@ class BertEncoder(keras_hub.models.Backbone):
         >>> encoder = kbert.models.BertEncoder.from_bert_config(config)
         """
         return cls(**{**bert_config_to_arguments(config), **kwargs})
+
+
+class _EmbeddingLayers:
+    """A new encoder's token, position and segment embeddings and their LayerNorm (not a layer)."""
+
+    def __init__(self, vocabulary_size: int, max_sequence_length: int, num_segments: int,
+                 width: int, layer_norm_epsilon: float, initializer_range: float, dtype) -> None:
+        self.token_embedding = ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=width,
+            embeddings_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            sequence_length=max_sequence_length,
+            initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="position_embedding",
+        )
+        self.segment_embedding = keras.layers.Embedding(
+            input_dim=num_segments,
+            output_dim=width,
+            embeddings_initializer=bert_initializer(initializer_range),
+            dtype=dtype,
+            name="segment_embedding",
+        )
+        self.embeddings_layer_norm = LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name="embeddings_layer_norm"
+        )
 
 
 def _check_shareable(source: BertEncoder, vocabulary_size: int, max_sequence_length: int,
