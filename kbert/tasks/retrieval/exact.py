@@ -36,12 +36,31 @@ def top_k_inner_product(queries: np.ndarray, documents: np.ndarray, k: int,
         block_scores = queries @ documents[start:start + block].T
         block_indices = np.broadcast_to(np.arange(start, start + block_scores.shape[1]),
                                         block_scores.shape)
+        # Each block is cut to its own top k first, so the merge sorts at most 2k columns.
+        block_scores, block_indices = _best(block_scores, block_indices, k)
         best_scores, best_indices = _best(np.concatenate([best_scores, block_scores], axis=1),
                                           np.concatenate([best_indices, block_indices], axis=1), k)
     return best_indices, best_scores
 
 
 def _best(scores: np.ndarray, indices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    # Sorted by score, then by document index, so results do not depend on the block size.
+    """Each row's `k` best columns, sorted by score, then by document index.
+
+    `np.argpartition` keeps an arbitrary subset of the scores tied with the
+    k-th, so the kept width grows to every score >= the k-th (all ties), and
+    only those few columns are sorted: the result does not depend on the block
+    size or on the partition's order, yet no row is sorted in full.
+    """
+    width = scores.shape[1]
+    if k < width:
+        part = np.argpartition(-scores, k - 1, axis=1)
+        kth = np.take_along_axis(scores, part[:, k - 1:k], axis=1)
+        kept = int((scores >= kth).sum(axis=1).max())
+        if kept > k and kept < width:
+            part = np.argpartition(-scores, kept - 1, axis=1)
+        if kept < width:
+            part = part[:, :kept]
+            scores = np.take_along_axis(scores, part, axis=1)
+            indices = np.take_along_axis(indices, part, axis=1)
     order = np.lexsort((indices, -scores), axis=1)[:, :k]
     return np.take_along_axis(scores, order, axis=1), np.take_along_axis(indices, order, axis=1)
