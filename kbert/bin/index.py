@@ -3,7 +3,7 @@
     kbert-index build --model_dir=minilm --corpus=beir/corpus.jsonl --index_dir=indexes/docs
     kbert-index build --model_dir=minilm --corpus=more.jsonl --index_dir=indexes/docs --add
     kbert-index search --index_dir=indexes/docs --queries=beir/queries.jsonl --top_k=100 \\
-        --output=run.trec [--exact] [--rerank_model_dir=runs/rerank --rerank_top_k=50]
+        --output=run.trec [--exact] [--rerank_model_dir=runs/rerank --rerank_top_k=50 --rerank_fusion=rrf]
     kbert-index evaluate --run=run.trec --qrels=beir/qrels/test.tsv
 
 An exact index is also a SavedModel: kbert-serve --model_base_path=indexes/docs serves its
@@ -58,6 +58,12 @@ flags.DEFINE_bool("exact", False, "search: brute force over the stored vectors w
 flags.DEFINE_string("rerank_model_dir", None, "search: a cross-encoder (fine-tuned --task=rerank directory or "
                     "its export) re-scoring the top --rerank_top_k hits.")
 flags.DEFINE_integer("rerank_top_k", 50, "search: hits re-scored by the cross-encoder per query.")
+flags.DEFINE_enum("rerank_fusion", "none", ["none", "rrf", "interpolate"], "search: order of the "
+                  "re-scored hits: none = the cross-encoder's score alone; rrf = reciprocal-rank fusion "
+                  "with the first stage's ranking; interpolate = z-scored first-stage and cross-encoder "
+                  "scores mixed by --rerank_fusion_weight.")
+flags.DEFINE_float("rerank_fusion_weight", 0.5, "search: the cross-encoder's share with "
+                   "--rerank_fusion=interpolate (0..1).")
 # evaluate
 flags.DEFINE_string("run", None, "evaluate: a TREC run file.")
 flags.DEFINE_string("qrels", None, "evaluate: judgements, BEIR qrels TSV or TREC qrels.")
@@ -91,7 +97,9 @@ def search() -> None:
         raise ValueError("kbert-index search needs --queries (JSONL) and --output (the TREC run to write).")
     queries = read_queries(FLAGS.queries)
     searcher = IndexSearcher(FLAGS.index_dir, exact=FLAGS.exact, rerank_model_dir=FLAGS.rerank_model_dir,
-                             rerank_top_k=FLAGS.rerank_top_k)
+                             rerank_top_k=FLAGS.rerank_top_k,
+                             rerank_fusion=FLAGS.rerank_fusion,
+                             rerank_fusion_weight=FLAGS.rerank_fusion_weight)
     query_ids, texts = list(queries), list(queries.values())
     run = {}
     started = time.perf_counter()

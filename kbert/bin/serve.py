@@ -58,6 +58,12 @@ flags.DEFINE_string("index_name", "default", "Name of --index_dir in the search 
 flags.DEFINE_string("rerank_model_dir", None, "With --index_dir: a cross-encoder (fine-tuned --task=rerank "
                     "directory or its export) re-scoring each search's top --rerank_top_k hits.")
 flags.DEFINE_integer("rerank_top_k", 50, "Hits re-scored by --rerank_model_dir per query.")
+flags.DEFINE_enum("rerank_fusion", "none", ["none", "rrf", "interpolate"], "With --rerank_model_dir: order of the "
+                  "re-scored hits: none = the cross-encoder's score alone; rrf = reciprocal-rank fusion "
+                  "with the first stage's ranking; interpolate = z-scored first-stage and cross-encoder "
+                  "scores mixed by --rerank_fusion_weight.")
+flags.DEFINE_float("rerank_fusion_weight", 0.5, "With --rerank_model_dir: the cross-encoder's share with "
+                   "--rerank_fusion=interpolate (0..1).")
 flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
                      "change of a file under it also retries it).")
 flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")
@@ -92,7 +98,9 @@ def main(argv: list[str]) -> None:
         from kbert.index import IndexSearcher
 
         indexes[FLAGS.index_name] = IndexSearcher(FLAGS.index_dir, rerank_model_dir=FLAGS.rerank_model_dir,
-                                                  rerank_top_k=FLAGS.rerank_top_k)
+                                                  rerank_top_k=FLAGS.rerank_top_k,
+                                                  rerank_fusion=FLAGS.rerank_fusion,
+                                                  rerank_fusion_weight=FLAGS.rerank_fusion_weight)
     elif FLAGS.rerank_model_dir:
         raise ValueError("--rerank_model_dir re-ranks the hits of --index_dir; pass --index_dir too.")
     batching = None

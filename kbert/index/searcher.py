@@ -6,7 +6,8 @@ The exact back-end runs the version's own `search_top_k` signature (the graph
 TF Serving serves); the faiss back-end embeds with the version's `embed`
 signature and asks faiss; `exact=True` embeds the same way and scores every
 stored vector with numpy (to measure the approximate index's recall). With a
-cross-encoder, the first `rerank_top_k` hits are re-scored by it and sorted.
+cross-encoder, the first `rerank_top_k` hits are re-scored by it and sorted,
+by its score alone or fused with the first stage's (`rerank_fusion`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from kbert.index.metadata import FAISS_FILE
 from kbert.index.metadata import extra_path
 from kbert.index.metadata import locate_index
 from kbert.index.metadata import read_index_metadata
+from kbert.tasks.rerank.fusion import DEFAULT_WEIGHT
+from kbert.tasks.rerank.fusion import check_fusion
+from kbert.tasks.rerank.fusion import fuse_scores
 from kbert.tasks.retrieval.exact import top_k_inner_product
 from kbert.tasks.similarity.embedding import unit_rows
 
@@ -56,6 +60,11 @@ class IndexSearcher:
         rerank_model_dir: str or None. A cross-encoder (fine-tuned `rerank`
             directory or its export) re-scoring the top hits.
         rerank_top_k: int. Hits re-scored per query. Defaults to 50.
+        rerank_fusion: str. How the re-scored hits are ordered: `none` (by the
+            cross-encoder alone), `rrf` or `interpolate` (fused with the first
+            stage; `kbert.tasks.rerank.fusion`). Defaults to `none`.
+        rerank_fusion_weight: float. `interpolate`: the cross-encoder's share.
+            Defaults to 0.5.
 
     Example:
 
@@ -64,9 +73,13 @@ class IndexSearcher:
     """
 
     def __init__(self, index_dir: str, exact: bool = False, rerank_model_dir: str | None = None,
-                 rerank_top_k: int = 50):
+                 rerank_top_k: int = 50, rerank_fusion: str = "none",
+                 rerank_fusion_weight: float = DEFAULT_WEIGHT):
         if rerank_top_k < 1:
             raise ValueError(f"--rerank_top_k={rerank_top_k}; it must be >= 1.")
+        check_fusion(rerank_fusion, rerank_fusion_weight)
+        self.rerank_fusion = rerank_fusion
+        self.rerank_fusion_weight = rerank_fusion_weight
         self.version_dir = locate_index(index_dir)
         self.metadata = read_index_metadata(self.version_dir)
         self.exact = exact
@@ -86,7 +99,8 @@ class IndexSearcher:
         """A run tag naming how results were found (`kbert-exact`, `kbert-faiss-hnsw+rerank`, ...)."""
         name = "exact" if self.exact or self.metadata.backend == "exact" else \
             f"faiss-{self.metadata.faiss['type']}"
-        return f"kbert-{name}" + ("+rerank" if self.reranker else "")
+        fused = f"-{self.rerank_fusion}" if self.rerank_fusion != "none" else ""
+        return f"kbert-{name}" + (f"+rerank{fused}" if self.reranker else "")
 
     def embed(self, queries: list[str]) -> np.ndarray:
         """Query vectors (unit rows) from the index's own encoder."""
@@ -147,9 +161,12 @@ class IndexSearcher:
         scores = self.reranker(pairs_query, pairs_text).tolist()
         reranked = SearchResults([], [], [])
         start = 0
-        for ids, texts in zip(results.ids, results.texts):
+        for ids, first, texts in zip(results.ids, results.scores, results.texts):
             count = min(len(ids), self.rerank_top_k)
-            head = sorted(zip(scores[start:start + count], ids, texts), key=lambda hit: -hit[0])
+            final = fuse_scores(first[:count], scores[start:start + count], self.rerank_fusion,
+                                self.rerank_fusion_weight).tolist()
+            # Stable sort: equal scores keep the first stage's order.
+            head = sorted(zip(final, ids, texts), key=lambda hit: -hit[0])
             start += count
             # Hits below the re-ranked ones keep their order, scored below the lowest
             # re-ranked score, so that a TREC run (ordered by score) keeps them last.

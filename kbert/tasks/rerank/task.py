@@ -7,7 +7,10 @@ as `--train_file`, else BM25), and learns either a listwise softmax over the
 group (`loss="listwise"`, the positive first) or binary cross-entropy per row
 (`loss="bce"`). Evaluation re-ranks the first stage's top `rerank_top_k` for
 every judged query (`--predict_file` run, else BM25) and reports MRR@10 and
-nDCG@10 before (`*_first_stage`) and after.
+nDCG@10 before (`*_first_stage`) and after, the latter both for the re-ranker
+alone and fused with the first stage's ranking (`*_rrf`, `*_interpolate`; see
+`kbert.tasks.rerank.fusion`); `fusion` picks which order `eval_run.trec` and
+`predictions.trec` hold.
 
     kbert-finetune --task=rerank --data_dir=beir/xquad-reqa --init_checkpoint=minilm \\
         --train_file=runs/train.trec --predict_file=runs/dev.trec --model_dir=runs/rerank \\
@@ -36,6 +39,7 @@ from kbert.tasks.retrieval.metrics import evaluate_run
 from kbert.tasks.retrieval.reader import QuerySet
 from kbert.tasks.retrieval.reader import mine_negatives
 from kbert.tasks.retrieval.reader import read_beir_split
+from kbert.tasks.rerank import fusion as fusion_lib
 from kbert.tasks.rerank.losses import ListwiseSoftmaxLoss
 from kbert.tasks.rerank.serving import RerankServingModule
 
@@ -54,6 +58,10 @@ class RerankConfig:
         mining_seed: int. Seed of that draw. Defaults to 0.
         rerank_top_k: int. Documents of the first stage re-ranked per query at
             evaluation. Defaults to 50.
+        fusion: str. The order written: `none` (the re-ranker's), `rrf` or
+            `interpolate` with the first stage (`kbert.tasks.rerank.fusion`).
+            Defaults to `none`.
+        fusion_weight: float. `interpolate`: the re-ranker's share. Defaults to 0.5.
     """
 
     loss: str = "listwise"
@@ -61,6 +69,8 @@ class RerankConfig:
     negative_depth: int = 30
     mining_seed: int = 0
     rerank_top_k: int = 50
+    fusion: str = "none"
+    fusion_weight: float = fusion_lib.DEFAULT_WEIGHT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +96,7 @@ class RerankTask(Task):
 
     name = "rerank"
     config_class = RerankConfig
+    evaluation_fields = ("fusion", "fusion_weight")
 
     def __init__(self, config: RerankConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name or "beir")
@@ -94,6 +105,7 @@ class RerankTask(Task):
         for field in ("negatives", "negative_depth", "rerank_top_k"):
             if getattr(self.config, field) < 1:
                 raise ValueError(f"RerankConfig.{field}={getattr(self.config, field)}; it must be >= 1.")
+        fusion_lib.check_fusion(self.config.fusion, self.config.fusion_weight)
         self._corpora: dict[str, list] = {}
 
     @property
@@ -166,12 +178,31 @@ class RerankTask(Task):
     # -- Evaluation and prediction ------------------------------------------------------
 
     def rerank(self, model, examples: QuerySet, preprocessor, batch_size: int,
-               first_stage: dict | None = None) -> dict:
-        """The first stage's top `rerank_top_k` of each query, re-scored and re-sorted."""
+               first_stage: dict | None = None, fusion: str | None = None) -> dict:
+        """The first stage's top `rerank_top_k` of each query, re-scored, fused and re-sorted.
+
+        Args:
+            model: the cross-encoder.
+            examples: `QuerySet`.
+            preprocessor: `kbert.data.TextPreprocessor`.
+            batch_size: int. Pairs scored at once.
+            first_stage: dict query id -> [(document id, score)] best first, or
+                None for `examples.first_stage`.
+            fusion: str or None. `none`, `rrf` or `interpolate`; None: `config.fusion`.
+
+        Returns:
+            A run: query id -> [(document id, score)], best first.
+        """
+        return self.fuse(self.cross_scores(model, examples, preprocessor, batch_size, first_stage),
+                         fusion)
+
+    def cross_scores(self, model, examples: QuerySet, preprocessor, batch_size: int,
+                     first_stage: dict | None = None) -> dict:
+        """query id -> (first-stage hits [(document id, score)], the cross-encoder's scores of them)."""
         first_stage = first_stage or examples.first_stage(self.config.rerank_top_k)
         by_id = {d.doc_id: d for d in examples.corpus}
         score = self.serving_module(model, preprocessor).score
-        run = {}
+        scored = {}
         for example in examples:
             hits = first_stage[example.query_id][:self.config.rerank_top_k]
             scores = []
@@ -180,19 +211,35 @@ class RerankTask(Task):
                 documents = tf.constant([by_id[doc].contents for doc, _ in chunk])
                 queries = tf.fill(tf.shape(documents), example.text)
                 scores.extend(score(query=queries, document=documents)["score"].numpy().tolist())
-            ranked = sorted(zip([doc for doc, _ in hits], scores), key=lambda hit: -hit[1])
-            run[example.query_id] = [(doc, float(s)) for doc, s in ranked]
+            scored[example.query_id] = (hits, scores)
+        return scored
+
+    def fuse(self, scored: dict, fusion: str | None = None) -> dict:
+        """A run from `cross_scores`' output, ordered by `fusion` (None: `config.fusion`)."""
+        run = {}
+        for query_id, (hits, scores) in scored.items():
+            final = fusion_lib.fuse_scores([s for _, s in hits], scores, fusion or self.config.fusion,
+                                           self.config.fusion_weight)
+            # Stable sort: equal scores keep the first stage's order.
+            order = sorted(range(len(hits)), key=lambda i: -final[i])
+            run[query_id] = [(hits[i][0], float(final[i])) for i in order]
         return run
 
     def evaluate(self, model, examples, preprocessor, batch_size) -> Evaluation:
         first_stage = examples.first_stage(self.config.rerank_top_k)
-        run = self.rerank(model, examples, preprocessor, batch_size, first_stage)
+        scored = self.cross_scores(model, examples, preprocessor, batch_size, first_stage)
         before = evaluate_run(first_stage, examples.qrels, recall_ks=(1, 10))
-        after = evaluate_run(run, examples.qrels, recall_ks=(1, 10))
-        results = dict(after)
-        results.update({f"{name}_first_stage": value for name, value in before.items()
-                        if name != "num_queries"})
+        results = dict(evaluate_run(self.fuse(scored, "none"), examples.qrels, recall_ks=(1, 10)))
+        for name, value in before.items():
+            if name != "num_queries":
+                results[f"{name}_first_stage"] = value
+        for fusion in fusion_lib.FUSIONS[1:]:
+            fused = evaluate_run(self.fuse(scored, fusion), examples.qrels, recall_ks=(1, 10))
+            results.update({f"{name}_{fusion}": value for name, value in fused.items()
+                            if name != "num_queries"})
         results["rerank_top_k"] = self.config.rerank_top_k
+        results["fusion"] = self.config.fusion
+        run = self.fuse(scored)
         return Evaluation(results, {"eval_run.trec": format_run(run, tag="kbert-rerank")})
 
     def predict(self, model, examples, preprocessor, batch_size) -> dict[str, str]:

@@ -35,9 +35,10 @@ def trained(tmp_path_factory):
 def test_training_lowers_the_loss_and_reports_before_and_after(trained):
     _, results = trained
     assert results["train_loss"][1] < results["train_loss"][0]
-    for name in ("mrr@10", "ndcg@10", "mrr@10_first_stage", "ndcg@10_first_stage"):
+    for name in ("mrr@10", "ndcg@10", "mrr@10_first_stage", "ndcg@10_first_stage", "mrr@10_rrf",
+                 "recall@1_interpolate"):
         assert 0.0 <= results[name] <= 1.0
-    assert results["rerank_top_k"] == 10 and results["num_queries"] == 12
+    assert results["rerank_top_k"] == 10 and results["num_queries"] == 12 and results["fusion"] == "none"
 
 
 def test_export_scores_query_document_pairs_as_the_model(trained, tmp_path):
@@ -77,3 +78,31 @@ def test_index_search_reranks_the_top_hits_by_the_cross_encoder(trained, tmp_pat
         assert sorted(ids[:5]) == sorted(before[:5]) and ids[5:] == before[5:]  # only the head moves
         np.testing.assert_allclose(scores[:5], score([query] * 5, texts[:5]), rtol=1e-5)
         assert scores == sorted(scores, reverse=True)  # a TREC run keeps this order
+    # The same pairs, scored in one call as the searcher does, give the fused orders by hand.
+    cross = score([q for q in queries for _ in range(5)], [t for texts in first.texts for t in texts[:5]])
+    for fusion in ("rrf", "interpolate"):
+        searcher = IndexSearcher(str(tmp_path / "idx"), rerank_model_dir=model_dir, rerank_top_k=5,
+                                 rerank_fusion=fusion, rerank_fusion_weight=0.7)
+        assert searcher.tag == f"kbert-exact+rerank-{fusion}"
+        fused = searcher.search(queries, top_k=8)
+        for n, (before, before_scores, ids, scores) in enumerate(zip(first.ids, first.scores, fused.ids,
+                                                                     fused.scores)):
+            head = cross[5 * n:5 * n + 5].astype(np.float64)
+            if fusion == "rrf":  # 1 / (60 + first-stage rank) + 1 / (60 + cross-encoder rank)
+                cross_rank = {doc: r for r, doc in enumerate(np.asarray(before[:5])[np.argsort(-head)], 1)}
+                want = {doc: 1 / (60 + r) + 1 / (60 + cross_rank[doc]) for r, doc in enumerate(before[:5], 1)}
+            else:  # 0.3 z(first-stage score) + 0.7 z(cross-encoder score)
+                first_z = (np.array(before_scores[:5]) - np.mean(before_scores[:5])) / np.std(before_scores[:5])
+                want = dict(zip(before[:5], 0.3 * first_z + 0.7 * (head - head.mean()) / head.std()))
+            np.testing.assert_allclose(scores[:5], [want[doc] for doc in ids[:5]], rtol=1e-6)
+            assert scores[:5] == sorted(scores[:5], reverse=True) and ids[5:] == before[5:]
+
+
+def test_bad_fusion_is_refused_before_loading(tmp_path):
+    from kbert.index import IndexSearcher
+
+    with pytest.raises(ValueError, match="--rerank_fusion='mean'"):
+        IndexSearcher(str(tmp_path / "missing"), rerank_fusion="mean")
+    with pytest.raises(ValueError, match="RerankConfig|--rerank_fusion"):
+        from kbert.tasks.rerank.task import RerankTask
+        RerankTask(RerankConfig(fusion="sum"))
