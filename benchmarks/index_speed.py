@@ -2,9 +2,16 @@
 
     PYTHONPATH=. python benchmarks/index_speed.py [--count=100000 --dim=384 --queries=1000]
 
-Vectors are synthetic but not uniform: unit vectors around 1,000 random
+Vectors are synthetic but not uniform: unit vectors around `--centres` random
 centres (as sentence embeddings cluster by topic), queries are noisy copies of
-documents. The reference is brute-force numpy (one `queries @ docs.T` +
+documents. `--doc_noise` is the norm of a document's offset from its centre
+(the centre has norm 1) and `--query_noise` that of a query's from its document:
+the defaults (1.0 and 0.5) give what MiniLM's sentence vectors look like
+(same-topic documents at cosine ~0.5, a query at ~0.9 from its document);
+`--doc_noise=2.4 --query_noise=1.2` is the earlier, nearly uniform run, the
+worst case of any ANN index. faiss is built once per type and searched at
+every `--ef_search` / `--nprobe` value, so one run gives the recall/QPS
+trade-off. The reference is brute-force numpy (one `queries @ docs.T` +
 `argpartition`) in the same process; recall@10 is measured against it. TF exact
 is what the exact index's `search` signature runs (`tf.matmul` +
 `tf.math.top_k`); kbert --exact is `kbert-index search --exact`'s numpy search
@@ -30,12 +37,17 @@ def unit(x):
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def clustered(count: int, dim: int, queries: int, seed: int = 0):
+def clustered(count: int, dim: int, queries: int, centres: int = 1000, doc_noise: float = 1.0,
+              query_noise: float = 0.5, seed: int = 0):
+    """`count` documents around `centres` unit centres and `queries` noisy copies of documents.
+
+    A noise vector of norm `n` is `n * normal(dim) / sqrt(dim)`.
+    """
     rng = np.random.default_rng(seed)
-    centres = unit(rng.normal(size=(1000, dim)))
-    docs = unit(centres[rng.integers(0, 1000, count)] + 0.6 * rng.normal(size=(count, dim)) / np.sqrt(dim) * 4)
+    middle = unit(rng.normal(size=(centres, dim)))
+    docs = unit(middle[rng.integers(0, centres, count)] + doc_noise * rng.normal(size=(count, dim)) / np.sqrt(dim))
     picks = rng.integers(0, count, queries)
-    return docs, unit(docs[picks] + 0.3 * rng.normal(size=(queries, dim)) / np.sqrt(dim) * 4)
+    return docs, unit(docs[picks] + query_noise * rng.normal(size=(queries, dim)) / np.sqrt(dim))
 
 
 def numpy_top_k(queries, docs, k):
@@ -76,6 +88,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--centres", type=int, default=1000)
+    parser.add_argument("--doc_noise", type=float, default=1.0)
+    parser.add_argument("--query_noise", type=float, default=0.5)
+    parser.add_argument("--hnsw_m", type=int, default=32)
+    parser.add_argument("--ef_construction", type=int, default=200,
+                        help="kbert's default; 40-80 builds several times faster on 2 cores.")
+    parser.add_argument("--ef_search", default="64,128,256", help="Comma-separated values searched.")
+    parser.add_argument("--nprobe", default="8,32,128", help="Comma-separated values searched.")
+    parser.add_argument("--types", default="hnsw,ivf")
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -84,7 +105,8 @@ def main() -> None:
 
     import faiss
 
-    docs, queries = clustered(args.count, args.dim, args.queries)
+    docs, queries = clustered(args.count, args.dim, args.queries, args.centres, args.doc_noise,
+                              args.query_noise)
     print(f"{args.count} x {args.dim} vectors, {args.queries} queries, faiss {faiss.__version__}, "
           f"{faiss.omp_get_max_threads()} threads", flush=True)
     print(f"{'method':70s} {'build s':>8s} {'query s':>8s} {'QPS':>8s} {'vs numpy':>8s} {'R@10':>6s}", flush=True)
@@ -105,12 +127,17 @@ def main() -> None:
     (result, seconds) = timed(lambda: tf_search(queries))
     rows.append({"method": "TF exact (matmul + top_k)", "build_s": 0.0, "query_s": seconds,
                  "recall@10": recall(result.indices.numpy(), truth)})
-    for faiss_type in ("hnsw", "ivf"):
-        settings = ann.faiss_settings(args.count, faiss_type)
+    for faiss_type in args.types.split(","):
+        settings = ann.faiss_settings(args.count, faiss_type, hnsw_m=args.hnsw_m,
+                                      ef_construction=args.ef_construction)
         index, build = timed(lambda: ann.build_faiss(docs, settings))
-        (found, _), seconds = timed(lambda: ann.search_faiss(index, queries, 10))
-        rows.append({"method": f"faiss {settings}", "build_s": build, "query_s": seconds,
-                     "recall@10": recall(found, truth)})
+        knob = "ef_search" if faiss_type == "hnsw" else "nprobe"
+        for value in [int(v) for v in getattr(args, knob).split(",")]:
+            settings = {**settings, knob: value}
+            ann.configure_search(index, settings)
+            (found, _), seconds = timed(lambda: ann.search_faiss(index, queries, 10))
+            rows.append({"method": f"faiss {settings}", "build_s": build, "query_s": seconds,
+                         "recall@10": recall(found, truth)})
     print(json.dumps(rows))
 
 

@@ -57,9 +57,13 @@ def rrf(runs: list[dict], k: int = 60) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--work_dir", default="/tmp/kbert-retrieval-bench")
-    parser.add_argument("--stages", default="sts,reqa,index")
+    parser.add_argument("--stages", default="sts,reqa,rerank,index")
     parser.add_argument("--retrieval_epochs", type=float, default=3.0)
-    parser.add_argument("--rerank_epochs", type=float, default=2.0)
+    parser.add_argument("--rerank_epochs", default="auto", help="A number or auto.")
+    parser.add_argument("--rerank_learning_rate", default="auto", help="A number or auto.")
+    parser.add_argument("--rerank_loss", default="listwise", help="listwise or bce.")
+    parser.add_argument("--rerank_negatives", type=int, default=4)
+    parser.add_argument("--rerank_batch_size", type=int, default=8)
     args = parser.parse_args()
     stages = args.stages.split(",")
     from kbert import checkpoints
@@ -120,22 +124,49 @@ def main() -> None:
                                train_batch_size=32, verbose=2,
                                task_options=RetrievalConfig(hard_negatives=1))
         _log(results, out, "reqa_minilm_finetuned", {**_metrics(tuned), "seconds": round(time.time() - began)})
-        # First stage for the cross-encoder: the fine-tuned bi-encoder's run over the train questions.
-        _train_run(args.work_dir, reqa)
-        began = time.time()
-        reranked = run_finetuning(
-            "rerank", minilm, f"{args.work_dir}/reqa-rerank", data_dir=reqa,
-            train_file=f"{args.work_dir}/train_run.trec",
-            predict_file=f"{args.work_dir}/reqa-tuned/eval_run.trec",
-            num_train_epochs=args.rerank_epochs, learning_rate=3e-5, train_batch_size=8, verbose=2,
-            task_options=RerankConfig(negatives=4, negative_depth=20, rerank_top_k=20))
-        _log(results, out, "reqa_finetuned_reranked", {
-            **_metrics(reranked), "first_stage": _metrics({k.replace("_first_stage", ""): v for k, v in
-                                                          reranked.items() if k.endswith("_first_stage")}),
-            "seconds": round(time.time() - began)})
+
+    if "rerank" in stages:
+        _rerank_stage(args, reqa, results, out)
 
     if "index" in stages:
         _index_stage(args.work_dir, reqa, results, out)
+
+
+def _number(value: str):
+    return value if value == "auto" else float(value)
+
+
+def _rerank_stage(args, reqa: str, results: dict, out: str) -> None:
+    """A cross-encoder from MiniLM re-ranking the fine-tuned bi-encoder's top 20 (pure and fused)."""
+    from kbert.tasks import RerankConfig
+    from kbert.tasks.retrieval.beir import read_qrels, read_run
+    from kbert.tasks.retrieval.metrics import evaluate_run
+    from kbert.training.finetuning import run_finetuning
+
+    work_dir = args.work_dir
+    # Negatives for the cross-encoder: the fine-tuned bi-encoder's top 50 over the train
+    # questions, i.e. the documents it will be asked to re-order at search time.
+    if not os.path.exists(f"{work_dir}/train_run.trec"):
+        _train_run(work_dir, reqa)
+    name = f"reqa-rerank-{args.rerank_loss}"
+    began = time.time()
+    reranked = run_finetuning(
+        "rerank", f"{work_dir}/minilm", f"{work_dir}/{name}", data_dir=reqa,
+        train_file=f"{work_dir}/train_run.trec", predict_file=f"{work_dir}/reqa-tuned/eval_run.trec",
+        num_train_epochs=_number(args.rerank_epochs), learning_rate=_number(args.rerank_learning_rate),
+        train_batch_size=args.rerank_batch_size, verbose=2,
+        task_options=RerankConfig(loss=args.rerank_loss, negatives=args.rerank_negatives,
+                                  negative_depth=20, rerank_top_k=20))
+    first = read_run(f"{work_dir}/reqa-tuned/eval_run.trec")
+    pure = read_run(f"{work_dir}/{name}/eval_run.trec")
+    dev = read_qrels(f"{reqa}/qrels/dev.tsv")
+    _log(results, out, f"{name}", {
+        **_metrics(reranked), "first_stage": _metrics({k.replace("_first_stage", ""): v for k, v in
+                                                      reranked.items() if k.endswith("_first_stage")}),
+        "fused_rrf": _metrics(evaluate_run(rrf([{q: first[q][:20] for q in pure}, pure]), dev)),
+        "train_loss": [round(x, 3) for x in reranked["train_loss"]],
+        "learning_rate": reranked["learning_rate"], "epochs": reranked["num_train_epochs"],
+        "seconds": round(time.time() - began)})
 
 
 def _train_run(work_dir: str, reqa: str) -> None:
