@@ -164,10 +164,23 @@ def _rerank_stage(args, reqa: str, results: dict, out: str) -> None:
     _log(results, out, f"{name}", {
         **_metrics(reranked), "first_stage": _metrics({k.replace("_first_stage", ""): v for k, v in
                                                       reranked.items() if k.endswith("_first_stage")}),
-        "fused_rrf": _metrics(evaluate_run(rrf([{q: first[q][:20] for q in pure}, pure]), dev)),
+        **{f"fused_{fusion}": _metrics(evaluate_run(_fuse(first, pure, fusion), dev))
+           for fusion in ("rrf", "interpolate")},
         "train_loss": [round(x, 3) for x in reranked["train_loss"]],
         "learning_rate": reranked["learning_rate"], "epochs": reranked["num_train_epochs"],
         "seconds": round(time.time() - began)})
+
+
+def _fuse(first: dict, pure: dict, fusion: str, depth: int = 20) -> dict:
+    """The first stage's top `depth` re-ordered by `fusion` of its scores and the re-ranker's (`pure` run)."""
+    from kbert.tasks.rerank.fusion import fuse_scores
+
+    run = {}
+    for query_id, ranked in pure.items():
+        hits, cross = first[query_id][:depth], dict(ranked)
+        final = fuse_scores([s for _, s in hits], [cross[doc] for doc, _ in hits], fusion)
+        run[query_id] = sorted(((doc, float(f)) for (doc, _), f in zip(hits, final)), key=lambda h: -h[1])
+    return run
 
 
 def _train_run(work_dir: str, reqa: str) -> None:
