@@ -7,8 +7,10 @@
 2. XQuAD-ReQA (tools/make_xquad_reqa.py; dev = every third article): recall@1/10 and
    MRR@10 of BM25, MiniLM zero-shot, their reciprocal-rank fusion (the reference the
    issue gives), MiniLM fine-tuned (--task=retrieval, in-batch + 1 BM25 hard negative),
-   and fine-tuned + a cross-encoder (--task=rerank from MiniLM, listwise, negatives mined
-   from the fine-tuned bi-encoder's train run) re-ranking its top 20.
+   and (stage `rerank`) fine-tuned + a cross-encoder (--task=rerank from MiniLM at the
+   `auto` learning rate and epochs, --rerank_loss listwise or bce, negatives mined from
+   the fine-tuned bi-encoder's train run) re-ranking its top 20: alone and fused with
+   the first stage (rrf, interpolate; kbert.tasks.rerank.fusion).
 3. kbert-index on the fine-tuned model: documents/s while building (exact and faiss),
    queries/s of search alone and of search + re-rank, faiss recall@10 against --exact.
 
@@ -223,7 +225,7 @@ def _index_stage(work_dir: str, reqa: str, results: dict, out: str) -> None:
                  "faiss": IndexSearcher(f"{work_dir}/bench-index-faiss"),
                  "brute": IndexSearcher(f"{work_dir}/bench-index-faiss", exact=True),
                  "rerank": IndexSearcher(f"{work_dir}/bench-index-exact",
-                                         rerank_model_dir=f"{work_dir}/reqa-rerank", rerank_top_k=20)}
+                                         rerank_model_dir=f"{work_dir}/reqa-rerank-listwise", rerank_top_k=20)}
     found = {}
     for name, searcher in searchers.items():
         searcher.search(texts[:8], 10)  # trace once
