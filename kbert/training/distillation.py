@@ -53,6 +53,10 @@ RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_studen
                      "data_dir", "do_train", "do_eval", "verbose")
 # Timed batches of the speed-up measurement, after as many warm-up calls.
 SPEED_BATCH_SIZES = (1, 32)
+# Task models the losses cover: class logits (KL), a score (MSE to the
+# teacher's), per-token logits (per-word KL). Embedding models would need an
+# embedding MSE through a projection; not built yet.
+DISTILLABLE = ("classifier", "regressor", "token_classifier")
 SPEED_REPEATS = 5
 
 logger = logging.getLogger(__name__)
@@ -205,8 +209,11 @@ def _load_teacher(teacher_dir: str, task: str | None,
     if task_name is not None and task_name.lower() != str(record.task_name).lower():
         raise ValueError(f"--teacher_dir={teacher_dir} was fine-tuned on "
                          f"--task_name={record.task_name}, not --task_name={task_name}.")
-    teacher, record, vocab_file = load_finetuned(teacher_dir)
-    return teacher, record, vocab_file
+    if record.model_type not in DISTILLABLE:
+        raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} "
+                         f"(--task={record.task}); kbert-distill distills {', '.join(DISTILLABLE)} "
+                         "models.")
+    return load_finetuned(teacher_dir)
 
 
 def _check_same_vocabulary(init_checkpoint: str, vocab_file: str, teacher_dir: str) -> None:
@@ -286,7 +293,7 @@ def _train(distiller, task: Task, examples: list, preprocessor, batch_size: int,
         # The token heads do not use the pooler; Keras warns each step.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
         history = distiller.fit(dataset.map(task.training_batch), epochs=epochs,
-                                steps_per_epoch=interval, verbose=verbose)
+                                steps_per_epoch=interval, shuffle=False, verbose=verbose)
     return {"train_loss": [float(v) for v in history.history["total_loss"]],
             "train_steps": interval * epochs, "learning_rate": lr,
             "train_batch_size": batch_size}

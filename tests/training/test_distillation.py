@@ -18,6 +18,7 @@ from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import make_tiny_pretrained
 
 from kbert.checkpoints import TaskConfig
+from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_finetuned
 from kbert.checkpoints import save_finetuned
@@ -67,32 +68,60 @@ def test_temperature_kl_equals_hand_computation(temperature):
         _numpy_kl(teacher, student, temperature))
 
 
+def test_a_regressor_learns_the_teachers_score_by_mse():
+    from kbert.training.distillation import _logits_loss
+
+    regressor = BertClassifier(BertEncoder(**tiny_encoder_kwargs()), num_classes=1)
+    loss = _logits_loss(regressor, temperature=2.0)
+    assert isinstance(loss, keras.distillation.FeatureDistillation)
+    teacher, student = np.array([[0.5], [2.0], [-1.0]]), np.array([[1.0], [2.0], [1.0]])
+    np.testing.assert_allclose(float(loss.compute_loss(tf.constant(teacher), tf.constant(student))),
+                               np.mean((teacher - student) ** 2), rtol=1e-6)
+
+
 def _kl(teacher, student, inputs, weights=None):
     return float(distillers.TemperatureKL(1.0).compute_loss(
         teacher(inputs, training=False), student(inputs, training=False), sample_weight=weights))
 
 
-@pytest.mark.parametrize("model", [BertClassifier, BertTokenClassifier])
-def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model):
+NARROW = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24)
+
+
+@pytest.mark.parametrize("model,narrow", [(BertClassifier, False), (BertTokenClassifier, False),
+                                          (BertClassifier, True)])
+def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow):
+    """Soft targets only; the narrow student (H=16 vs 32) also learns the teacher's
+    hidden states through the learned projection."""
     keras.utils.set_random_seed(1)
-    teacher = model(BertEncoder(**tiny_encoder_kwargs(num_layers=4)), num_classes=3)
+    teacher = model(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)), num_classes=3)
     # Sharper targets than a fresh head gives, so there is something to learn.
     teacher.output_dense.kernel.assign(teacher.output_dense.kernel * 30.0)
-    student = model(BertEncoder(**tiny_encoder_kwargs(num_layers=1, dropout=0.0)), num_classes=3,
+    sizes = NARROW if narrow else dict(num_layers=1)
+    student = model(BertEncoder(**tiny_encoder_kwargs(dropout=0.0, **sizes)), num_classes=3,
                     dropout=0.0)
     inputs = tiny_inputs()
     weights = tf.cast(inputs["padding_mask"], tf.float32) if model is BertTokenClassifier else None
     before = _kl(teacher, student, inputs, weights)
-    distiller = distillers.TaskDistiller(teacher, student, distillers.TemperatureKL(2.0),
-                                         hard_label_weight=0.0)
+    hidden = dict(hidden_state_weight=1.0, layer_map=distillers.uniform_layer_map(2, 4))
+    distiller = distillers.TaskDistiller(
+        distillers.with_encoder_all_layers(teacher) if narrow else teacher,
+        distillers.with_encoder_all_layers(student) if narrow else student,
+        distillers.TemperatureKL(2.0), hard_label_weight=0.0, **(hidden if narrow else {}))
     distiller.compile(optimizer=keras.optimizers.Adam(3e-3),
                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     labels = np.zeros(inputs["token_ids"].shape if weights is not None else (3,), "int32")
     dataset = tf.data.Dataset.from_tensors((inputs, labels) if weights is None
                                            else (inputs, labels, weights)).repeat()
-    distiller.fit(dataset, steps_per_epoch=40, epochs=1, verbose=0)
-    after = _kl(teacher, student, inputs, weights)
+    history = distiller.fit(dataset, steps_per_epoch=20, epochs=2, verbose=0)
+    after = _kl(distiller.teacher, distiller.student, inputs, weights)
     assert after < 0.2 * before, (before, after)
+    if narrow:
+        assert hidden["layer_map"] == [1, 3]
+        assert [p.units for p in distiller.projections] == [32, 32]
+        assert all(p.kernel.trainable for p in distiller.projections)
+        losses = history.history["total_loss"]
+        assert losses[-1] < 0.5 * losses[0], losses
+    assert not any(w.trainable for w in distiller.teacher.weights)
 
 
 def test_student_layers_copy_the_chosen_teacher_layers():
@@ -130,30 +159,6 @@ def test_student_layers_out_of_range_name_the_value(layers):
         distillers.encoder_from_layers(teacher, layers)
 
 
-def test_narrower_student_learns_hidden_states_through_the_projection():
-    keras.utils.set_random_seed(3)
-    teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
-                             num_classes=2)
-    student = BertClassifier(BertEncoder(**tiny_encoder_kwargs(
-        num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24, dropout=0.0)),
-        num_classes=2, dropout=0.0)
-    distiller = distillers.TaskDistiller(
-        distillers.with_encoder_all_layers(teacher), distillers.with_encoder_all_layers(student),
-        distillers.TemperatureKL(2.0), hard_label_weight=0.0, kl_weight=1.0,
-        hidden_state_weight=1.0, layer_map=distillers.uniform_layer_map(2, TEACHER_LAYERS))
-    assert distillers.uniform_layer_map(2, TEACHER_LAYERS) == [1, 3]
-    assert [p.units for p in distiller.projections] == [32, 32]
-    distiller.compile(optimizer=keras.optimizers.Adam(3e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    inputs = tiny_inputs()
-    dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(3, "int32"))).repeat()
-    history = distiller.fit(dataset, steps_per_epoch=10, epochs=3, verbose=0)
-    losses = history.history["total_loss"]
-    assert losses[-1] < 0.5 * losses[0], losses
-    assert all(p.kernel.trainable for p in distiller.projections)
-    assert not any(w.trainable for w in distiller.teacher.weights)
-
-
 # -- End to end on tiny real data: directories, export, bad inputs -------------------------
 
 
@@ -177,30 +182,6 @@ def teachers(tmp_path_factory):
     return made
 
 
-def test_distilled_sst2_student_is_an_exportable_finetuned_directory(teachers, tmp_path):
-    model_dir = str(tmp_path / "student")
-    results = run_distillation(teachers["sst2"], model_dir, student_layers=[1, 3],
-                               data_dir=SST2, task="glue", task_name="SST-2", **FAST)
-    saved = json.load(open(os.path.join(model_dir, "eval_results.json")))
-    assert saved["accuracy"] == results["accuracy"] and saved["num_examples"] == 6
-    assert set(saved["teacher"]) >= {"accuracy", "num_examples"}
-    student, record, _ = load_finetuned(model_dir)
-    teacher, teacher_record, _ = load_finetuned(teachers["sst2"])
-    assert record == teacher_record and student.encoder.num_layers == 2
-    assert saved["student_parameters"] == student.count_params() < saved["teacher_parameters"]
-    assert set(saved["speedup"]) == {"batch_1", "batch_32"}
-    assert all(v["speedup"] > 0 for v in saved["speedup"].values())
-    assert len(saved["train_loss"]) == 2
-
-    from kbert.export import export_saved_model
-
-    version_dir = export_saved_model(model_dir, str(tmp_path / "export"), check=False)
-    served = tf.saved_model.load(version_dir).signatures["serving_default"](
-        text=tf.constant([b"a fine film", b"dull"]))
-    assert served["logits"].shape == (2, 2)
-    assert {label.decode() for label in served["label"].numpy()} <= {"0", "1"}
-
-
 def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path):
     def build_student_encoder(**sizes):
         return BertEncoder(**tiny_encoder_kwargs(num_layers=2, hidden_dim=16, num_heads=2,
@@ -210,7 +191,8 @@ def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path
     transfer.write_text("EU rejects German call\nPeter Blackburn\n\nBRUSSELS 1996-08-22\n")
     results = run_distillation(teachers["ner"], str(tmp_path / "ner"), data_dir=CONLL,
                                build_student_encoder=build_student_encoder,
-                               transfer_file=str(transfer), hidden_state_weight=1.0, **FAST)
+                               transfer_file=str(transfer), hidden_state_weight=1.0,
+                               **{**FAST, "num_train_epochs": 1.0})
     assert results["hard_label_weight"] == 0.0  # a transfer file has no labels
     assert set(results) >= {"f1", "precision", "recall", "teacher", "speedup"}
     student, record, _ = load_finetuned(str(tmp_path / "ner"))
@@ -241,18 +223,28 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
         f.write("extra\n")
     _refused(teachers, tmp_path, r"--student_init_checkpoint=.*other_vocab has a vocabulary",
              build_student_encoder=BertEncoder, student_init_checkpoint=other)
+    embedding = tmp_path / "embedding_teacher"
+    embedding.mkdir()
+    config = json.load(open(os.path.join(teachers["sst2"], "task_config.json")))
+    (embedding / "task_config.json").write_text(json.dumps(
+        {**config, "task": "similarity", "model_type": "sentence_encoder"}))
+    with pytest.raises(ValueError, match=r"embedding_teacher is a sentence_encoder"):
+        run_distillation(str(embedding), str(tmp_path / "refused"), student_layers=[0])
     bad = tmp_path / "pairs.txt"
     bad.write_text("one sentence\ttwo\n")
     _refused(teachers, tmp_path, r"pairs.txt:1: expected one text", student_layers=[0],
              transfer_file=str(bad))
 
 
-def test_binary_prints_the_summary(teachers, tmp_path):
+def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(teachers,
+                                                                            tmp_path):
     model_dir = tmp_path / "cli"
-    params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 1.0"]
+    params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 2.0",
+              "run_distillation.learning_rate = 1e-3"]
     command = [sys.executable, "-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
-               "--student_layers=0,2", f"--data_dir={SST2}", f"--model_dir={model_dir}",
-               "--do_train", "--do_eval", *[f"--gin_params={p}" for p in params]]
+               "--student_layers=1,3", "--task=glue", "--task_name=SST-2", f"--data_dir={SST2}",
+               f"--model_dir={model_dir}", "--do_train", "--do_eval",
+               *[f"--gin_params={p}" for p in params]]
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env,
                             timeout=600)
@@ -260,6 +252,27 @@ def test_binary_prints_the_summary(teachers, tmp_path):
     assert "***** distillation *****" in result.stdout
     assert "dev accuracy: teacher" in result.stdout and "speed-up" in result.stdout
     assert "run_distillation.temperature = 2.0" in (model_dir / "operative_config.gin").read_text()
-    both = subprocess.run(command + ["--student_gin_file=gin/mini.gin"], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=600)
-    assert both.returncode != 0 and "got both" in both.stderr
+    saved = json.load(open(model_dir / "eval_results.json"))
+    assert saved["num_examples"] == 6 and 0 <= saved["accuracy"] <= 1
+    assert set(saved["teacher"]) >= {"accuracy", "num_examples"}
+    student, record, _ = load_finetuned(str(model_dir))
+    teacher, teacher_record, _ = load_finetuned(teachers["sst2"])
+    assert record == teacher_record and student.encoder.num_layers == 2
+    assert saved["student_parameters"] == student.count_params() < saved["teacher_parameters"]
+    assert saved["teacher_parameters"] == teacher.count_params()
+    assert set(saved["speedup"]) == {"batch_1", "batch_32"}
+    assert all(v["speedup"] > 0 for v in saved["speedup"].values())
+    assert len(saved["train_loss"]) == 2
+
+    # An ordinary fine-tuned directory: kbert-export takes it, the SavedModel answers
+    # as the Keras student does.
+    from kbert.export import export_saved_model
+
+    version_dir = export_saved_model(str(model_dir), str(tmp_path / "export"), check=False)
+    texts = [b"a fine film", b"dull"]
+    served = tf.saved_model.load(version_dir).signatures["serving_default"](
+        text=tf.constant(texts))
+    preprocessor = TextPreprocessor.from_vocab_file(str(model_dir / "vocab.txt"), True, 32)
+    reference = preprocessor.pack([preprocessor.tokenize(tf.constant(texts))])
+    np.testing.assert_allclose(served["logits"].numpy(),
+                               np.asarray(student(reference, training=False)), atol=1e-5)
