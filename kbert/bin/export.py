@@ -26,6 +26,9 @@ flags.DEFINE_integer("version", None, "Version number to write. Defaults to one 
                      "version already in --export_dir (1 if none).")
 flags.DEFINE_integer("max_seq_length", None, "Embedding exports only: longest input in wordpieces "
                      "(defaults to 128, or the encoder's max_sequence_length if smaller).")
+flags.DEFINE_string("feature_layers", None, "Embedding exports only: the blocks the `features` "
+                    "signature returns, as extract_features.py's --layers (default -1,-2,-3,-4; "
+                    "negative counts from the last).")
 flags.DEFINE_bool("check_ops", False, "Do not export: check --export_dir loads with only tensorflow + "
                   "tensorflow_text, list its ops, exit 1 if any other op is needed.")
 flags.DEFINE_bool("skip_ops_check", False, "Publish without the fresh-process ops check (faster, for "
@@ -66,7 +69,8 @@ def main(argv: list[str]) -> None:
     logging.getLogger("kbert.export").setLevel(logging.INFO)
 
     path = export_saved_model(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.version,
-                              max_seq_length=FLAGS.max_seq_length, check=not FLAGS.skip_ops_check)
+                              max_seq_length=FLAGS.max_seq_length, check=not FLAGS.skip_ops_check,
+                              feature_layers=FLAGS.feature_layers)
     print(f"kbert-export: wrote {path}")
 
 

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -61,6 +62,13 @@ flags.DEFINE_list("search_batch_sizes", ["16", "32"], "Batch sizes of --hparam_s
 flags.DEFINE_list("search_epochs", ["2", "3", "4"], "Epoch counts of --hparam_search.")
 flags.DEFINE_float("search_time_budget_minutes", 60.0, "--hparam_search starts no trial that "
                    "would end past this (estimated from the trials so far).")
+flags.DEFINE_bool("freeze_encoder", None, "Feature-based fine-tuning (the BERT paper, 5.3): the "
+                  "encoder's weights stay fixed and only the head learns; glue and ner. Same as "
+                  "binding GlueConfig.freeze_encoder / NerConfig.freeze_encoder.")
+flags.DEFINE_enum("features", None, ["last", "sum_last_4", "concat_last_4", "weighted"],
+                  "What the head reads instead of the default output: a mix of the encoder's "
+                  "layers (weighted = ELMo's learned softmax mix); glue and ner. Same as binding "
+                  "GlueConfig.features / NerConfig.features.")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -98,10 +106,22 @@ def _run_finetuning(configurables) -> dict:
         do_eval=FLAGS.do_eval,
         do_predict=FLAGS.do_predict,
         strategy=FLAGS.strategy,
-        task_options=configurables.task_options(FLAGS.task),
+        task_options=_with_feature_flags(configurables.task_options(FLAGS.task)),
         num_restarts=FLAGS.num_restarts,
         hparam_grid=_hparam_grid() if FLAGS.hparam_search else None,
     )
+
+
+def _with_feature_flags(options):
+    """The task's gin-bound config with --freeze_encoder / --features applied."""
+    given = {name: FLAGS[name].value for name in ("freeze_encoder", "features")
+             if FLAGS[name].value is not None}
+    fields = {field.name for field in dataclasses.fields(options)}
+    for name in given:
+        if name not in fields:
+            raise ValueError(f"--{name}: --task={FLAGS.task} has no feature-based mode; it "
+                             "applies to --task=glue and --task=ner.")
+    return dataclasses.replace(options, **given)
 
 
 def _hparam_grid():

@@ -174,7 +174,8 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
 
 def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
                            max_seq_length: int = 128, version: int | None = None,
-                           check: bool = True, sentence_config: dict | None = None) -> str:
+                           check: bool = True, sentence_config: dict | None = None,
+                           feature_layers: str | None = None) -> str:
     """Exports a pre-trained encoder as a sentence-embedding model.
 
     Args:
@@ -187,20 +188,24 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
         check: bool. Run the fresh-process ops check before publishing.
         sentence_config: dict or None. The pooling the directory records
             (`sentence_config.json`); None pools by mean and L2-normalises.
+        feature_layers: str or None. Blocks of the `features` signature, such as
+            `"-1,-2,-3,-4"` (the default, None: the last four).
 
     Returns:
         The path of the published version.
     """
-    task = get_task("embedding").from_sentence_config(sentence_config)
+    task = get_task("embedding").from_sentence_config(sentence_config, feature_layers)
     module = _serving_module(task, encoder, encoder, vocab_file, do_lower_case, max_seq_length)
     info = {"model_type": "embedding", "max_seq_length": max_seq_length,
             "do_lower_case": bool(do_lower_case), "pooling": task.config.pooling,
-            "normalize": task.config.normalize}
+            "normalize": task.config.normalize,
+            "feature_layers": [int(i) for i in module.feature_layers]}
     return _publish(module, export_dir, version, info, vocab_file, check)
 
 
 def export_saved_model(model_dir: str, export_dir: str, version: int | None = None,
-                       max_seq_length: int | None = None, check: bool = True) -> str:
+                       max_seq_length: int | None = None, check: bool = True,
+                       feature_layers: str | None = None) -> str:
     """Exports a fine-tuned or pre-trained model directory; what `kbert-export` runs.
 
     A fine-tuned directory (with `task_config.json`) exports its task; a
@@ -214,14 +219,17 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         max_seq_length: int or None. Embedding models only (fine-tuned models
             use their recorded length). Defaults to 128.
         check: bool. Run the fresh-process ops check before publishing.
+        feature_layers: str or None. Embedding models only: the blocks of the
+            `features` signature (`"-1,-2,-3,-4"`; None: the last four).
 
     Returns:
         The path of the published version.
     """
     if tf.io.gfile.exists(os.path.join(model_dir, TASK_CONFIG)):
-        if max_seq_length is not None:
-            raise ValueError(f"--max_seq_length applies to embedding exports only; {model_dir} is "
-                             "fine-tuned and uses the max_seq_length in its task_config.json.")
+        for flag, value in (("max_seq_length", max_seq_length), ("feature_layers", feature_layers)):
+            if value is not None:
+                raise ValueError(f"--{flag} applies to embedding exports only; {model_dir} is "
+                                 "fine-tuned and exports its task as recorded in task_config.json.")
         model, task_config, vocab_file = load_finetuned(model_dir)
         return export_task_model(model, task_config, vocab_file, export_dir, version, check)
     if all(tf.io.gfile.exists(os.path.join(model_dir, name)) for name in (BERT_CONFIG, ENCODER_WEIGHTS)):
@@ -232,7 +240,8 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         encoder = load_encoder(model_dir, dropout=0.0)
         return export_embedding_model(encoder, settings["vocab_file"], do_lower_case, export_dir,
                                       max_seq_length or min(128, encoder.max_sequence_length),
-                                      version, check, read_sentence_config(model_dir))
+                                      version, check, read_sentence_config(model_dir),
+                                      feature_layers)
     raise FileNotFoundError(
         f"{model_dir} is neither a fine-tuned directory ({TASK_CONFIG}) nor a pre-trained one "
         f"({BERT_CONFIG} + {ENCODER_WEIGHTS}); point --model_dir at a kbert-finetune or "

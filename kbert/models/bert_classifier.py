@@ -5,8 +5,10 @@ from __future__ import annotations
 import keras
 from keras import ops
 
+from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_task import BertTask
+from kbert.models.bert_task import InferenceMode
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -23,10 +25,20 @@ class BertClassifier(BertTask):
     `[batch, instances]` among the inputs, each instance's `[CLS]` goes
     through the pooler and the head, giving `[batch, instances, classes]`.
 
+    Feature-based use (the BERT paper, 5.3): `freeze_encoder=True` keeps the
+    encoder's weights fixed (and runs it without dropout), so only the head
+    learns; `features` makes the head read a mix of the encoder's layers at
+    `[CLS]` instead of the pooled output.
+
     Args:
-        encoder: `kbert.models.BertEncoder`.
+        encoder: `kbert.models.BertEncoder` (`with_all_layers()` when
+            `features` is set).
         num_classes: int. Number of classes, or 1 for regression.
         dropout: float. Dropout before the output layer. Defaults to 0.1.
+        features: str or None. None: the head reads `pooled_output`. Else a
+            mode of `kbert.layers.EncoderLayerMix` (`last`, `sum_last_4`,
+            `concat_last_4`, `weighted`) applied to the blocks' `[CLS]` vectors.
+        freeze_encoder: bool. Train the head only. Defaults to False.
         **kwargs: other keyword arguments passed to `keras.Model`.
 
     Example:
@@ -37,24 +49,44 @@ class BertClassifier(BertTask):
     >>> classifier.fit(dataset, epochs=3)
     """
 
-    _config_keys = ("num_classes", "dropout")
+    _config_keys = ("num_classes", "dropout", "features", "freeze_encoder")
 
-    def __init__(self, encoder, num_classes: int, dropout: float = 0.1, **kwargs):
+    def __init__(self, encoder, num_classes: int, dropout: float = 0.1,
+                 features: str | None = None, freeze_encoder: bool = False, **kwargs):
         if num_classes < 1:
             raise ValueError(f"`num_classes` must be >= 1 (1 means regression), got {num_classes}.")
+        if features is not None and not getattr(encoder, "output_all_layers", False):
+            raise ValueError(f"features={features!r} mixes the encoder's layers, but the encoder "
+                             "does not output them; pass encoder.with_all_layers().")
         self.encoder = encoder
+        self.layer_mix = None if features is None else EncoderLayerMix(
+            features, dtype=encoder.dtype_policy, name="layer_mix")
         self._build_output_head(encoder, num_classes, dropout)
 
         inputs = self._encoder_inputs()
-        pooled = encoder(inputs)["pooled_output"]
-        outputs = self._output_head(pooled)
+        if freeze_encoder:
+            encoder.trainable = False
+        encoded = (InferenceMode(encoder, name="frozen_encoder")(inputs) if freeze_encoder
+                   else encoder(inputs))
+        if self.layer_mix is None:
+            sentence = encoded["pooled_output"]
+        else:  # each block's [CLS] vector, mixed ([batch, 1, hidden]: the mix is per position)
+            cls_vectors = [layer[:, :1] for layer in encoded["encoder_outputs"]]
+            sentence = self.layer_mix(cls_vectors)[:, 0]
+        outputs = self._output_head(sentence)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         self.num_classes = num_classes
         self.dropout = dropout
+        self.features = features
+        self.freeze_encoder = bool(freeze_encoder)
 
     def call(self, inputs, training=None, mask=None):
         if isinstance(inputs, dict) and "cls_positions" in inputs:
+            if self.freeze_encoder or self.features is not None:
+                raise ValueError("packed rows (PackingConfig) train the whole encoder on the "
+                                 "pooled output; they do not combine with freeze_encoder or "
+                                 "features: drop run_finetuning.packing.")
             encoded = self.encoder(
                 {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask",
                                               *PACKED_INPUTS)}, training=training)

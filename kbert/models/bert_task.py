@@ -7,6 +7,34 @@ import keras
 from kbert.models.bert_encoder import bert_initializer
 
 
+class InferenceMode(keras.layers.Layer):
+    """Runs a layer in inference mode whatever the caller's mode (a frozen encoder: no dropout).
+
+    A functional graph does not keep `training=False` given at construction;
+    the outer call's mode wins. This wrapper is built anew by its model and
+    never serialized on its own.
+
+    Args:
+        layer: the layer to run with `training=False`.
+        **kwargs: passed to `keras.layers.Layer`.
+
+    Example:
+
+    >>> encoder.trainable = False
+    >>> encoded = InferenceMode(encoder, name="frozen_encoder")(inputs)
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def call(self, inputs):
+        return self.layer(inputs, training=False)
+
+    def compute_output_spec(self, inputs):
+        return self.layer.compute_output_spec(inputs)
+
+
 class BertTask(keras.Model):
     """A functional model wrapping an encoder; shared config and loading logic.
 

@@ -9,25 +9,7 @@ from kbert.layers.crf import LinearChainCrf
 from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.crf import compact
 from kbert.models.bert_task import BertTask
-
-
-class _InferenceMode(keras.layers.Layer):
-    """Runs a layer in inference mode whatever the caller's mode (a frozen encoder: no dropout).
-
-    A functional graph does not keep `training=False` given at construction;
-    the outer call's mode wins. This wrapper is built anew by its model and
-    never serialized on its own.
-    """
-
-    def __init__(self, layer, **kwargs):
-        super().__init__(**kwargs)
-        self.layer = layer
-
-    def call(self, inputs):
-        return self.layer(inputs, training=False)
-
-    def compute_output_spec(self, inputs):
-        return self.layer.compute_output_spec(inputs)
+from kbert.models.bert_task import InferenceMode
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -93,7 +75,7 @@ class BertTokenClassifier(BertTask):
         inputs = self._encoder_inputs()
         if freeze_encoder:
             encoder.trainable = False
-        encoded = (_InferenceMode(encoder, name="frozen_encoder")(inputs) if freeze_encoder
+        encoded = (InferenceMode(encoder, name="frozen_encoder")(inputs) if freeze_encoder
                    else encoder(inputs))
         sequence = (encoded["sequence_output"] if self.layer_mix is None
                     else self.layer_mix(encoded["encoder_outputs"]))

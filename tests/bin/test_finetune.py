@@ -164,3 +164,29 @@ def test_hparam_search_prints_its_table_and_its_gin_file_trains_the_best_run_aga
         searched["seed"], searched["f1"], searched["best_step"])
     assert [r["seed"] for r in rerun["restarts"]] == [12345, 12346]
     assert f"restart seed 12346: dev f1 {rerun['restarts'][1]['f1']:.4f}" in again.stdout
+
+
+def test_freeze_encoder_and_features_flags_train_only_the_head(pretrained, tmp_path):
+    import numpy as np
+
+    from kbert.checkpoints import load_encoder
+
+    model_dir = str(tmp_path / "sst2")
+    result = finetune("--task=glue", "--task_name=sst-2", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'glue', 'SST-2')}",
+                      f"--model_dir={model_dir}", "--do_train", "--do_eval",
+                      "--freeze_encoder", "--features=weighted",
+                      gin_params=["run_finetuning.num_train_epochs = 4"])
+    results, config = _check_run(result, model_dir)
+    assert (config["freeze_encoder"], config["features"]) == (True, "weighted")
+    before, after = load_encoder(pretrained), load_encoder(model_dir)
+    for old, new in zip(before.weights, after.weights):
+        np.testing.assert_array_equal(old.numpy(), new.numpy(), err_msg=old.path)
+
+    refused = finetune("--task=squad", f"--init_checkpoint={pretrained}",
+                       f"--model_dir={tmp_path / 'squad'}", "--do_eval", "--predict_file=x.json",
+                       "--freeze_encoder")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        "--freeze_encoder: --task=squad has no feature-based mode; it applies to --task=glue "
+        "and --task=ner.")

@@ -207,6 +207,35 @@ def test_features_signature_gives_the_encoder_layers_and_each_piece_word(exporte
         assert outputs["word_ids"].numpy()[row, :n].tolist() == want
 
 
+def test_feature_layers_choose_the_features_signature_blocks(exported, tmp_path):
+    from kbert.export.saved_model import export_saved_model
+
+    model_dir = exported["embed"]["model_dir"]
+    path = export_saved_model(model_dir, str(tmp_path / "first"), check=False, feature_layers="0")
+    outputs = tf.saved_model.load(path).signatures["features"](text=_strings(lib.TEXTS))
+    encoder = load_encoder(model_dir, output_all_layers=True)
+    inputs = lib.reference_inputs(lib.TEXTS, None, 32)
+    first_block = np.asarray(encoder(inputs, training=False)["encoder_outputs"][0])
+    assert outputs["features"].shape[2] == 1
+    for row, n in enumerate(outputs["num_tokens"].numpy()):
+        np.testing.assert_allclose(outputs["features"].numpy()[row, :n, 0], first_block[row, :n],
+                                   atol=1e-5)
+    assert json.load(open(os.path.join(path, "assets.extra", "kbert_export.json")))[
+        "feature_layers"] == [0]
+
+
+def test_feature_layers_out_of_range_or_on_a_finetuned_model_are_refused(exported, tmp_path):
+    from kbert.export.saved_model import export_saved_model
+
+    with pytest.raises(ValueError, match=r"--feature_layers=-1,-3: layer\(s\) \[-3\] out of range"):
+        export_saved_model(exported["embed"]["model_dir"], str(tmp_path / "bad"), check=False,
+                           feature_layers="-1,-3")
+    assert not os.path.exists(tmp_path / "bad") or not os.listdir(tmp_path / "bad")
+    with pytest.raises(ValueError, match="--feature_layers applies to embedding exports only"):
+        export_saved_model(exported["sst2"]["model_dir"], str(tmp_path / "sst2"), check=False,
+                           feature_layers="-1")
+
+
 def test_versions_count_up_and_existing_version_is_refused(exported, tmp_path):
     from kbert.export.saved_model import export_saved_model
 

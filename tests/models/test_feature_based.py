@@ -6,6 +6,7 @@ import pytest
 
 from tests.conftest import tiny_encoder_kwargs
 from tests.conftest import tiny_inputs
+from kbert.models import BertClassifier
 from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
 
@@ -57,3 +58,45 @@ def test_frozen_encoder_with_concat_last_4_trains_only_the_head(tmp_path):
 def test_features_need_the_all_layers_encoder():
     with pytest.raises(ValueError, match="features='sum_last_4'.*encoder.with_all_layers"):
         BertTokenClassifier(BertEncoder(**tiny_encoder_kwargs()), 3, features="sum_last_4")
+
+
+def test_frozen_classifier_with_concat_last_4_reads_the_cls_vectors_and_trains_only_the_head(
+        tmp_path):
+    keras.utils.set_random_seed(2)
+    encoder = BertEncoder(**tiny_encoder_kwargs(num_layers=4, dropout=0.5)).with_all_layers()
+    model = BertClassifier(encoder, 2, dropout=0.0, features="concat_last_4", freeze_encoder=True)
+    inputs = tiny_inputs()
+    layers = [np.asarray(layer) for layer in encoder(inputs, training=False)["encoder_outputs"]]
+    cls = np.concatenate([layers[3][:, 0], layers[2][:, 0], layers[1][:, 0], layers[0][:, 0]], -1)
+    expected = cls @ model.output_dense.kernel.numpy() + model.output_dense.bias.numpy()
+    np.testing.assert_allclose(np.asarray(model(inputs)), expected, atol=1e-5)
+
+    encoder_before = [w.numpy().copy() for w in encoder.weights]
+    head_before = model.output_dense.kernel.numpy().copy()
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    model.fit(inputs, np.array([0, 1, 1]), epochs=2, verbose=0)
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(encoder_before, encoder.weights))
+    assert not np.array_equal(head_before, model.output_dense.kernel.numpy())
+    np.testing.assert_array_equal(np.asarray(model(inputs, training=True)),
+                                  np.asarray(model(inputs, training=False)))
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras", compile=False)
+    np.testing.assert_array_equal(np.asarray(loaded(inputs)), np.asarray(model(inputs)))
+    assert loaded.features == "concat_last_4" and loaded.freeze_encoder
+
+
+def test_frozen_classifier_without_features_reads_the_pooled_output_and_weighted_mix_trains():
+    keras.utils.set_random_seed(3)
+    encoder = BertEncoder(**tiny_encoder_kwargs(num_layers=2))
+    model = BertClassifier(encoder, 1, dropout=0.0, freeze_encoder=True)
+    inputs = tiny_inputs()
+    pooled = np.asarray(encoder(inputs, training=False)["pooled_output"])
+    np.testing.assert_allclose(np.asarray(model(inputs)), pooled @ model.output_dense.kernel.numpy()
+                               + model.output_dense.bias.numpy(), atol=1e-5)
+    assert [w.path for w in model.trainable_weights] == [
+        model.output_dense.kernel.path, model.output_dense.bias.path]
+
+    mixed = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=2)).with_all_layers(), 2,
+                           features="weighted", freeze_encoder=True)
+    assert sorted(w.name for w in mixed.trainable_weights) == [
+        "bias", "gamma", "kernel", "layer_weights"]

@@ -51,7 +51,7 @@ class EmbeddingServingModule(SentenceEmbeddingServingModule):
         encoder = sentence_encoder.encoder
         if feature_layers is None:
             feature_layers = [-i for i in range(1, min(4, encoder.num_layers) + 1)]
-        self.feature_layers = layer_indexes(feature_layers, encoder.num_layers, "feature_layers")
+        self.feature_layers = layer_indexes(feature_layers, encoder.num_layers, "--feature_layers")
         self.serve_features = tf.function(self._serve_features, autograph=False,
                                           input_signature=[text_spec("text")])
 

@@ -27,10 +27,15 @@ class EmbeddingConfig:
     Args:
         pooling: str. `mean`, `cls` or `max`. Defaults to `mean`.
         normalize: bool. L2-normalise the vectors. Defaults to True.
+        feature_layers: str or None. The blocks the `features` signature
+            returns, comma-separated, negative counting from the last
+            (`kbert-export --feature_layers=-1,-2,-3,-4`). Defaults to None:
+            the last four (all of them when the encoder has fewer).
     """
 
     pooling: str = DEFAULT_POOLING
     normalize: bool = DEFAULT_NORMALIZE
+    feature_layers: str | None = None
 
 
 class EmbeddingTask(Task):
@@ -54,11 +59,21 @@ class EmbeddingTask(Task):
         check_pooling(self.config, "EmbeddingConfig")
 
     @classmethod
-    def from_sentence_config(cls, sentence_config: dict | None) -> "EmbeddingTask":
-        """The task pooling as a directory's `sentence_config.json` says (None: the defaults)."""
+    def from_sentence_config(cls, sentence_config: dict | None,
+                             feature_layers: str | None = None) -> "EmbeddingTask":
+        """The task pooling as a directory's `sentence_config.json` says (None: the defaults).
+
+        Args:
+            sentence_config: dict or None. The directory's recorded pooling.
+            feature_layers: str or None. See `EmbeddingConfig.feature_layers`.
+
+        Returns:
+            The `EmbeddingTask`.
+        """
         if not sentence_config:
-            return cls()
-        return cls(EmbeddingConfig(sentence_config["pooling"], bool(sentence_config["normalize"])))
+            return cls(EmbeddingConfig(feature_layers=feature_layers))
+        return cls(EmbeddingConfig(sentence_config["pooling"], bool(sentence_config["normalize"]),
+                                   feature_layers))
 
     @property
     def model_type(self) -> str:
@@ -86,4 +101,5 @@ class EmbeddingTask(Task):
         # The encoder with every block's output, for the `features` signature;
         # pooling has no weights, so the sentence encoder is rebuilt around it.
         encoder = model.encoder if isinstance(model, BertSentenceEncoder) else model
-        return EmbeddingServingModule(self.build_model(encoder.with_all_layers()), preprocessor)
+        return EmbeddingServingModule(self.build_model(encoder.with_all_layers()), preprocessor,
+                                      self.config.feature_layers)

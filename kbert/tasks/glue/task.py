@@ -32,7 +32,21 @@ METRICS = {"accuracy": metrics.accuracy, "f1": metrics.f1_score,
 
 @dataclasses.dataclass
 class GlueConfig:
-    """GLUE's own hyperparameters: none yet; the task is chosen by `--task_name`."""
+    """GLUE's own hyperparameters; the task itself is chosen by `--task_name`.
+
+    Args:
+        freeze_encoder: bool. Feature-based use (the BERT paper, 5.3;
+            `kbert-finetune --freeze_encoder`): the encoder's weights stay
+            fixed and it runs without dropout; only the head learns.
+            Defaults to False.
+        features: str or None. What the head reads: None for the pooled
+            `[CLS]` output, or a mix of the blocks' `[CLS]` vectors: `last`,
+            `sum_last_4`, `concat_last_4` or `weighted` (see
+            `kbert.layers.EncoderLayerMix`). Defaults to None.
+    """
+
+    freeze_encoder: bool = False
+    features: str | None = None
 
 
 class GlueTask(Task):
@@ -128,8 +142,11 @@ class GlueTask(Task):
         return encoder_inputs(batch), batch["label"]
 
     def build_model(self, encoder: keras.Model) -> keras.Model:
+        if self.config.features is not None:
+            encoder = encoder.with_all_layers()
         return BertClassifier(encoder, num_classes=1 if self.spec.is_regression
-                              else len(self.label_names))
+                              else len(self.label_names), features=self.config.features,
+                              freeze_encoder=self.config.freeze_encoder)
 
     def _scores(self, model, examples, preprocessor, batch_size) -> np.ndarray:
         outputs = outputs_in_order(model, self.dataset(examples, preprocessor, batch_size, False))
