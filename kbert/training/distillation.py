@@ -15,6 +15,7 @@ counts and the student's measured inference speed-up.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -134,7 +135,7 @@ def run_distillation(
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
                     do_train, do_eval)
     teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
-    task_object = get_task(record.task).from_description(record.to_dict())
+    task_object = _student_task(record)
     preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
                                     record.max_seq_length)
     if student_init_checkpoint:
@@ -149,8 +150,10 @@ def run_distillation(
             hard_label_weight = 0.0  # no labels
     keras.utils.set_random_seed(seed)
     student, layer_map = _build_student(task_object, teacher, student_layers,
-                                        build_student_encoder, student_init_checkpoint,
-                                        hidden_state_weight > 0)
+                                        build_student_encoder, student_init_checkpoint)
+    plain = student
+    if hidden_state_weight:
+        student = distillers.with_encoder_all_layers(student)
     results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
                                "hard_label_weight": hard_label_weight,
                                "hidden_state_weight": hidden_state_weight}
@@ -164,7 +167,9 @@ def run_distillation(
         results.update(_train(distiller, task_object, examples["train"], preprocessor,
                               train_batch_size, lr, num_train_epochs, warmup_proportion,
                               weight_decay, seed, verbose))
-    student = distillers.with_encoder_all_layers(student, all_layers=False)
+    if student is not plain:  # the weights trained, in the model as the task builds it
+        plain.set_weights(student.get_weights())
+        student = plain
     results.update(teacher_parameters=teacher.count_params(),
                    student_parameters=student.count_params(),
                    speedup=measure_speedup(teacher, student, task_object, preprocessor,
@@ -176,7 +181,9 @@ def run_distillation(
                                                   eval_batch_size).metrics
         results["main_metric"] = task_object.main_metric
     if do_train:
-        save_finetuned(model_dir, student, record, vocab_file)
+        save_finetuned(model_dir, student, TaskConfig.from_dict(
+            {**task_object.describe(), "max_seq_length": record.max_seq_length,
+             "do_lower_case": record.do_lower_case}), vocab_file)
     tf.io.gfile.makedirs(model_dir)
     write_text(os.path.join(model_dir, EVAL_RESULTS),
                json.dumps(results, indent=2, sort_keys=True, default=float) + "\n")
@@ -239,8 +246,16 @@ def _transfer_examples(task: Task, transfer_file: str) -> list:
     return examples
 
 
+def _student_task(record: TaskConfig) -> Task:
+    """The teacher's task, with a trainable encoder (a feature-based teacher's was frozen)."""
+    task = get_task(record.task).from_description(record.to_dict())
+    if getattr(task.config, "freeze_encoder", False):
+        task.config = dataclasses.replace(task.config, freeze_encoder=False)
+    return task
+
+
 def _build_student(task: Task, teacher: keras.Model, student_layers, build_student_encoder,
-                   init_checkpoint: str | None, hidden_states: bool):
+                   init_checkpoint: str | None):
     """The student task model and, for hidden-state losses, its teacher layer of each block."""
     teacher_encoder = teacher.encoder
     if student_layers is not None:
@@ -256,8 +271,6 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
     student = task.build_model(encoder)
     if student_layers is not None:
         distillers.copy_head(teacher, student)
-    if hidden_states:
-        student = distillers.with_encoder_all_layers(student)
     return student, layer_map
 
 
