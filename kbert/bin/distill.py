@@ -105,7 +105,8 @@ def _write_summary(results: dict) -> None:
               f"student {figures['student_ms']:.2f} ms, speed-up {figures['speedup']:.2f}x")
     if "train_loss" in results:
         print(f"  train loss by epoch: {', '.join(f'{v:.4f}' for v in results['train_loss'])}")
-    print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir))))
+    listing = sorted(tf.io.gfile.listdir(FLAGS.model_dir))
+    print(f"written to {FLAGS.model_dir}: {json.dumps(listing)}")
 
 
 def run() -> None:

@@ -232,7 +232,8 @@ def _check_same_vocabulary(init_checkpoint: str, vocab_file: str, teacher_dir: s
             f"--student_init_checkpoint={init_checkpoint} has a vocabulary "
             f"({student_vocab}) different from the teacher's ({vocab_file} of --teacher_dir="
             f"{teacher_dir}); kbert-distill needs the same vocabulary: start the student from "
-            "scratch (no --student_init_checkpoint) or from a checkpoint with the teacher's vocab.txt.")
+            "scratch (no --student_init_checkpoint) or from a checkpoint with the teacher's "
+            "vocab.txt.")
 
 
 def _transfer_examples(task: Task, transfer_file: str) -> list:
