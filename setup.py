@@ -59,6 +59,7 @@ setup(
             "kbert-pretrain=kbert.bin.pretrain:run",
             "kbert-convert=kbert.bin.convert:run",
             "kbert-finetune=kbert.bin.finetune:run",
+            "kbert-distill=kbert.bin.distill:run",
             "kbert-export=kbert.bin.export:run",
             "kbert-serve=kbert.bin.serve:run",
             "kbert-index=kbert.bin.index:run",

@@ -24,6 +24,7 @@ from kbert import data
 from kbert import models
 from kbert import tasks
 from kbert import training
+from kbert.training import distillation
 from kbert.training import finetuning
 
 MODULE = "kbert"
@@ -63,6 +64,8 @@ def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras
 pretrainer = gin.external_configurable(build_pretrainer, name="pretrainer", module=MODULE)
 # Gin binds hyperparameters only; paths, task and strategy come from flags.
 run_finetuning = _configurable(finetuning.run_finetuning, exclude=finetuning.RUNTIME_ARGUMENTS)
+run_distillation = _configurable(distillation.run_distillation,
+                                 exclude=distillation.RUNTIME_ARGUMENTS)
 # Each task's own hyperparameters, bound by class name: `SquadConfig.doc_stride = 128`.
 TASK_CONFIGS = {name: _configurable(task.config_class) for name, task in tasks.TASKS.items()}
 # Bindings that moved into a task's config when tasks got their own folders.

@@ -10,7 +10,7 @@ from kbert import configurables
 
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
 # Run settings (not model sizes), included by base.gin.
-RUN_SETTINGS = {"pretrain.gin", "finetune.gin"}  # run settings, not model sizes
+RUN_SETTINGS = {"pretrain.gin", "finetune.gin", "distill.gin"}  # run settings, not model sizes
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),
@@ -61,6 +61,24 @@ def electra_parameters(L, H, I, E, generator_fraction=0.25, V=30522, P=512, S=2)
 
 def test_every_gin_file_is_covered():
     assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS | set(ELECTRA_SIZES))
+
+
+def test_distill_gin_binds_every_distillation_hyperparameter_and_takes_a_student_size_file():
+    import inspect
+
+    from kbert.training import distillation
+
+    configurables.parse_gin(["gin/distill.gin", "gin/mini.gin"])
+    bound = {name for (_, configurable), values in gin.config._CONFIG.items()
+             if configurable.endswith("run_distillation") for name in values}
+    hyperparameters = {name for name in inspect.signature(distillation.run_distillation).parameters
+                       if name not in distillation.RUNTIME_ARGUMENTS}
+    assert bound == hyperparameters
+    # The student gin file sizes the student; the teacher's vocabulary and positions win.
+    encoder = configurables.BertEncoder(vocabulary_size=99, max_sequence_length=64)
+    assert (encoder.num_layers, encoder.hidden_dim, encoder.num_heads, encoder.intermediate_dim,
+            encoder.vocabulary_size, encoder.max_sequence_length) == (4, 256, 4, 1024, 99, 64)
+    gin.clear_config()
 
 
 def test_electra_small_gin_builds_its_sizes_and_masking():

@@ -204,6 +204,19 @@ class Task(abc.ABC):
     def training_batch(self, batch: dict) -> tuple:
         """`(inputs, labels[, sample_weights])` for `model.fit` from one batch."""
 
+    def unlabelled_examples(self, lines: Sequence[str], source: str) -> list:
+        """Examples without labels from text lines, for distillation's transfer set.
+
+        Args:
+            lines: sequence of str. One input per line in the task's form.
+            source: str. The file, named in errors.
+
+        Returns:
+            list of the task's examples (labels are placeholders; never used).
+        """
+        raise ValueError(f"{source}: task {self.name!r} reads no unlabelled transfer file; "
+                         "drop --transfer_file to distill on its training split.")
+
     def training_rows(self, examples: list, preprocessor: TextPreprocessor) -> list:
         """The rows one training epoch goes over; `dataset` batches them.
 

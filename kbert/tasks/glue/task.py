@@ -112,6 +112,21 @@ class GlueTask(Task):
     def read(self, data: TaskData, split: str) -> list[GlueExample]:
         return read_glue(data.data_dir, self.spec.name, split)
 
+    def unlabelled_examples(self, lines, source) -> list[GlueExample]:
+        """One input per non-empty line: `text`, or `text<TAB>text_pair` for pair tasks."""
+        examples = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) != (2 if self.text_pair else 1):
+                form = "text<TAB>text_pair" if self.text_pair else "one text without tabs"
+                raise ValueError(f"{source}:{number}: expected {form} for {self.task_name}, "
+                                 f"got {len(fields)} field(s).")
+            examples.append(GlueExample(f"transfer-{len(examples)}", fields[0],
+                                        fields[1] if self.text_pair else None, None))
+        return examples
+
     def dataset(self, examples, preprocessor, batch_size, is_training, seed=None, packing=None):
         return classification_dataset(
             preprocessor, [e.text_a for e in examples],

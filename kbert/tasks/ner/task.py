@@ -124,6 +124,12 @@ class NerTask(Task):
     def read(self, data: TaskData, split: str) -> list[Sentence]:
         return read_conll(conll_split_file(data.data_dir, split), self._label_names)
 
+    def unlabelled_examples(self, lines, source) -> list[Sentence]:
+        """One sentence per non-empty line, words split on white space."""
+        outside = self._label_names[0]  # a placeholder tag; transfer sets have no labels
+        return [Sentence(line.split(), [outside] * len(line.split()))
+                for line in lines if line.strip()]
+
     def dataset(self, examples, preprocessor, batch_size, is_training, seed=None):
         label_ids = {name: i for i, name in enumerate(self._label_names)}
         return token_classification_dataset(

@@ -1,0 +1,354 @@
+"""The distillation loop: `run_distillation` trains a small student from a fine-tuned teacher.
+
+`kbert-distill` calls it with paths from flags and hyperparameters from gin
+(`gin/distill.gin`). The teacher is a fine-tuned directory (`kbert-finetune`'s
+model_dir); its `task_config.json` gives the task, labels, tokenizer and
+sequence length, and the student keeps them, so the result is an ordinary
+fine-tuned directory that `kbert-export` and `kbert-serve` take unchanged.
+The student is the teacher's width with chosen teacher blocks copied in
+(`student_layers`, DistilBERT's initialisation) or any encoder that
+`build_student_encoder` makes (from gin, optionally with pre-trained weights).
+Training uses `kbert.training.distiller.TaskDistiller`; `eval_results.json`
+holds the student's dev metrics, the teacher's beside them, both parameter
+counts and the student's measured inference speed-up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import os
+import time
+import warnings
+from typing import Any, Callable, Sequence
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.checkpoints.finetuned import TaskConfig
+from kbert.checkpoints.finetuned import load_finetuned
+from kbert.checkpoints.finetuned import read_task_config
+from kbert.checkpoints.finetuned import save_finetuned
+from kbert.checkpoints.pretrained import load_encoder
+from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.data.vocabulary import INPUT_TOKENS
+from kbert.data.vocabulary import read_vocab
+from kbert.files import write_text
+from kbert.tasks import Task
+from kbert.tasks import TaskData
+from kbert.tasks import get_task
+from kbert.tasks.base import encoder_inputs
+from kbert.tasks.base import inference_function
+from kbert.training import auto_settings
+from kbert.training import distiller as distillers
+from kbert.training.optimizer import create_optimizer
+
+EVAL_RESULTS = "eval_results.json"
+# Arguments that are runtime data (flags of kbert-distill), never gin bindings.
+RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_student_encoder",
+                     "student_init_checkpoint", "transfer_file", "task", "task_name",
+                     "data_dir", "do_train", "do_eval", "verbose")
+# Timed batches of the speed-up measurement, after as many warm-up calls.
+SPEED_BATCH_SIZES = (1, 32)
+# Task models the losses cover: class logits (KL), a score (MSE to the
+# teacher's), per-token logits (per-word KL). Embedding models would need an
+# embedding MSE through a projection; not built yet.
+DISTILLABLE = ("classifier", "regressor", "token_classifier")
+SPEED_REPEATS = 5
+
+logger = logging.getLogger(__name__)
+
+
+def run_distillation(
+    teacher_dir: str,
+    model_dir: str,
+    student_layers: Sequence[int] | None = None,
+    build_student_encoder: Callable[..., keras.Model] | None = None,
+    student_init_checkpoint: str | None = None,
+    transfer_file: str | None = None,
+    task: str | None = None,
+    task_name: str | None = None,
+    data_dir: str | None = None,
+    do_train: bool = True,
+    do_eval: bool = True,
+    train_batch_size: int = 32,
+    eval_batch_size: int = 64,
+    learning_rate: float | str = "auto",
+    num_train_epochs: float = 3.0,
+    warmup_proportion: float = 0.1,
+    weight_decay: float = 0.01,
+    temperature: float = 2.0,
+    kl_weight: float = 1.0,
+    hard_label_weight: float = 0.5,
+    hidden_state_weight: float = 0.0,
+    seed: int = 12345,
+    verbose: str | int = "auto",
+) -> dict[str, Any]:
+    """Distills the fine-tuned model of `teacher_dir` into a student saved in `model_dir`.
+
+    Every input is checked before anything is written. The loss is
+    `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden)`
+    with `h = hard_label_weight`: `soft` is the temperature-scaled KL of the
+    logits times T^2 (classification; per word for NER) or the MSE to the
+    teacher's score (regression); `hidden` the MSE of hidden states (through
+    a learned projection when the widths differ).
+
+    Args:
+        teacher_dir: str. A fine-tuned directory (`kbert-finetune --model_dir`).
+        model_dir: str. Output: the student's fine-tuned directory and `eval_results.json`.
+        student_layers: sequence of int or None. Teacher blocks to copy into a
+            student of the teacher's width (with its embeddings and head).
+        build_student_encoder: callable or None. Makes the student encoder from
+            `vocabulary_size` and `max_sequence_length` keywords (gin's
+            `BertEncoder`); exactly one of this and `student_layers`.
+        student_init_checkpoint: str or None. Pre-trained directory whose
+            encoder weights start the student (with `build_student_encoder`);
+            its vocabulary must be the teacher's.
+        transfer_file: str or None. Unlabelled inputs, one per line in the
+            task's form (`Task.unlabelled_examples`); the label loss is then
+            off. Defaults to the task's training split.
+        task, task_name: str or None. When given, must be the teacher's.
+        data_dir: str. The task's data folder (train and dev splits).
+        do_train, do_eval: bool. Train the student; evaluate both on dev.
+        train_batch_size, eval_batch_size, num_train_epochs, warmup_proportion,
+            weight_decay, seed: as `run_finetuning`.
+        learning_rate: float or "auto" (by the student's width, as `run_finetuning`).
+        temperature: float. Softmax temperature T of the KL. Defaults to 2.
+        kl_weight: float. Weight of the output loss within the distillation term.
+        hard_label_weight: float in [0, 1]. Weight of the label loss (h).
+        hidden_state_weight: float. Weight of the hidden-state MSE; 0 is off.
+        verbose: Keras `fit` verbosity (progress bar).
+
+    Returns:
+        dict: the student's dev metrics, `teacher` (its metrics), parameter
+        counts, `speedup` by batch size, `train_loss` and the settings used.
+
+    Example:
+
+    >>> run_distillation("runs/sst2", "runs/sst2-l3", student_layers=[0, 2, 4],
+    ...                  data_dir="glue_data/SST-2")
+    """
+    _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
+                    do_train, do_eval)
+    teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
+    task_object = _student_task(record)
+    preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
+                                    record.max_seq_length)
+    if student_init_checkpoint:
+        _check_same_vocabulary(student_init_checkpoint, vocab_file, teacher_dir)
+    data = TaskData(record.task_name, data_dir)
+    task_object.check_data(data, ["train", "dev"])
+    examples = {"dev": task_object.read(data, "dev")} if do_eval else {}
+    if do_train:
+        examples["train"] = (_transfer_examples(task_object, transfer_file) if transfer_file
+                             else task_object.read(data, "train"))
+        if transfer_file:
+            hard_label_weight = 0.0  # no labels
+    keras.utils.set_random_seed(seed)
+    student, layer_map = _build_student(task_object, teacher, student_layers,
+                                        build_student_encoder, student_init_checkpoint)
+    plain = student
+    if hidden_state_weight:
+        student = distillers.with_encoder_all_layers(student)
+    results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
+                               "hard_label_weight": hard_label_weight,
+                               "hidden_state_weight": hidden_state_weight}
+    if do_train:
+        lr = auto_settings.resolve_learning_rate(learning_rate,
+                                                 {"hidden_dim": student.encoder.hidden_dim})
+        distiller = distillers.TaskDistiller(
+            distillers.with_encoder_all_layers(teacher) if hidden_state_weight else teacher,
+            student, _logits_loss(teacher, temperature), hard_label_weight, kl_weight,
+            hidden_state_weight, layer_map)
+        results.update(_train(distiller, task_object, examples["train"], preprocessor,
+                              train_batch_size, lr, num_train_epochs, warmup_proportion,
+                              weight_decay, seed, verbose))
+    if student is not plain:  # the weights trained, in the model as the task builds it
+        plain.set_weights(student.get_weights())
+        student = plain
+    results.update(teacher_parameters=teacher.count_params(),
+                   student_parameters=student.count_params(),
+                   speedup=measure_speedup(teacher, student, task_object, preprocessor,
+                                           examples.get("dev") or examples.get("train")))
+    if do_eval:
+        metrics = task_object.evaluate(student, examples["dev"], preprocessor, eval_batch_size)
+        results.update(metrics.metrics)
+        results["teacher"] = task_object.evaluate(teacher, examples["dev"], preprocessor,
+                                                  eval_batch_size).metrics
+        results["main_metric"] = task_object.main_metric
+    if do_train:
+        save_finetuned(model_dir, student, TaskConfig.from_dict(
+            {**task_object.describe(), "max_seq_length": record.max_seq_length,
+             "do_lower_case": record.do_lower_case}), vocab_file)
+    tf.io.gfile.makedirs(model_dir)
+    write_text(os.path.join(model_dir, EVAL_RESULTS),
+               json.dumps(results, indent=2, sort_keys=True, default=float) + "\n")
+    return results
+
+
+def _check_settings(student_layers, build_student_encoder, hard_label_weight: float,
+                    temperature: float, do_train: bool, do_eval: bool) -> None:
+    if (student_layers is None) == (build_student_encoder is None):
+        raise ValueError("pass exactly one of --student_layers (teacher blocks to copy, e.g. "
+                         "0,2,4) and --student_gin_file (the student encoder's sizes); got "
+                         f"{'both' if student_layers is not None else 'neither'}.")
+    if not 0.0 <= hard_label_weight <= 1.0:
+        raise ValueError(f"run_distillation.hard_label_weight={hard_label_weight}; it must be "
+                         "in [0, 1].")
+    if temperature <= 0:
+        raise ValueError(f"run_distillation.temperature={temperature}; it must be > 0.")
+    if not (do_train or do_eval):
+        raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
+
+
+def _load_teacher(teacher_dir: str, task: str | None,
+                  task_name: str | None) -> tuple[keras.Model, TaskConfig, str]:
+    if not tf.io.gfile.isdir(teacher_dir):
+        raise FileNotFoundError(f"--teacher_dir={teacher_dir} is not a directory.")
+    record = read_task_config(teacher_dir)
+    if task is not None and task != record.task:
+        raise ValueError(f"--teacher_dir={teacher_dir} was fine-tuned for --task={record.task}, "
+                         f"not --task={task}.")
+    if task_name is not None and task_name.lower() != str(record.task_name).lower():
+        raise ValueError(f"--teacher_dir={teacher_dir} was fine-tuned on "
+                         f"--task_name={record.task_name}, not --task_name={task_name}.")
+    if record.model_type not in DISTILLABLE:
+        raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} "
+                         f"(--task={record.task}); kbert-distill distills {', '.join(DISTILLABLE)} "
+                         "models.")
+    return load_finetuned(teacher_dir)
+
+
+def _check_same_vocabulary(init_checkpoint: str, vocab_file: str, teacher_dir: str) -> None:
+    # Teacher and student read the same token ids in one batch; a student with
+    # another vocabulary would need each input tokenized twice and aligned.
+    student_vocab = read_tokenizer_config(init_checkpoint)["vocab_file"]
+    if student_vocab is None or read_vocab(student_vocab) != read_vocab(vocab_file):
+        raise ValueError(
+            f"--student_init_checkpoint={init_checkpoint} has a vocabulary "
+            f"({student_vocab}) different from the teacher's ({vocab_file} of --teacher_dir="
+            f"{teacher_dir}); kbert-distill needs the same vocabulary: start the student from "
+            "scratch (no --student_init_checkpoint) or from a checkpoint with the teacher's "
+            "vocab.txt.")
+
+
+def _transfer_examples(task: Task, transfer_file: str) -> list:
+    if not tf.io.gfile.exists(transfer_file):
+        raise FileNotFoundError(f"--transfer_file={transfer_file} does not exist.")
+    with tf.io.gfile.GFile(transfer_file) as f:
+        lines = f.read().splitlines()
+    examples = task.unlabelled_examples(lines, transfer_file)
+    if not examples:
+        raise ValueError(f"--transfer_file={transfer_file} has no inputs.")
+    return examples
+
+
+def _student_task(record: TaskConfig) -> Task:
+    """The teacher's task, with a trainable encoder (a feature-based teacher's was frozen)."""
+    task = get_task(record.task).from_description(record.to_dict())
+    if getattr(task.config, "freeze_encoder", False):
+        task.config = dataclasses.replace(task.config, freeze_encoder=False)
+    return task
+
+
+def _build_student(task: Task, teacher: keras.Model, student_layers, build_student_encoder,
+                   init_checkpoint: str | None):
+    """The student task model and, for hidden-state losses, its teacher layer of each block."""
+    teacher_encoder = teacher.encoder
+    if student_layers is not None:
+        encoder = distillers.encoder_from_layers(teacher_encoder, student_layers)
+        layer_map = list(student_layers)
+    else:
+        sizes = {"vocabulary_size": teacher_encoder.vocabulary_size,
+                 "max_sequence_length": teacher_encoder.max_sequence_length}
+        encoder = build_student_encoder(**sizes)
+        if init_checkpoint:
+            encoder = load_encoder(init_checkpoint, **sizes)
+        layer_map = distillers.uniform_layer_map(encoder.num_layers, teacher_encoder.num_layers)
+    student = task.build_model(encoder)
+    if student_layers is not None:
+        distillers.copy_head(teacher, student)
+    return student, layer_map
+
+
+def _logits_loss(teacher: keras.Model, temperature: float):
+    if teacher.output.shape[-1] == 1:  # a regressor: the teacher's score is the target
+        return keras.distillation.FeatureDistillation(loss="mse")
+    return distillers.TemperatureKL(temperature)
+
+
+def _label_loss(teacher: keras.Model) -> keras.losses.Loss:
+    if teacher.output.shape[-1] == 1:
+        return keras.losses.MeanSquaredError()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
+                                                      reduction="mean_with_sample_weight")
+
+
+def _train(distiller, task: Task, examples: list, preprocessor, batch_size: int, lr: float,
+           num_train_epochs: float, warmup_proportion: float, weight_decay: float, seed: int,
+           verbose) -> dict[str, Any]:
+    steps_per_epoch = math.ceil(len(examples) / batch_size)
+    epochs = max(1, math.ceil(num_train_epochs))
+    total_steps = max(1, round(steps_per_epoch * num_train_epochs))
+    interval = math.ceil(total_steps / epochs)
+    warmup = auto_settings.resolve_warmup_steps(warmup_proportion, interval * epochs)
+    distiller.compile(optimizer=create_optimizer(lr, num_train_steps=interval * epochs,
+                                                 num_warmup_steps=warmup,
+                                                 weight_decay_rate=weight_decay),
+                      loss=_label_loss(distiller.teacher), jit_compile=False)
+    logger.info("Distilling %s on %d examples: %d steps (%d warmup), batch %d, learning rate %g.",
+                task.task_name, len(examples), interval * epochs, warmup, batch_size, lr)
+    dataset = task.dataset(examples, preprocessor, batch_size, is_training=True, seed=seed)
+    with warnings.catch_warnings():
+        # The token heads do not use the pooler; Keras warns each step.
+        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
+        history = distiller.fit(dataset.map(task.training_batch), epochs=epochs,
+                                steps_per_epoch=interval, shuffle=False, verbose=verbose)
+    return {"train_loss": [float(v) for v in history.history["total_loss"]],
+            "train_steps": interval * epochs, "learning_rate": lr,
+            "train_batch_size": batch_size}
+
+
+def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
+                    preprocessor: TextPreprocessor, examples: list) -> dict[str, Any]:
+    """Teacher time / student time per batch, on the same real batches, in this process.
+
+    Each model runs one traced inference function; after two warm-up calls,
+    the best of `SPEED_REPEATS` timed calls counts (the least disturbed by
+    other work on the machine).
+
+    Args:
+        teacher, student: task models.
+        task: the `Task` (to batch `examples`).
+        preprocessor: `TextPreprocessor`.
+        examples: list. Inputs to time on (the first 32).
+
+    Returns:
+        dict: per batch size, `teacher_ms`, `student_ms` and `speedup`.
+    """
+    batch = next(iter(task.dataset(examples[:max(SPEED_BATCH_SIZES)], preprocessor,
+                                   max(SPEED_BATCH_SIZES), is_training=False)))
+    inputs = encoder_inputs(batch)
+    functions = {"teacher": inference_function(teacher), "student": inference_function(student)}
+    figures = {}
+    for size in SPEED_BATCH_SIZES:
+        rows = {k: tf.repeat(v, -(-size // int(v.shape[0])), axis=0)[:size]
+                for k, v in inputs.items()}
+        times = {}
+        for name, forward in functions.items():
+            for _ in range(2):
+                forward(rows)
+            runs = []
+            for _ in range(SPEED_REPEATS):
+                start = time.perf_counter()
+                keras.tree.map_structure(lambda t: t.numpy(), forward(rows))
+                runs.append(time.perf_counter() - start)
+            times[name] = float(np.min(runs)) * 1000
+        figures[f"batch_{size}"] = {"teacher_ms": round(times["teacher"], 3),
+                                    "student_ms": round(times["student"], 3),
+                                    "speedup": round(times["teacher"] / times["student"], 3)}
+    return figures

@@ -1,0 +1,278 @@
+"""kbert-distill: the KL against numpy, students that learn the teacher, copied layers,
+a narrower student through the projection, the student directory exported, bad inputs."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO
+from tests.conftest import tiny_encoder_kwargs
+from tests.conftest import tiny_inputs
+from tests.finetune_testing import TESTDATA
+from tests.finetune_testing import make_tiny_pretrained
+
+from kbert.checkpoints import TaskConfig
+from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_finetuned
+from kbert.checkpoints import save_finetuned
+from kbert.models import BertClassifier
+from kbert.models import BertEncoder
+from kbert.models import BertTokenClassifier
+from kbert.tasks import get_task
+from kbert.training import distiller as distillers
+from kbert.training.distillation import run_distillation
+
+SST2 = os.path.join(TESTDATA, "glue", "SST-2")
+CONLL = os.path.join(TESTDATA, "conll2003")
+TEACHER_LAYERS = 4
+FAST = dict(train_batch_size=4, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=2.0,
+            warmup_proportion=0.0, verbose=0)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def _numpy_kl(teacher, student, temperature, weights=None):
+    """Hinton's soft loss by hand: KL(softmax(t/T) || softmax(s/T)) * T^2, weighted mean."""
+    p, q = _softmax(teacher / temperature), _softmax(student / temperature)
+    kl = (p * (np.log(p) - np.log(q))).sum(-1)
+    weights = np.ones_like(kl) if weights is None else weights
+    return (kl * weights).sum() / weights.sum() * temperature ** 2
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 5.0])
+def test_temperature_kl_equals_hand_computation(temperature):
+    rng = np.random.default_rng(0)
+    teacher, student = rng.normal(0, 3, (5, 4)), rng.normal(0, 3, (5, 4))
+    loss = distillers.TemperatureKL(temperature).compute_loss(
+        tf.constant(teacher, tf.float32), tf.constant(student, tf.float32))
+    np.testing.assert_allclose(float(loss), _numpy_kl(teacher, student, temperature), rtol=1e-5)
+    # Per token, counting only the positions of weight 1 (NER's first wordpieces).
+    teacher, student = rng.normal(0, 3, (2, 6, 9)), rng.normal(0, 3, (2, 6, 9))
+    weights = (rng.random((2, 6)) > 0.4).astype("float32")
+    loss = distillers.TemperatureKL(temperature).compute_loss(
+        tf.constant(teacher, tf.float32), tf.constant(student, tf.float32),
+        sample_weight=tf.constant(weights))
+    np.testing.assert_allclose(float(loss), _numpy_kl(teacher, student, temperature, weights),
+                               rtol=1e-5)
+    assert _numpy_kl(teacher, student, temperature, weights) != pytest.approx(
+        _numpy_kl(teacher, student, temperature))
+
+
+def test_a_regressor_learns_the_teachers_score_by_mse():
+    from kbert.training.distillation import _logits_loss
+
+    regressor = BertClassifier(BertEncoder(**tiny_encoder_kwargs()), num_classes=1)
+    loss = _logits_loss(regressor, temperature=2.0)
+    assert isinstance(loss, keras.distillation.FeatureDistillation)
+    teacher, student = np.array([[0.5], [2.0], [-1.0]]), np.array([[1.0], [2.0], [1.0]])
+    np.testing.assert_allclose(float(loss.compute_loss(tf.constant(teacher), tf.constant(student))),
+                               np.mean((teacher - student) ** 2), rtol=1e-6)
+
+
+def _kl(teacher, student, inputs, weights=None):
+    return float(distillers.TemperatureKL(1.0).compute_loss(
+        teacher(inputs, training=False), student(inputs, training=False), sample_weight=weights))
+
+
+NARROW = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24)
+
+
+@pytest.mark.parametrize("model,narrow", [(BertClassifier, False), (BertTokenClassifier, False),
+                                          (BertClassifier, True)])
+def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow):
+    """Soft targets only; the narrow student (H=16 vs 32) also learns the teacher's
+    hidden states through the learned projection."""
+    keras.utils.set_random_seed(1)
+    teacher = model(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)), num_classes=3)
+    # Sharper targets than a fresh head gives, so there is something to learn.
+    teacher.output_dense.kernel.assign(teacher.output_dense.kernel * 30.0)
+    sizes = NARROW if narrow else dict(num_layers=1)
+    student = model(BertEncoder(**tiny_encoder_kwargs(dropout=0.0, **sizes)), num_classes=3,
+                    dropout=0.0)
+    inputs = tiny_inputs()
+    weights = tf.cast(inputs["padding_mask"], tf.float32) if model is BertTokenClassifier else None
+    before = _kl(teacher, student, inputs, weights)
+    hidden = dict(hidden_state_weight=1.0, layer_map=distillers.uniform_layer_map(2, 4))
+    distiller = distillers.TaskDistiller(
+        distillers.with_encoder_all_layers(teacher) if narrow else teacher,
+        distillers.with_encoder_all_layers(student) if narrow else student,
+        distillers.TemperatureKL(2.0), hard_label_weight=0.0, **(hidden if narrow else {}))
+    distiller.compile(optimizer=keras.optimizers.Adam(3e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    labels = np.zeros(inputs["token_ids"].shape if weights is not None else (3,), "int32")
+    dataset = tf.data.Dataset.from_tensors((inputs, labels) if weights is None
+                                           else (inputs, labels, weights)).repeat()
+    history = distiller.fit(dataset, steps_per_epoch=20, epochs=2, verbose=0)
+    after = _kl(distiller.teacher, distiller.student, inputs, weights)
+    assert after < 0.2 * before, (before, after)
+    if narrow:
+        assert hidden["layer_map"] == [1, 3]
+        assert [p.units for p in distiller.projections] == [32, 32]
+        assert all(p.kernel.trainable for p in distiller.projections)
+        losses = history.history["total_loss"]
+        assert losses[-1] < 0.5 * losses[0], losses
+    assert not any(w.trainable for w in distiller.teacher.weights)
+
+
+def test_student_layers_copy_the_chosen_teacher_layers():
+    keras.utils.set_random_seed(2)
+    teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
+                             num_classes=2)
+    encoder = distillers.encoder_from_layers(teacher.encoder, [0, 3])
+    assert encoder.num_layers == 2 and encoder.hidden_dim == teacher.encoder.hidden_dim
+    for student_index, teacher_index in enumerate([0, 3]):
+        for a, b in zip(encoder.transformer_layers[student_index].get_weights(),
+                        teacher.encoder.transformer_layers[teacher_index].get_weights()):
+            np.testing.assert_array_equal(a, b)
+    for a, b in zip(encoder.token_embedding.get_weights() + encoder.pooled_dense.get_weights(),
+                    teacher.encoder.token_embedding.get_weights()
+                    + teacher.encoder.pooled_dense.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # Layer 1 of the teacher was left out: the student's second block is not it.
+    assert not np.array_equal(encoder.transformer_layers[1].get_weights()[0],
+                              teacher.encoder.transformer_layers[1].get_weights()[0])
+    student = BertClassifier(encoder, num_classes=2)
+    distillers.copy_head(teacher, student)
+    np.testing.assert_array_equal(student.output_dense.kernel.numpy(),
+                                  teacher.output_dense.kernel.numpy())
+    # Same first and last block, embeddings and head as a 2-layer teacher: same logits.
+    two_layer = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=2)), num_classes=2)
+    two_layer.set_weights(student.get_weights())
+    np.testing.assert_allclose(two_layer(tiny_inputs(), training=False),
+                               student(tiny_inputs(), training=False), atol=1e-6)
+
+
+@pytest.mark.parametrize("layers", [[0, 4], [-1], [], [1, 1]])
+def test_student_layers_out_of_range_name_the_value(layers):
+    teacher = BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS))
+    with pytest.raises(ValueError, match=r"--student_layers=.*0\.\.3"):
+        distillers.encoder_from_layers(teacher, layers)
+
+
+# -- End to end on tiny real data: directories, export, bad inputs -------------------------
+
+
+@pytest.fixture(scope="module")
+def teachers(tmp_path_factory):
+    """Untrained tiny fine-tuned directories of 4 layers (a trained one is not needed to
+    check the plumbing; the tests above check learning)."""
+    root = tmp_path_factory.mktemp("teachers")
+    pretrained = make_tiny_pretrained(root / "pretrained", max_sequence_length=32)
+    keras.utils.set_random_seed(4)
+    made = {"pretrained": pretrained}
+    for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None)):
+        encoder = BertEncoder(**{**load_encoder(pretrained).get_config(),
+                                 "num_layers": TEACHER_LAYERS})
+        task_object = get_task(task)(task_name=task_name)
+        model = task_object.build_model(encoder)
+        record = TaskConfig.from_dict({**task_object.describe(), "max_seq_length": 32,
+                                       "do_lower_case": True})
+        made[name] = str(root / name)
+        save_finetuned(made[name], model, record, os.path.join(pretrained, "vocab.txt"))
+    return made
+
+
+def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path):
+    def build_student_encoder(**sizes):
+        return BertEncoder(**tiny_encoder_kwargs(num_layers=2, hidden_dim=16, num_heads=2,
+                                                 intermediate_dim=24, **sizes))
+
+    transfer = tmp_path / "transfer.txt"
+    transfer.write_text("EU rejects German call\nPeter Blackburn\n\nBRUSSELS 1996-08-22\n")
+    results = run_distillation(teachers["ner"], str(tmp_path / "ner"), data_dir=CONLL,
+                               build_student_encoder=build_student_encoder,
+                               transfer_file=str(transfer), hidden_state_weight=1.0,
+                               **{**FAST, "num_train_epochs": 1.0})
+    assert results["hard_label_weight"] == 0.0  # a transfer file has no labels
+    assert set(results) >= {"f1", "precision", "recall", "teacher", "speedup"}
+    student, record, _ = load_finetuned(str(tmp_path / "ner"))
+    assert record.task == "ner" and student.encoder.hidden_dim == 16
+    assert "output_all_layers" not in student.encoder.get_config()
+    assert not [layer for layer in student.layers if "projection" in layer.name]
+
+
+def _refused(teachers, tmp_path, match, **arguments):
+    model_dir = tmp_path / "refused"
+    with pytest.raises((ValueError, FileNotFoundError), match=match):
+        run_distillation(teachers["sst2"], str(model_dir), **{"data_dir": SST2, **FAST,
+                                                              **arguments})
+    assert not model_dir.exists()  # nothing half-written
+
+
+def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
+    _refused(teachers, tmp_path, r"fine-tuned for --task=glue, not --task=ner",
+             task="ner", student_layers=[0])
+    _refused(teachers, tmp_path, r"--task_name=sst-2, not --task_name=mrpc",
+             task_name="mrpc", student_layers=[0])
+    _refused(teachers, tmp_path, r"exactly one of --student_layers .* got neither")
+    _refused(teachers, tmp_path, r"got both", student_layers=[0],
+             build_student_encoder=BertEncoder)
+    _refused(teachers, tmp_path, r"--student_layers=0,7: .* 0\.\.3", student_layers=[0, 7])
+    other = make_tiny_pretrained(tmp_path / "other_vocab", max_sequence_length=32)
+    with open(os.path.join(other, "vocab.txt"), "a") as f:
+        f.write("extra\n")
+    _refused(teachers, tmp_path, r"--student_init_checkpoint=.*other_vocab has a vocabulary",
+             build_student_encoder=BertEncoder, student_init_checkpoint=other)
+    embedding = tmp_path / "embedding_teacher"
+    embedding.mkdir()
+    config = json.load(open(os.path.join(teachers["sst2"], "task_config.json")))
+    (embedding / "task_config.json").write_text(json.dumps(
+        {**config, "task": "similarity", "model_type": "sentence_encoder"}))
+    with pytest.raises(ValueError, match=r"embedding_teacher is a sentence_encoder"):
+        run_distillation(str(embedding), str(tmp_path / "refused"), student_layers=[0])
+    bad = tmp_path / "pairs.txt"
+    bad.write_text("one sentence\ttwo\n")
+    _refused(teachers, tmp_path, r"pairs.txt:1: expected one text", student_layers=[0],
+             transfer_file=str(bad))
+
+
+def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(teachers,
+                                                                            tmp_path):
+    model_dir = tmp_path / "cli"
+    params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 2.0",
+              "run_distillation.learning_rate = 1e-3"]
+    command = [sys.executable, "-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
+               "--student_layers=1,3", "--task=glue", "--task_name=SST-2", f"--data_dir={SST2}",
+               f"--model_dir={model_dir}", "--do_train", "--do_eval",
+               *[f"--gin_params={p}" for p in params]]
+    env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env,
+                            timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "***** distillation *****" in result.stdout
+    assert "dev accuracy: teacher" in result.stdout and "speed-up" in result.stdout
+    assert "run_distillation.temperature = 2.0" in (model_dir / "operative_config.gin").read_text()
+    saved = json.load(open(model_dir / "eval_results.json"))
+    assert saved["num_examples"] == 6 and 0 <= saved["accuracy"] <= 1
+    assert set(saved["teacher"]) >= {"accuracy", "num_examples"}
+    student, record, _ = load_finetuned(str(model_dir))
+    teacher, teacher_record, _ = load_finetuned(teachers["sst2"])
+    assert record == teacher_record and student.encoder.num_layers == 2
+    assert saved["student_parameters"] == student.count_params() < saved["teacher_parameters"]
+    assert saved["teacher_parameters"] == teacher.count_params()
+    assert set(saved["speedup"]) == {"batch_1", "batch_32"}
+    assert all(v["speedup"] > 0 for v in saved["speedup"].values())
+    assert len(saved["train_loss"]) == 2
+
+    # An ordinary fine-tuned directory: kbert-export takes it, the SavedModel answers
+    # as the Keras student does.
+    from kbert.export import export_saved_model
+
+    version_dir = export_saved_model(str(model_dir), str(tmp_path / "export"), check=False)
+    texts = [b"a fine film", b"dull"]
+    served = tf.saved_model.load(version_dir).signatures["serving_default"](
+        text=tf.constant(texts))
+    preprocessor = TextPreprocessor.from_vocab_file(str(model_dir / "vocab.txt"), True, 32)
+    reference = preprocessor.pack([preprocessor.tokenize(tf.constant(texts))])
+    np.testing.assert_allclose(served["logits"].numpy(),
+                               np.asarray(student(reference, training=False)), atol=1e-5)
