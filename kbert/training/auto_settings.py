@@ -1,5 +1,5 @@
 """Fine-tuning settings that follow the encoder and the data: `learning_rate`,
-`num_train_epochs` and `warmup_proportion` set to `"auto"`.
+`train_batch_size`, `num_train_epochs` and `warmup_proportion` set to `"auto"`.
 
 google-research/bert fine-tunes BERT-base at 2e-5 to 5e-5, but its README
 for the 24 small BERTs (L2..L12 x H128..H768) picks each task's rate from
@@ -9,8 +9,10 @@ and at BERT-base's rate a MiniLM-sized encoder barely moves in a few epochs.
 size, checked by `benchmarks/finetuning_quality.py` (see BENCHMARKS.md and
 docs/finetuning.md). Small training sets also need more passes than BERT's 3
 epochs (Mosbach et al., 2021; Zhang et al., 2021): with the best dev
-checkpoint kept, extra epochs cost time, not quality. An explicit number always
-wins.
+checkpoint kept, extra epochs cost time, not quality. A tiny training set (a
+few hundred SQuAD questions, under 2,000 rows) also gets BERT's smaller batch,
+16: the same passes then make twice the updates (XQuAD, BENCHMARKS.md). An
+explicit number always wins.
 
 Reference: Mosbach et al., 2021. "On the Stability of Fine-tuning BERT:
 Misconceptions, Explanations, and Strong Baselines"; Zhang et al., 2021.
@@ -43,10 +45,18 @@ AUTO_LEARNING_RATES = (
     RateRow(768, 3e-5, "BERT-base (L12/H768), L2..L10/H768"),
     RateRow(10**9, 2e-5, "BERT-large (L24/H1024) and larger"),
 )
+# Batch of "auto": BERT's 32, or 16 (the paper's other fine-tuning batch) for
+# training sets under SMALL_TRAINING_SET rows, which at 32 make too few updates
+# even over 10 epochs; rounded up to a multiple of the replicas.
+DEFAULT_BATCH_SIZE = 32
+SMALL_SET_BATCH_SIZE = 16
+SMALL_TRAINING_SET = 2000
 # Epochs of "auto": BERT's 3, raised for small training sets until the run
-# makes MIN_AUTO_STEPS optimizer steps, but never beyond MAX_AUTO_EPOCHS passes.
+# makes MIN_AUTO_STEPS optimizer steps and sees MIN_AUTO_EXAMPLES rows (BERT's
+# 3 epochs of a ~3,300-row set such as MRPC), but never beyond MAX_AUTO_EPOCHS.
 DEFAULT_EPOCHS = 3
 MIN_AUTO_STEPS = 300
+MIN_AUTO_EXAMPLES = 10_000
 MAX_AUTO_EPOCHS = 10
 # Warm-up of "auto": BERT's 10% of the steps, but at least MIN_WARMUP_STEPS
 # (at most a third of the run): Adam's first updates move every weight by about
@@ -95,26 +105,60 @@ def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[st
     return float(learning_rate)
 
 
-def resolve_num_train_epochs(num_train_epochs: float | str, steps_per_epoch: int) -> float:
+def resolve_train_batch_size(train_batch_size: int | str, num_rows: int,
+                             num_replicas: int = 1) -> int:
+    """`train_batch_size` as a number: for `"auto"`, 32, or 16 for tiny training sets.
+
+    Args:
+        train_batch_size: int or `"auto"`. The `run_finetuning.train_batch_size` binding.
+        num_rows: int. Rows of one training epoch (examples, QA windows or packed rows).
+        num_replicas: int. Replicas in sync; `"auto"` rounds up to a multiple of them.
+
+    Returns:
+        int >= 1: the value itself, or for `"auto"` 32 (16 under 2,000 rows),
+        rounded up to a multiple of `num_replicas`.
+
+    Raises:
+        ValueError: neither `"auto"` nor an integer >= 1.
+
+    Example:
+
+    >>> resolve_train_batch_size("auto", 5749), resolve_train_batch_size("auto", 1147)
+    (32, 16)
+    """
+    if train_batch_size != AUTO:
+        check_train_batch_size(train_batch_size)
+        return int(train_batch_size)
+    size = SMALL_SET_BATCH_SIZE if num_rows < SMALL_TRAINING_SET else DEFAULT_BATCH_SIZE
+    return math.ceil(size / num_replicas) * num_replicas
+
+
+def resolve_num_train_epochs(num_train_epochs: float | str, steps_per_epoch: int,
+                             num_rows: int = 0) -> float:
     """`num_train_epochs` as a number: for `"auto"`, 3, or more for small training sets.
 
     Args:
         num_train_epochs: float or `"auto"`. The `run_finetuning.num_train_epochs` binding.
         steps_per_epoch: int. Optimizer steps per pass over the training data.
+        num_rows: int. Rows of one pass (0: only the step rule applies).
 
     Returns:
         float: the value itself, or for `"auto"` the fewest whole epochs from 3
-        up to 10 that make at least 300 steps.
+        up to 10 that make at least 300 steps and see at least 10,000 rows.
 
     Example:
 
-    >>> resolve_num_train_epochs("auto", 125), resolve_num_train_epochs("auto", 47)
+    >>> resolve_num_train_epochs("auto", 125, 4000), resolve_num_train_epochs("auto", 47)
     (3.0, 7.0)
+    >>> resolve_num_train_epochs("auto", 72, 1147)  # XQuAD's windows at batch 16
+    9.0
     """
     if num_train_epochs != AUTO:
         _check_number("num_train_epochs", num_train_epochs, low=0.0, low_inclusive=False)
         return float(num_train_epochs)
     needed = math.ceil(MIN_AUTO_STEPS / max(1, steps_per_epoch))
+    if num_rows > 0:
+        needed = max(needed, math.ceil(MIN_AUTO_EXAMPLES / num_rows))
     return float(min(MAX_AUTO_EPOCHS, max(DEFAULT_EPOCHS, needed)))
 
 
@@ -145,6 +189,16 @@ def check_learning_rate(learning_rate: float | str) -> None:
     """Raises a clear error unless `learning_rate` is `"auto"` or a number > 0."""
     if learning_rate != AUTO:
         _check_number("learning_rate", learning_rate, low=0.0, low_inclusive=False)
+
+
+def check_train_batch_size(train_batch_size: int | str) -> None:
+    """Raises a clear error unless `train_batch_size` is `"auto"` or an integer >= 1."""
+    if train_batch_size == AUTO:
+        return
+    if (not isinstance(train_batch_size, int) or isinstance(train_batch_size, bool)
+            or train_batch_size < 1):
+        raise ValueError(f"run_finetuning.train_batch_size={train_batch_size!r}; it must be an "
+                         "integer >= 1 or \"auto\".")
 
 
 def check_num_train_epochs(num_train_epochs: float | str) -> None:

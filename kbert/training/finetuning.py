@@ -153,7 +153,7 @@ def run_finetuning(
     do_eval: bool = True,
     do_predict: bool = False,
     strategy: str = "default",
-    train_batch_size: int = 32,
+    train_batch_size: int | str = "auto",
     eval_batch_size: int = 64,
     learning_rate: float | str = "auto",
     num_train_epochs: float | str = "auto",
@@ -198,14 +198,16 @@ def run_finetuning(
         do_predict: bool. Predict the test split / `predict_file`.
         strategy: str. `default`, `one_device` or `mirrored`, built by
             `kbert.training.create_strategy`.
-        train_batch_size: int. Global batch size. Defaults to 32.
+        train_batch_size: int or `"auto"`. Global batch size; `"auto"` is 32,
+            or 16 for training sets under 2,000 rows. Defaults to "auto".
         eval_batch_size: int. Defaults to 64.
         learning_rate: float or `"auto"`. Peak AdamW learning rate; `"auto"`
             takes it from the encoder's width
             (`kbert.training.auto_settings.AUTO_LEARNING_RATES`). Defaults to "auto".
         num_train_epochs: float or `"auto"`. Passes over the training data;
             `"auto"` is 3, or more (up to 10) for small training sets so that
-            the run makes at least 300 steps. Defaults to "auto".
+            the run makes at least 300 steps and sees at least 10,000 rows.
+            Defaults to "auto".
         warmup_proportion: float or `"auto"`. Fraction of steps warming up;
             `"auto"` is 0.1 but at least 20 steps (at most a third of the run).
             Defaults to "auto".
@@ -273,6 +275,8 @@ def run_finetuning(
     _check_replicas(distribution, train_batch_size, eval_batch_size, do_train, hparam_grid)
     num_rows = (_packed_rows(task_object, train_rows, preprocessor, packing)
                 if do_train and packing is not None else len(train_rows))
+    train_batch_size = auto_settings.resolve_train_batch_size(
+        train_batch_size, num_rows, distribution.num_replicas_in_sync)
     results: dict[str, Any] = {}
     extra_files: dict[str, str] = {}
     trained = None
@@ -321,9 +325,10 @@ def _check_arguments(task, strategy, do_train, do_eval, do_predict, settings: di
         raise ValueError(f"--strategy={strategy!r}; fine-tuning supports {', '.join(STRATEGIES)}.")
     if not (do_train or do_eval or do_predict):
         raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict.")
-    for name in ("train_batch_size", "eval_batch_size"):
-        if settings[name] < 1:
-            raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 1.")
+    if settings["eval_batch_size"] < 1:
+        raise ValueError(f"run_finetuning.eval_batch_size={settings['eval_batch_size']}; it "
+                         "must be >= 1.")
+    auto_settings.check_train_batch_size(settings["train_batch_size"])
     for name in ("eval_every_steps", "early_stopping_patience"):
         if settings[name] < 0:
             raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 0 "
@@ -352,7 +357,7 @@ def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: in
                          "to compare runs by.")
 
 
-def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
+def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int | str,
                     eval_batch_size: int, do_train: bool, hparam_grid=None) -> None:
     """Every replica gets the same shape: a bucketed batch is padded once, then split evenly.
 
@@ -362,7 +367,9 @@ def _check_replicas(distribution: tf.distribute.Strategy, train_batch_size: int,
     length and size.
     """
     replicas = distribution.num_replicas_in_sync
-    checked = [("run_finetuning.train_batch_size", train_batch_size, do_train),
+    # "auto" is resolved to a multiple of the replicas later.
+    checked = [("run_finetuning.train_batch_size", train_batch_size,
+                do_train and train_batch_size != auto_settings.AUTO),
                ("run_finetuning.eval_batch_size", eval_batch_size, True)]
     if hparam_grid is not None:
         checked += [("--search_batch_sizes", size, do_train)
@@ -499,7 +506,8 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     keras.utils.set_random_seed(hparams.seed)
     evaluating = setup.dev_examples is not None
     steps_per_epoch = math.ceil(setup.num_rows / hparams.train_batch_size)
-    epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch)
+    epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch,
+                                                    setup.num_rows)
     hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
     schedule = _schedule(setup.num_rows, hparams.train_batch_size,
                          hparams.num_train_epochs, setup.warmup_proportion,

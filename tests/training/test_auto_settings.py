@@ -1,4 +1,4 @@
-"""learning_rate, num_train_epochs and warmup_proportion = "auto": the table, the rules, and
+"""learning_rate, train_batch_size, num_train_epochs and warmup_proportion = "auto": the table, the rules, and
 explicit values winning."""
 
 import pytest
@@ -6,6 +6,7 @@ import pytest
 from kbert.training import auto_settings
 from kbert.training.auto_settings import resolve_learning_rate
 from kbert.training.auto_settings import resolve_num_train_epochs
+from kbert.training.auto_settings import resolve_train_batch_size
 from kbert.training.auto_settings import resolve_warmup_steps
 
 
@@ -66,3 +67,29 @@ def test_explicit_epochs_win_and_bad_ones_are_named():
     with pytest.raises(ValueError, match=r"run_finetuning.num_train_epochs=0; it must be a "
                                          r"number > 0.0 or \"auto\""):
         resolve_num_train_epochs(0, 100)
+
+
+@pytest.mark.parametrize("steps_per_epoch, num_rows, epochs", [
+    (125, 4000, 3.0),   # SST-2 4,000 at batch 32: BERT's 3 epochs see 12,000 rows
+    (115, 3668, 3.0),   # MRPC
+    (72, 1147, 9.0),    # XQuAD's 1,147 windows at batch 16: 9 epochs to see 10,000
+    (94, 1500, 7.0),    # CoNLL 1,500 at batch 16
+    (1, 12, 10.0),      # never more than 10
+])
+def test_auto_epochs_also_see_10000_rows(steps_per_epoch, num_rows, epochs):
+    assert resolve_num_train_epochs("auto", steps_per_epoch, num_rows) == epochs
+
+
+@pytest.mark.parametrize("num_rows, replicas, batch", [
+    (1, 1, 16), (1999, 1, 16), (2000, 1, 32), (100_000, 1, 32),
+    (1147, 3, 18), (5000, 3, 33), (5000, 8, 32)])
+def test_auto_batch_is_32_or_16_under_2000_rows_in_whole_replicas(num_rows, replicas, batch):
+    assert resolve_train_batch_size("auto", num_rows, replicas) == batch
+
+
+@pytest.mark.parametrize("value", [0, -4, 2.5, "big", True])
+def test_an_explicit_batch_wins_and_a_bad_one_is_named(value):
+    assert resolve_train_batch_size(8, 1147) == 8
+    with pytest.raises(ValueError, match=r"run_finetuning.train_batch_size=.*; it must be an "
+                                         r"integer >= 1 or \"auto\""):
+        resolve_train_batch_size(value, 1147)

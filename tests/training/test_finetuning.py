@@ -49,7 +49,7 @@ def test_finetune_gin_binds_hyperparameters_not_paths():
 
     configurables.parse_gin(["finetune.gin"])
     assert gin.query_parameter("run_finetuning.learning_rate") == "auto"
-    assert gin.query_parameter("run_finetuning.train_batch_size") == 32
+    assert gin.query_parameter("run_finetuning.train_batch_size") == "auto"
     assert gin.query_parameter("run_finetuning.num_train_epochs") == "auto"
     assert gin.query_parameter("run_finetuning.warmup_proportion") == "auto"
     assert gin.query_parameter("run_finetuning.max_seq_length") == 128

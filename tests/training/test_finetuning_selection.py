@@ -83,6 +83,16 @@ def test_the_saved_model_is_the_best_dev_step_and_the_rate_is_auto(pretrained, t
     assert "early_stopped_at_step" not in written
 
 
+def test_auto_batch_and_epochs_fit_a_tiny_training_set(pretrained, tmp_path, scripted):
+    scripted(*[0.1 * i for i in range(10)])
+    settings = {**FAST, "train_batch_size": "auto"}
+    results = run_finetuning(init_checkpoint=pretrained, model_dir=str(tmp_path / "run"),
+                             **settings)
+    # 12 rows < 2,000: batch 16 (one step an epoch); epochs up to the cap of 10.
+    assert (results["train_batch_size"], results["num_train_epochs"]) == (16, 10.0)
+    assert (results["train_steps"], results["best_step"]) == (10, 10)
+
+
 def test_restarts_use_distinct_seeds_and_keep_the_best(pretrained, tmp_path, scripted):
     snapshots = scripted(0.4, 0.8, 0.7)
     model_dir = str(tmp_path / "run")
