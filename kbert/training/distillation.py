@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import time
 import warnings
@@ -38,6 +37,7 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
+from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
@@ -45,6 +45,9 @@ from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import inference_function
 from kbert.training import auto_settings
 from kbert.training import distiller as distillers
+from kbert.training import finetuning
+from kbert.training.dev_evaluation import DevEvaluation
+from kbert.training.dev_evaluation import best_checkpoint_callbacks
 from kbert.training.optimizer import create_optimizer
 
 EVAL_RESULTS = "eval_results.json"
@@ -86,6 +89,9 @@ def run_distillation(
     hard_label_weight: float = 0.5,
     hidden_state_weight: float = 0.0,
     seed: int = 12345,
+    eval_every_steps: int = 0,
+    keep_best_checkpoint: bool = True,
+    early_stopping_patience: int = 0,
     verbose: str | int = "auto",
 ) -> dict[str, Any]:
     """Distills the fine-tuned model of `teacher_dir` into a student saved in `model_dir`.
@@ -121,11 +127,17 @@ def run_distillation(
         kl_weight: float. Weight of the output loss within the distillation term.
         hard_label_weight: float in [0, 1]. Weight of the label loss (h).
         hidden_state_weight: float. Weight of the hidden-state MSE; 0 is off.
+        eval_every_steps, keep_best_checkpoint, early_stopping_patience: as
+            `run_finetuning`: with `do_train` and `do_eval` the student is
+            scored on dev after every data epoch (or every `eval_every_steps`
+            steps) and the best one is kept, saved and reported.
         verbose: Keras `fit` verbosity (progress bar).
 
     Returns:
         dict: the student's dev metrics, `teacher` (its metrics), parameter
-        counts, `speedup` by batch size, `train_loss` and the settings used.
+        counts, `speedup` by batch size, `train_loss`, the settings used and,
+        when evaluated during training, `main_metric`, `best_step` and
+        `eval_curve` (as `run_finetuning`).
 
     Example:
 
@@ -133,7 +145,7 @@ def run_distillation(
     ...                  data_dir="glue_data/SST-2")
     """
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
-                    do_train, do_eval)
+                    do_train, do_eval, eval_every_steps, early_stopping_patience)
     teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
     task_object = _student_task(record)
     preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
@@ -151,32 +163,27 @@ def run_distillation(
     keras.utils.set_random_seed(seed)
     student, layer_map = _build_student(task_object, teacher, student_layers,
                                         build_student_encoder, student_init_checkpoint)
-    plain = student
-    if hidden_state_weight:
-        student = distillers.with_encoder_all_layers(student)
     results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
                                "hard_label_weight": hard_label_weight,
                                "hidden_state_weight": hidden_state_weight}
+    evaluation = None
     if do_train:
-        lr = auto_settings.resolve_learning_rate(learning_rate,
-                                                 {"hidden_dim": student.encoder.hidden_dim})
-        distiller = distillers.TaskDistiller(
-            distillers.with_encoder_all_layers(teacher) if hidden_state_weight else teacher,
-            student, _logits_loss(teacher, temperature), hard_label_weight, kl_weight,
-            hidden_state_weight, layer_map)
-        results.update(_train(distiller, task_object, examples["train"], preprocessor,
-                              train_batch_size, lr, num_train_epochs, warmup_proportion,
-                              weight_decay, seed, verbose))
-    if student is not plain:  # the weights trained, in the model as the task builds it
-        plain.set_weights(student.get_weights())
-        student = plain
+        settings = _TrainSettings(train_batch_size, eval_batch_size, learning_rate,
+                                  num_train_epochs, warmup_proportion, weight_decay, seed,
+                                  eval_every_steps, keep_best_checkpoint,
+                                  early_stopping_patience, verbose)
+        losses = _Losses(temperature, kl_weight, hard_label_weight, hidden_state_weight)
+        evaluation = _distill(teacher, student, layer_map, task_object, examples, preprocessor,
+                              losses, settings, results)
     results.update(teacher_parameters=teacher.count_params(),
                    student_parameters=student.count_params(),
                    speedup=measure_speedup(teacher, student, task_object, preprocessor,
                                            examples.get("dev") or examples.get("train")))
     if do_eval:
-        metrics = task_object.evaluate(student, examples["dev"], preprocessor, eval_batch_size)
-        results.update(metrics.metrics)
+        if evaluation is None:
+            evaluation = task_object.evaluate(student, examples["dev"], preprocessor,
+                                              eval_batch_size)
+        results.update(evaluation.metrics)
         results["teacher"] = task_object.evaluate(teacher, examples["dev"], preprocessor,
                                                   eval_batch_size).metrics
         results["main_metric"] = task_object.main_metric
@@ -190,8 +197,36 @@ def run_distillation(
     return results
 
 
+@dataclasses.dataclass(frozen=True)
+class _TrainSettings:
+    """The training hyperparameters of `run_distillation` (as `run_finetuning`'s)."""
+
+    train_batch_size: int
+    eval_batch_size: int
+    learning_rate: float | str
+    num_train_epochs: float
+    warmup_proportion: float | str
+    weight_decay: float
+    seed: int
+    eval_every_steps: int
+    keep_best_checkpoint: bool
+    early_stopping_patience: int
+    verbose: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Losses:
+    """The loss weights and temperature of `run_distillation`."""
+
+    temperature: float
+    kl_weight: float
+    hard_label_weight: float
+    hidden_state_weight: float
+
+
 def _check_settings(student_layers, build_student_encoder, hard_label_weight: float,
-                    temperature: float, do_train: bool, do_eval: bool) -> None:
+                    temperature: float, do_train: bool, do_eval: bool, eval_every_steps: int,
+                    early_stopping_patience: int) -> None:
     if (student_layers is None) == (build_student_encoder is None):
         raise ValueError("pass exactly one of --student_layers (teacher blocks to copy, e.g. "
                          "0,2,4) and --student_gin_file (the student encoder's sizes); got "
@@ -203,6 +238,11 @@ def _check_settings(student_layers, build_student_encoder, hard_label_weight: fl
         raise ValueError(f"run_distillation.temperature={temperature}; it must be > 0.")
     if not (do_train or do_eval):
         raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
+    for name, value in (("eval_every_steps", eval_every_steps),
+                        ("early_stopping_patience", early_stopping_patience)):
+        if value < 0:
+            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it "
+                             "off).")
 
 
 def _load_teacher(teacher_dir: str, task: str | None,
@@ -288,29 +328,77 @@ def _label_loss(teacher: keras.Model) -> keras.losses.Loss:
                                                       reduction="mean_with_sample_weight")
 
 
-def _train(distiller, task: Task, examples: list, preprocessor, batch_size: int, lr: float,
-           num_train_epochs: float, warmup_proportion: float, weight_decay: float, seed: int,
-           verbose) -> dict[str, Any]:
-    steps_per_epoch = math.ceil(len(examples) / batch_size)
-    epochs = max(1, math.ceil(num_train_epochs))
-    total_steps = max(1, round(steps_per_epoch * num_train_epochs))
-    interval = math.ceil(total_steps / epochs)
-    warmup = auto_settings.resolve_warmup_steps(warmup_proportion, interval * epochs)
-    distiller.compile(optimizer=create_optimizer(lr, num_train_steps=interval * epochs,
-                                                 num_warmup_steps=warmup,
-                                                 weight_decay_rate=weight_decay),
+def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], task: Task,
+             examples: dict[str, list], preprocessor: TextPreprocessor, losses: _Losses,
+             settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+    """Trains `student` in place (the best dev step's weights when evaluated during training).
+
+    Returns the kept student's dev `Evaluation`, or None without dev data.
+    """
+    hidden = bool(losses.hidden_state_weight)
+    trained = distillers.with_encoder_all_layers(student) if hidden else student
+    lr = auto_settings.resolve_learning_rate(settings.learning_rate,
+                                             {"hidden_dim": student.encoder.hidden_dim})
+    distiller = distillers.TaskDistiller(
+        distillers.with_encoder_all_layers(teacher) if hidden else teacher, trained,
+        _logits_loss(teacher, losses.temperature), losses.hard_label_weight, losses.kl_weight,
+        losses.hidden_state_weight, layer_map)
+    evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
+    if trained is not student:  # the weights trained, into the model as the task builds it
+        student.set_weights(trained.get_weights())
+    return evaluation
+
+
+def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextPreprocessor,
+           lr: float, settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+    """Fits `distiller`; with dev data, scores the student after each interval and keeps the best.
+
+    The schedule, dev evaluation and best-step machinery are kbert-finetune's
+    (`DevEvaluation`, `best_checkpoint_callbacks`). Adds the training figures
+    to `results`; returns the kept student's dev `Evaluation` (None without dev data).
+    """
+    train, dev = examples["train"], examples.get("dev")
+    batch_size = settings.train_batch_size
+    schedule = finetuning.training_schedule(len(train), batch_size, settings.num_train_epochs,
+                                            settings.warmup_proportion,
+                                            settings.eval_every_steps if dev else 0)
+    distiller.compile(optimizer=create_optimizer(lr, num_train_steps=schedule.total_steps,
+                                                 num_warmup_steps=schedule.warmup_steps,
+                                                 weight_decay_rate=settings.weight_decay),
                       loss=_label_loss(distiller.teacher), jit_compile=False)
+    callbacks, evaluation = [], None
+    if dev:
+        # The student alone is scored (the distiller's `call` may return a dict).
+        evaluation = DevEvaluation(
+            lambda _: task.evaluate(distiller.student, dev, preprocessor,
+                                    settings.eval_batch_size),
+            task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
+            schedule.total_steps)
+        callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
+                                              settings.early_stopping_patience,
+                                              schedule.num_intervals)
     logger.info("Distilling %s on %d examples: %d steps (%d warmup), batch %d, learning rate %g.",
-                task.task_name, len(examples), interval * epochs, warmup, batch_size, lr)
-    dataset = task.dataset(examples, preprocessor, batch_size, is_training=True, seed=seed)
+                task.task_name, len(train), schedule.total_steps, schedule.warmup_steps,
+                batch_size, lr)
+    dataset = task.dataset(train, preprocessor, batch_size, is_training=True, seed=settings.seed)
     with warnings.catch_warnings():
         # The token heads do not use the pooler; Keras warns each step.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
-        history = distiller.fit(dataset.map(task.training_batch), epochs=epochs,
-                                steps_per_epoch=interval, shuffle=False, verbose=verbose)
-    return {"train_loss": [float(v) for v in history.history["total_loss"]],
-            "train_steps": interval * epochs, "learning_rate": lr,
-            "train_batch_size": batch_size}
+        history = distiller.fit(dataset.map(task.training_batch), epochs=schedule.num_intervals,
+                                steps_per_epoch=schedule.interval, shuffle=False,
+                                callbacks=callbacks, verbose=settings.verbose)
+    losses = [float(v) for v in history.history["total_loss"]]
+    results.update(train_loss=losses, train_steps=schedule.total_steps, learning_rate=lr,
+                   warmup_steps=schedule.warmup_steps, train_batch_size=batch_size)
+    if len(losses) < schedule.num_intervals:
+        results["early_stopped_at_step"] = len(losses) * schedule.interval
+    if evaluation is None:
+        return None
+    keep_best = settings.keep_best_checkpoint
+    results.update(best_step=evaluation.best_step if keep_best else evaluation.curve[-1].step,
+                   eval_curve=[{"step": p.step, "epoch": p.epoch, **p.metrics}
+                               for p in evaluation.curve])
+    return evaluation.best if keep_best else evaluation.last
 
 
 def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,

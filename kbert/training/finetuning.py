@@ -565,6 +565,10 @@ def _schedule(num_rows: int, batch_size: int, num_train_epochs: float,
     return _Schedule(num_intervals, interval, steps_per_data_epoch, warmup_steps)
 
 
+# kbert-distill trains its students on the same schedule (`run_distillation`).
+training_schedule = _schedule
+
+
 def _compile(model: keras.Model, task: Task, schedule: _Schedule, learning_rate: float,
              weight_decay: float) -> None:
     optimizer = create_optimizer(learning_rate, num_train_steps=schedule.total_steps,

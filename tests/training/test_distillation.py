@@ -25,11 +25,13 @@ from kbert.checkpoints import save_finetuned
 from kbert.models import BertClassifier
 from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
+from kbert.tasks import TaskData
 from kbert.tasks import get_task
 from kbert.training import distiller as distillers
 from kbert.training.distillation import run_distillation
 
 SST2 = os.path.join(TESTDATA, "glue", "SST-2")
+STSB = os.path.join(TESTDATA, "glue", "STS-B")
 CONLL = os.path.join(TESTDATA, "conll2003")
 TEACHER_LAYERS = 4
 FAST = dict(train_batch_size=4, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=2.0,
@@ -170,7 +172,8 @@ def teachers(tmp_path_factory):
     pretrained = make_tiny_pretrained(root / "pretrained", max_sequence_length=32)
     keras.utils.set_random_seed(4)
     made = {"pretrained": pretrained}
-    for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None)):
+    for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None),
+                                  ("stsb", "glue", "sts-b")):
         encoder = BertEncoder(**{**load_encoder(pretrained).get_config(),
                                  "num_layers": TEACHER_LAYERS})
         task_object = get_task(task)(task_name=task_name)
@@ -199,6 +202,34 @@ def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path
     assert record.task == "ner" and student.encoder.hidden_dim == 16
     assert "output_all_layers" not in student.encoder.get_config()
     assert not [layer for layer in student.layers if "projection" in layer.name]
+
+
+def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, tmp_path):
+    """STS-B's Spearman on dev, evaluated every step: the saved student is the best step's,
+    not the last one's."""
+    data_dir = tmp_path / "STS-B"  # a dev split of 12 pairs (dev + train), for a finer Spearman
+    data_dir.mkdir()
+    train = open(os.path.join(STSB, "train.tsv")).read()
+    (data_dir / "train.tsv").write_text(train)
+    (data_dir / "dev.tsv").write_text(open(os.path.join(STSB, "dev.tsv")).read()
+                                      + "".join(train.splitlines(True)[1:]))
+    settings = dict(data_dir=str(data_dir), student_layers=[0, 3], eval_every_steps=1,
+                    **{**FAST, "learning_rate": 3e-3})
+    results = run_distillation(teachers["stsb"], str(tmp_path / "best"), **settings)
+    curve = [point["spearman"] for point in results["eval_curve"]]
+    assert [point["step"] for point in results["eval_curve"]] == [1, 2, 3, 4]
+    assert results["main_metric"] == "spearman" and results["spearman"] == max(curve)
+    assert results["best_step"] == curve.index(max(curve)) + 1
+    assert curve[-1] < max(curve), curve  # the last step is not the best: keeping matters
+    saved = json.load(open(tmp_path / "best" / "eval_results.json"))
+    assert saved["best_step"] == results["best_step"] and saved["eval_curve"] == results["eval_curve"]
+    student, record, _ = load_finetuned(str(tmp_path / "best"))
+    task = get_task("glue").from_description(record.to_dict())
+    preprocessor = TextPreprocessor.from_vocab_file(
+        str(tmp_path / "best" / "vocab.txt"), True, record.max_seq_length)
+    dev = task.read(TaskData("sts-b", str(data_dir)), "dev")
+    np.testing.assert_allclose(task.evaluate(student, dev, preprocessor, 8).metrics["spearman"],
+                               max(curve), atol=1e-6)
 
 
 def _refused(teachers, tmp_path, match, **arguments):
