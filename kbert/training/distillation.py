@@ -37,6 +37,8 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
+from kbert.models.bert_dual_encoder import BertDualEncoder
+from kbert.models.bert_dual_encoder import side_inputs
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
@@ -58,9 +60,9 @@ RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_studen
 # Timed batches of the speed-up measurement, after as many warm-up calls.
 SPEED_BATCH_SIZES = (1, 32)
 # Task models the losses cover: class logits (KL), a score (MSE to the
-# teacher's), per-token logits (per-word KL). Embedding models would need an
-# embedding MSE through a projection; not built yet.
-DISTILLABLE = ("classifier", "regressor", "token_classifier")
+# teacher's), per-token logits (per-word KL), a bi-encoder's sentence vectors
+# (MSE to the teacher's, through a projection when the widths differ).
+DISTILLABLE = ("classifier", "regressor", "token_classifier", "sentence_encoder")
 SPEED_REPEATS = 5
 
 logger = logging.getLogger(__name__)
@@ -147,6 +149,11 @@ def run_distillation(
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
                     do_train, do_eval, eval_every_steps, early_stopping_patience)
     teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
+    if hidden_state_weight and isinstance(teacher, BertDualEncoder):
+        raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, but "
+                         f"--teacher_dir={teacher_dir} is a sentence_encoder: its student learns "
+                         "the teacher's sentence vectors; hidden-state losses are not built for "
+                         "bi-encoders (bind 0).")
     task_object = _student_task(record)
     preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
                                     record.max_seq_length)
@@ -186,7 +193,8 @@ def run_distillation(
         results.update(evaluation.metrics)
         results["teacher"] = task_object.evaluate(teacher, examples["dev"], preprocessor,
                                                   eval_batch_size).metrics
-        results["main_metric"] = task_object.main_metric
+        # A task naming no main metric (similarity): its first one (Spearman for scored pairs).
+        results["main_metric"] = task_object.main_metric or next(iter(evaluation.metrics))
     if do_train:
         save_finetuned(model_dir, student, TaskConfig.from_dict(
             {**task_object.describe(), "max_seq_length": record.max_seq_length,
@@ -316,12 +324,16 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
 
 
 def _logits_loss(teacher: keras.Model, temperature: float):
+    if isinstance(teacher, BertDualEncoder):  # the sentence vectors, not the scores
+        return distillers.EmbeddingMSE()
     if teacher.output.shape[-1] == 1:  # a regressor: the teacher's score is the target
         return keras.distillation.FeatureDistillation(loss="mse")
     return distillers.TemperatureKL(temperature)
 
 
-def _label_loss(teacher: keras.Model) -> keras.losses.Loss:
+def _label_loss(task: Task, teacher: keras.Model) -> keras.losses.Loss:
+    if isinstance(teacher, BertDualEncoder):  # the task's own (cosine or ranking)
+        return task.compile_arguments()["loss"]
     if teacher.output.shape[-1] == 1:
         return keras.losses.MeanSquaredError()
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
@@ -342,7 +354,8 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
     distiller = distillers.TaskDistiller(
         distillers.with_encoder_all_layers(teacher) if hidden else teacher, trained,
         _logits_loss(teacher, losses.temperature), losses.hard_label_weight, losses.kl_weight,
-        losses.hidden_state_weight, layer_map)
+        losses.hidden_state_weight, layer_map,
+        target="embeddings" if isinstance(teacher, BertDualEncoder) else "logits")
     evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
     if trained is not student:  # the weights trained, into the model as the task builds it
         student.set_weights(trained.get_weights())
@@ -357,7 +370,9 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
     (`DevEvaluation`, `best_checkpoint_callbacks`). Adds the training figures
     to `results`; returns the kept student's dev `Evaluation` (None without dev data).
     """
-    train, dev = examples["train"], examples.get("dev")
+    train = examples["train"]
+    # As kbert-finetune: a task naming no main metric (similarity) keeps the last step.
+    dev = examples.get("dev") if task.main_metric else None
     batch_size = settings.train_batch_size
     schedule = finetuning.training_schedule(len(train), batch_size, settings.num_train_epochs,
                                             settings.warmup_proportion,
@@ -365,7 +380,7 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
     distiller.compile(optimizer=create_optimizer(lr, num_train_steps=schedule.total_steps,
                                                  num_warmup_steps=schedule.warmup_steps,
                                                  weight_decay_rate=settings.weight_decay),
-                      loss=_label_loss(distiller.teacher), jit_compile=False)
+                      loss=_label_loss(task, distiller.teacher), jit_compile=False)
     callbacks, evaluation = [], None
     if dev:
         # The student alone is scored (the distiller's `call` may return a dict).
@@ -407,7 +422,8 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
 
     Each model runs one traced inference function; after two warm-up calls,
     the best of `SPEED_REPEATS` timed calls counts (the least disturbed by
-    other work on the machine).
+    other work on the machine). A bi-encoder is timed by its query tower on
+    the first texts of the pairs (one vector per text, as served).
 
     Args:
         teacher, student: task models.
@@ -420,8 +436,10 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
     """
     batch = next(iter(task.dataset(examples[:max(SPEED_BATCH_SIZES)], preprocessor,
                                    max(SPEED_BATCH_SIZES), is_training=False)))
-    inputs = encoder_inputs(batch)
-    functions = {"teacher": inference_function(teacher), "student": inference_function(student)}
+    dual = isinstance(teacher, BertDualEncoder)
+    inputs = side_inputs(batch, "query") if dual else encoder_inputs(batch)
+    functions = {name: inference_function(model.query_tower if dual else model)
+                 for name, model in (("teacher", teacher), ("student", student))}
     figures = {}
     for size in SPEED_BATCH_SIZES:
         rows = {k: tf.repeat(v, -(-size // int(v.shape[0])), axis=0)[:size]

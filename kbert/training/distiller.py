@@ -7,13 +7,16 @@ progress bar shows) and the logits loss is a `LogitsDistillation`. What
 Keras lacks is written here: a KL that skips padding and non-first
 wordpieces (`TemperatureKL`), sample weights reaching the losses, and
 hidden-state losses through a learned projection when widths differ
-(TinyBERT). Regression scores and embeddings use Keras's
+(TinyBERT), and the embedding loss of bi-encoders (`EmbeddingMSE`, through a
+learned projection when widths differ). Regression scores use Keras's
 `FeatureDistillation("mse")` on the final outputs unchanged.
 
 Reference:
     - [Hinton et al., 2015](https://arxiv.org/abs/1503.02531) (temperature, T^2)
     - [Sanh et al., 2019, DistilBERT](https://arxiv.org/abs/1910.01108) (every other layer)
     - [Jiao et al., 2020, TinyBERT](https://arxiv.org/abs/1909.10351) (hidden-state MSE, W_h)
+    - [Reimers & Gurevych, 2020](https://arxiv.org/abs/2004.09813) (student embeddings MSE
+      to the teacher's)
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ from typing import Sequence
 import keras
 from keras import ops
 
+from kbert.models.bert_dual_encoder import SIDES
+from kbert.models.bert_dual_encoder import side_inputs
 from kbert.models.bert_encoder import BertEncoder
+
+TARGETS = ("logits", "embeddings")
 
 
 class TemperatureKL(keras.distillation.LogitsDistillation):
@@ -58,6 +65,26 @@ class TemperatureKL(keras.distillation.LogitsDistillation):
         return weighted_mean(kl, sample_weight) * (t * t)
 
 
+class EmbeddingMSE(keras.distillation.DistillationLoss):
+    """Squared error between teacher and student sentence vectors, summed per vector, mean over texts.
+
+    sentence-transformers' `MSELoss` (Reimers & Gurevych, 2020) times the
+    width: for unit vectors it is `2 * (1 - cos)`, on the scale of the
+    similarity task's own cosine loss whatever the width. The student's
+    vectors reach it already projected to the teacher's width when the
+    widths differ (`TaskDistiller`).
+
+    Example:
+
+    >>> EmbeddingMSE().compute_loss(teacher_vectors, student_vectors)
+    """
+
+    def compute_loss(self, teacher_outputs, student_outputs, **kwargs):
+        error = ops.square(ops.cast(student_outputs, "float32")
+                           - ops.cast(teacher_outputs, "float32"))
+        return ops.mean(ops.sum(error, axis=-1))
+
+
 def weighted_mean(values, sample_weight=None):
     """Mean of `values`, weighted by `sample_weight` of the same shape when given."""
     if sample_weight is None:
@@ -89,6 +116,8 @@ class TaskDistiller(keras.distillation.Distiller):
             off. Defaults to 0.
         layer_map: sequence of int or None. Teacher layer of each student
             layer (needed with `hidden_state_weight`).
+        target: str. `logits` (the task models' outputs) or `embeddings`
+            (the sentence vectors of `BertDualEncoder`s). Defaults to `logits`.
         **kwargs: passed to `keras.distillation.Distiller`.
 
     Example:
@@ -101,16 +130,26 @@ class TaskDistiller(keras.distillation.Distiller):
     def __init__(self, teacher: keras.Model, student: keras.Model,
                  logits_loss: keras.distillation.DistillationLoss, hard_label_weight: float,
                  kl_weight: float = 1.0, hidden_state_weight: float = 0.0,
-                 layer_map: Sequence[int] | None = None, **kwargs):
+                 layer_map: Sequence[int] | None = None, target: str = "logits", **kwargs):
+        if target not in TARGETS:
+            raise ValueError(f"target={target!r}; expected one of {TARGETS}.")
+        if target == "embeddings" and hidden_state_weight:
+            raise ValueError(f"hidden_state_weight={hidden_state_weight}: bi-encoders learn the "
+                             "teacher's sentence vectors; hidden-state losses are not built "
+                             "for them (use 0).")
         super().__init__(teacher, student, distillation_losses=[logits_loss],
                          distillation_loss_weights=[kl_weight],
                          student_loss_weight=hard_label_weight, **kwargs)
         self.hidden_state_weight = float(hidden_state_weight)
         self.layer_map = None if layer_map is None else [int(i) for i in layer_map]
+        self.target = target
         self.projections = []
+        self.embedding_projection = None
         self._teacher_view = self._student_view = None
         if self.hidden_state_weight:
             self._build_hidden_views(teacher, student)
+        if target == "embeddings":
+            self._build_embedding_views(teacher, student)
 
     def _build_hidden_views(self, teacher: keras.Model, student: keras.Model) -> None:
         # Keras's FeatureDistillation finds layers by name among the model's
@@ -127,6 +166,15 @@ class TaskDistiller(keras.distillation.Distiller):
             self.projections = [keras.layers.Dense(width, name=f"hidden_projection_{i}")
                                 for i in range(len(self.layer_map))]
 
+    def _build_embedding_views(self, teacher: keras.Model, student: keras.Model) -> None:
+        names = sorted(student.input)  # the teacher reads the same batch
+        self._teacher_view = embedding_view(teacher, names)
+        self._student_view = embedding_view(student, names)
+        width = teacher.query_tower.dimension
+        if student.query_tower.dimension != width:
+            # Dropped at export: only the student's own layers are saved.
+            self.embedding_projection = keras.layers.Dense(width, name="embedding_projection")
+
     def call(self, inputs, training=None, **kwargs):
         if self._student_view is not None:
             return self._student_view(inputs, training=training)
@@ -135,20 +183,25 @@ class TaskDistiller(keras.distillation.Distiller):
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if y_pred is None:
             y_pred = self(x, training=training)
-        student_logits = y_pred["logits"] if self._student_view is not None else y_pred
+        student = y_pred if self._student_view is not None else {"logits": y_pred}
         hard = 0.0
         if self.student_loss_weight > 0.0 and y is not None:
-            hard = self._student_loss(y, student_logits, sample_weight=sample_weight)
+            hard = self._student_loss(y, student["logits"], sample_weight=sample_weight)
         if self._teacher_view is not None:
             teacher = self._teacher_view(x, training=False)
-            teacher_logits = teacher["logits"]
         else:
-            teacher_logits = self.teacher(x, training=False)
+            teacher = {"logits": self.teacher(x, training=False)}
         (logits_loss,), (kl_weight,) = self.distillation_losses, self.distillation_loss_weights
-        distillation = kl_weight * logits_loss.compute_loss(
-            teacher_logits, student_logits, sample_weight=sample_weight)
-        if self._teacher_view is not None:
-            hidden = self._hidden_state_loss(teacher["hidden"], y_pred["hidden"],
+        if self.target == "embeddings":
+            vectors = student["embeddings"]
+            if self.embedding_projection is not None:
+                vectors = self.embedding_projection(vectors)
+            distillation = kl_weight * logits_loss.compute_loss(teacher["embeddings"], vectors)
+        else:
+            distillation = kl_weight * logits_loss.compute_loss(
+                teacher["logits"], student["logits"], sample_weight=sample_weight)
+        if self.hidden_state_weight:
+            hidden = self._hidden_state_loss(teacher["hidden"], student["hidden"],
                                              x["padding_mask"])
             distillation = distillation + self.hidden_state_weight * hidden
         h = self.student_loss_weight
@@ -182,6 +235,28 @@ def hidden_state_view(model: keras.Model) -> keras.Model:
     node = model.encoder._inbound_nodes[0]  # the encoder's call in the task model's graph
     encoded = keras.tree.pack_sequence_as(model.encoder.output, node.outputs)
     return keras.Model(model.inputs, {"logits": model.output, "hidden": encoded["encoder_outputs"]})
+
+
+def embedding_view(model: keras.Model, input_names: Sequence[str]) -> keras.Model:
+    """A model of a `BertDualEncoder`'s towers giving `{"logits": scores, "embeddings": vectors}`.
+
+    Shares `model`'s layers and weights. `embeddings` stacks the query
+    vectors over the document vectors, `[2 * batch, dim]` (hard negatives
+    count in `logits` only: a teacher trained without them has no such input).
+
+    Args:
+        model: `kbert.models.BertDualEncoder`.
+        input_names: the batch's input names (`query_token_ids`, ...).
+
+    Returns:
+        A functional `keras.Model` of those inputs.
+    """
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in input_names}
+    sides = [side for side in SIDES if f"{side}_token_ids" in inputs]
+    vectors = [model.query_tower(side_inputs(inputs, "query"))]
+    vectors += [model.document_tower(side_inputs(inputs, side)) for side in sides[1:]]
+    return keras.Model(inputs, {"logits": model.scores(*vectors),
+                                "embeddings": ops.concatenate(vectors[:2], axis=0)})
 
 
 def with_encoder_all_layers(model: keras.Model, all_layers: bool = True) -> keras.Model:
@@ -243,9 +318,17 @@ def encoder_from_layers(teacher: BertEncoder, layers: Sequence[int]) -> BertEnco
 
 
 def copy_head(teacher: keras.Model, student: keras.Model) -> None:
-    """Copies every weighted layer of `teacher` but its encoder into `student` (same names)."""
+    """Copies every weighted layer of `teacher` but its encoder into `student` (same names).
+
+    Layers holding the encoder (a bi-encoder's tower) are left out: their
+    weighted parts besides it are copied through their own layers.
+    """
     for layer in teacher.layers:
-        if layer is not teacher.encoder and layer.weights:
+        if layer is teacher.encoder or not layer.weights:
+            continue
+        if getattr(layer, "encoder", None) is teacher.encoder:
+            copy_head(layer, student.get_layer(layer.name))
+        else:
             student.get_layer(layer.name).set_weights(layer.get_weights())
 
 

@@ -23,6 +23,8 @@ from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_finetuned
 from kbert.checkpoints import save_finetuned
 from kbert.models import BertClassifier
+from kbert.models import BertDualEncoder
+from kbert.models import BertSentenceEncoder
 from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
 from kbert.tasks import TaskData
@@ -126,6 +128,53 @@ def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow
     assert not any(w.trainable for w in distiller.teacher.weights)
 
 
+def test_embedding_mse_equals_hand_computation():
+    rng = np.random.default_rng(3)
+    teacher, student = rng.normal(size=(6, 5)), rng.normal(size=(6, 5))
+    loss = distillers.EmbeddingMSE().compute_loss(tf.constant(teacher, tf.float32),
+                                                  tf.constant(student, tf.float32))
+    np.testing.assert_allclose(float(loss), ((teacher - student) ** 2).sum(-1).mean(), rtol=1e-5)
+
+
+def _pair_inputs():
+    single = {k: tf.constant(v) for k, v in tiny_inputs().items()}
+    pairs = {f"{side}_{k}": v for side in ("query", "document") for k, v in single.items()}
+    pairs["document_token_ids"] = tf.reverse(pairs["document_token_ids"], [0])
+    return pairs
+
+
+def test_bi_encoder_student_embeddings_move_toward_the_teachers_through_the_projection():
+    """A narrower student (H=16 vs 32): the learned projection maps its vectors to the
+    teacher's width; the squared error of the vectors falls on a fixed batch."""
+    keras.utils.set_random_seed(5)
+    teacher = BertDualEncoder(BertSentenceEncoder(
+        BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS))), None, "cosine")
+    student = BertDualEncoder(BertSentenceEncoder(
+        BertEncoder(**tiny_encoder_kwargs(dropout=0.0, **NARROW))), None, "cosine")
+    distiller = distillers.TaskDistiller(teacher, student, distillers.EmbeddingMSE(),
+                                         hard_label_weight=0.0, target="embeddings")
+    assert distiller.embedding_projection.units == 32
+    inputs = _pair_inputs()
+    views = [distillers.embedding_view(m, sorted(inputs)) for m in (teacher, student)]
+
+    def error():
+        vectors = [view(inputs, training=False)["embeddings"] for view in views]
+        assert vectors[0].shape == (6, 32) and vectors[1].shape == (6, 16)
+        return float(distillers.EmbeddingMSE().compute_loss(
+            vectors[0], distiller.embedding_projection(vectors[1])))
+
+    before = error()
+    distiller.compile(optimizer=keras.optimizers.Adam(3e-3), loss=keras.losses.MeanSquaredError())
+    dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(3, "float32"))).repeat()
+    distiller.fit(dataset, steps_per_epoch=20, epochs=2, verbose=0)
+    assert error() < 0.2 * before, (before, error())
+    assert not any(w.trainable for w in teacher.weights)
+    assert distiller.embedding_projection.kernel.trainable
+    with pytest.raises(ValueError, match=r"hidden_state_weight=1.0: bi-encoders"):
+        distillers.TaskDistiller(teacher, student, distillers.EmbeddingMSE(), 0.0,
+                                 hidden_state_weight=1.0, layer_map=[3, 3], target="embeddings")
+
+
 def test_student_layers_copy_the_chosen_teacher_layers():
     keras.utils.set_random_seed(2)
     teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
@@ -173,7 +222,7 @@ def teachers(tmp_path_factory):
     keras.utils.set_random_seed(4)
     made = {"pretrained": pretrained}
     for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None),
-                                  ("stsb", "glue", "sts-b")):
+                                  ("stsb", "glue", "sts-b"), ("similarity", "similarity", "sts-b")):
         encoder = BertEncoder(**{**load_encoder(pretrained).get_config(),
                                  "num_layers": TEACHER_LAYERS})
         task_object = get_task(task)(task_name=task_name)
@@ -232,6 +281,42 @@ def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, t
                                max(curve), atol=1e-6)
 
 
+def test_similarity_student_directory_exports_as_an_embedding_model(teachers, tmp_path):
+    """A narrower bi-encoder student of a similarity teacher: Spearman of both in
+    eval_results.json, the teacher's pooling, no projection saved, kbert-export serves
+    its vectors."""
+    def build_student_encoder(**sizes):
+        return BertEncoder(**tiny_encoder_kwargs(**NARROW, **sizes))
+
+    model_dir = tmp_path / "similarity"
+    results = run_distillation(teachers["similarity"], str(model_dir), data_dir=STSB,
+                               build_student_encoder=build_student_encoder,
+                               **{**FAST, "num_train_epochs": 1.0, "train_batch_size": 8})
+    assert results["train_steps"] == 1  # one trace of the training step: a fast test
+    assert results["main_metric"] == "spearman" and "spearman" in results["teacher"]
+    assert -1 <= results["spearman"] <= 1 and results["num_examples"] == 4
+    student, record, _ = load_finetuned(str(model_dir))
+    teacher, teacher_record, _ = load_finetuned(teachers["similarity"])
+    assert isinstance(student, BertDualEncoder) and record == teacher_record
+    assert (student.query_tower.pooling, student.query_tower.normalize) == (
+        teacher.query_tower.pooling, teacher.query_tower.normalize)
+    assert student.query_tower.dimension == 16
+    assert not [w for w in student.weights if "projection" in w.path]
+    assert results["student_parameters"] == student.count_params() < results["teacher_parameters"]
+
+    from kbert.export import export_saved_model
+
+    version_dir = export_saved_model(str(model_dir), str(tmp_path / "export"), check=False)
+    texts = [b"a man is dancing", b"a child rides a horse"]
+    served = tf.saved_model.load(version_dir).signatures["serving_default"](
+        text=tf.constant(texts))["embedding"].numpy()
+    preprocessor = TextPreprocessor.from_vocab_file(str(model_dir / "vocab.txt"), True, 32)
+    reference = student.query_tower(preprocessor.pack([preprocessor.tokenize(tf.constant(texts))]),
+                                    training=False)
+    assert served.shape == (2, 16)
+    np.testing.assert_allclose(served, np.asarray(reference), atol=1e-5)
+
+
 def _refused(teachers, tmp_path, match, **arguments):
     model_dir = tmp_path / "refused"
     with pytest.raises((ValueError, FileNotFoundError), match=match):
@@ -258,8 +343,8 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
     embedding.mkdir()
     config = json.load(open(os.path.join(teachers["sst2"], "task_config.json")))
     (embedding / "task_config.json").write_text(json.dumps(
-        {**config, "task": "similarity", "model_type": "sentence_encoder"}))
-    with pytest.raises(ValueError, match=r"embedding_teacher is a sentence_encoder"):
+        {**config, "task": "squad", "model_type": "span_labeler"}))
+    with pytest.raises(ValueError, match=r"embedding_teacher is a span_labeler"):
         run_distillation(str(embedding), str(tmp_path / "refused"), student_layers=[0])
     bad = tmp_path / "pairs.txt"
     bad.write_text("one sentence\ttwo\n")
