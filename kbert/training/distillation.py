@@ -90,6 +90,8 @@ def run_distillation(
     kl_weight: float = 1.0,
     hard_label_weight: float = 0.5,
     hidden_state_weight: float = 0.0,
+    attention_weight: float = 0.0,
+    attention_loss: str = "kl",
     seed: int = 12345,
     eval_every_steps: int = 0,
     keep_best_checkpoint: bool = True,
@@ -99,11 +101,13 @@ def run_distillation(
     """Distills the fine-tuned model of `teacher_dir` into a student saved in `model_dir`.
 
     Every input is checked before anything is written. The loss is
-    `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden)`
-    with `h = hard_label_weight`: `soft` is the temperature-scaled KL of the
-    logits times T^2 (classification; per word for NER) or the MSE to the
-    teacher's score (regression); `hidden` the MSE of hidden states (through
-    a learned projection when the widths differ).
+    `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden
+    + attention_weight * attention)` with `h = hard_label_weight`: `soft` is
+    the temperature-scaled KL of the logits times T^2 (classification; per
+    word for NER), the MSE to the teacher's score (regression) or to its
+    sentence vectors (similarity); `hidden` the MSE of hidden states (through
+    a learned projection when the widths differ); `attention` the KL (or MSE)
+    of the attention probabilities of mapped blocks (same number of heads).
 
     Args:
         teacher_dir: str. A fine-tuned directory (`kbert-finetune --model_dir`).
@@ -129,6 +133,9 @@ def run_distillation(
         kl_weight: float. Weight of the output loss within the distillation term.
         hard_label_weight: float in [0, 1]. Weight of the label loss (h).
         hidden_state_weight: float. Weight of the hidden-state MSE; 0 is off.
+        attention_weight: float. Weight of the attention-distribution loss; 0
+            is off. Needs the teacher's number of heads.
+        attention_loss: str. `kl` (MiniLM) or `mse` (TinyBERT, on probabilities).
         eval_every_steps, keep_best_checkpoint, early_stopping_patience: as
             `run_finetuning`: with `do_train` and `do_eval` the student is
             scored on dev after every data epoch (or every `eval_every_steps`
@@ -148,12 +155,13 @@ def run_distillation(
     """
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
                     do_train, do_eval, eval_every_steps, early_stopping_patience)
+    _check_layer_losses(hidden_state_weight, attention_weight, attention_loss)
     teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
-    if hidden_state_weight and isinstance(teacher, BertDualEncoder):
-        raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, but "
-                         f"--teacher_dir={teacher_dir} is a sentence_encoder: its student learns "
-                         "the teacher's sentence vectors; hidden-state losses are not built for "
-                         "bi-encoders (bind 0).")
+    if (hidden_state_weight or attention_weight) and isinstance(teacher, BertDualEncoder):
+        raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
+                         f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
+                         "is a sentence_encoder: its student learns the teacher's sentence "
+                         "vectors; layer losses are not built for bi-encoders (bind both to 0).")
     task_object = _student_task(record)
     preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
                                     record.max_seq_length)
@@ -172,14 +180,16 @@ def run_distillation(
                                         build_student_encoder, student_init_checkpoint)
     results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
                                "hard_label_weight": hard_label_weight,
-                               "hidden_state_weight": hidden_state_weight}
+                               "hidden_state_weight": hidden_state_weight,
+                               "attention_weight": attention_weight}
     evaluation = None
     if do_train:
         settings = _TrainSettings(train_batch_size, eval_batch_size, learning_rate,
                                   num_train_epochs, warmup_proportion, weight_decay, seed,
                                   eval_every_steps, keep_best_checkpoint,
                                   early_stopping_patience, verbose)
-        losses = _Losses(temperature, kl_weight, hard_label_weight, hidden_state_weight)
+        losses = _Losses(temperature, kl_weight, hard_label_weight, hidden_state_weight,
+                         attention_weight, attention_loss)
         evaluation = _distill(teacher, student, layer_map, task_object, examples, preprocessor,
                               losses, settings, results)
     results.update(teacher_parameters=teacher.count_params(),
@@ -230,6 +240,8 @@ class _Losses:
     kl_weight: float
     hard_label_weight: float
     hidden_state_weight: float
+    attention_weight: float
+    attention_loss: str
 
 
 def _check_settings(student_layers, build_student_encoder, hard_label_weight: float,
@@ -251,6 +263,17 @@ def _check_settings(student_layers, build_student_encoder, hard_label_weight: fl
         if value < 0:
             raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it "
                              "off).")
+
+
+def _check_layer_losses(hidden_state_weight: float, attention_weight: float,
+                        attention_loss: str) -> None:
+    for name, value in (("hidden_state_weight", hidden_state_weight),
+                        ("attention_weight", attention_weight)):
+        if value < 0:
+            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it off).")
+    if attention_loss not in distillers.ATTENTION_LOSSES:
+        raise ValueError(f"run_distillation.attention_loss={attention_loss!r}; expected one of "
+                         f"{distillers.ATTENTION_LOSSES}.")
 
 
 def _load_teacher(teacher_dir: str, task: str | None,
@@ -347,14 +370,20 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
 
     Returns the kept student's dev `Evaluation`, or None without dev data.
     """
-    hidden = bool(losses.hidden_state_weight)
-    trained = distillers.with_encoder_all_layers(student) if hidden else student
+    hidden, attention = bool(losses.hidden_state_weight), bool(losses.attention_weight)
+
+    def with_layers(model):  # the same model whose encoder also outputs what the losses read
+        if not (hidden or attention):
+            return model
+        return distillers.with_encoder_all_layers(model, hidden, attention_scores=attention)
+
+    trained = with_layers(student)
     lr = auto_settings.resolve_learning_rate(settings.learning_rate,
                                              {"hidden_dim": student.encoder.hidden_dim})
     distiller = distillers.TaskDistiller(
-        distillers.with_encoder_all_layers(teacher) if hidden else teacher, trained,
-        _logits_loss(teacher, losses.temperature), losses.hard_label_weight, losses.kl_weight,
-        losses.hidden_state_weight, layer_map,
+        with_layers(teacher), trained, _logits_loss(teacher, losses.temperature),
+        losses.hard_label_weight, losses.kl_weight, losses.hidden_state_weight, layer_map,
+        attention_weight=losses.attention_weight, attention_loss=losses.attention_loss,
         target="embeddings" if isinstance(teacher, BertDualEncoder) else "logits")
     evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
     if trained is not student:  # the weights trained, into the model as the task builds it

@@ -170,9 +170,85 @@ def test_bi_encoder_student_embeddings_move_toward_the_teachers_through_the_proj
     assert error() < 0.2 * before, (before, error())
     assert not any(w.trainable for w in teacher.weights)
     assert distiller.embedding_projection.kernel.trainable
-    with pytest.raises(ValueError, match=r"hidden_state_weight=1.0: bi-encoders"):
+    with pytest.raises(ValueError, match=r"hidden_state_weight=1.0, attention_weight=0.0: bi-encoders"):
         distillers.TaskDistiller(teacher, student, distillers.EmbeddingMSE(), 0.0,
                                  hidden_state_weight=1.0, layer_map=[3, 3], target="embeddings")
+
+
+def _numpy_attention_loss(teacher, student, mask, kind):
+    if kind == "kl":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_key = np.where(teacher > 0, teacher * (np.log(teacher) - np.log(student)), 0.0)
+    else:
+        per_key = (teacher - student) ** 2
+    rows = per_key.sum(-1)  # [batch, heads, queries]
+    weights = np.broadcast_to(mask[:, None, :], rows.shape)
+    return (rows * weights).sum() / weights.sum()
+
+
+def _attention_probabilities(rng, mask, heads=2):
+    logits = rng.normal(0, 2, (len(mask), heads, mask.shape[1], mask.shape[1]))
+    logits = np.where(mask[:, None, None, :] > 0, logits, -np.inf)  # padded keys get 0
+    return _softmax(logits)
+
+
+@pytest.mark.parametrize("kind", ["kl", "mse"])
+def test_attention_loss_equals_numpy_and_is_zero_for_equal_maps(kind):
+    rng = np.random.default_rng(6)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], "float32")
+    teacher, student = _attention_probabilities(rng, mask), _attention_probabilities(rng, mask)
+    loss = distillers.attention_loss(tf.constant(teacher, tf.float32),
+                                     tf.constant(student, tf.float32), tf.constant(mask), kind)
+    expected = _numpy_attention_loss(teacher, student, mask, kind)
+    assert expected > 0.05
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    assert float(distillers.attention_loss(tf.constant(teacher, tf.float32),
+                                           tf.constant(teacher, tf.float32),
+                                           tf.constant(mask), kind)) == pytest.approx(0, abs=1e-7)
+
+
+def test_encoder_attention_scores_leave_the_default_outputs_and_weights_alone():
+    keras.utils.set_random_seed(7)
+    plain = BertEncoder(**tiny_encoder_kwargs())
+    assert "output_attention_scores" not in plain.get_config()
+    scoring = BertEncoder.from_config({**plain.get_config(), "output_attention_scores": True})
+    scoring.set_weights(plain.get_weights())
+    assert [w.path for w in scoring.weights] == [w.path for w in plain.weights]
+    assert BertEncoder.from_config(scoring.get_config()).get_config() == scoring.get_config()
+    inputs = tiny_inputs()
+    expected, outputs = plain(inputs), scoring(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(outputs[name], expected[name], atol=1e-5)
+    scores = [np.asarray(s) for s in outputs["attention_scores"]]
+    assert len(scores) == plain.num_layers and scores[0].shape == (3, plain.num_heads, 7, 7)
+    np.testing.assert_allclose(scores[0].sum(-1), 1.0, atol=1e-5)
+    assert np.all(scores[0][0, :, :, 5:] < 1e-6)  # row 0 pads its last two tokens
+
+
+def test_attention_distillation_is_zero_for_a_copy_of_the_teacher_and_needs_its_heads():
+    keras.utils.set_random_seed(8)
+    teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
+                             num_classes=3)
+    layers = list(range(TEACHER_LAYERS))
+    copy = BertClassifier(distillers.encoder_from_layers(teacher.encoder, layers), num_classes=3)
+    distillers.copy_head(teacher, copy)
+    inputs, labels = tiny_inputs(), np.zeros(3, "int32")
+
+    def attention_term(student, layer_map):
+        distiller = distillers.TaskDistiller(
+            distillers.with_encoder_all_layers(teacher, False, attention_scores=True),
+            distillers.with_encoder_all_layers(student, False, attention_scores=True),
+            distillers.TemperatureKL(2.0), hard_label_weight=0.0, kl_weight=0.0,
+            attention_weight=1.0, layer_map=layer_map)
+        return float(distiller.compute_loss(inputs, labels, training=False))
+
+    same = attention_term(copy, layers)
+    assert same == pytest.approx(0.0, abs=1e-9)
+    # Other blocks' maps differ (a fresh encoder's maps are near uniform: a small KL).
+    assert attention_term(copy, [1, 0, 3, 2]) > 1e-5
+    narrow = BertClassifier(BertEncoder(**tiny_encoder_kwargs(**NARROW)), num_classes=3)
+    with pytest.raises(ValueError, match=r"student has 2 attention heads and the teacher 4"):
+        attention_term(narrow, [1, 3])
 
 
 def test_student_layers_copy_the_chosen_teacher_layers():
@@ -334,6 +410,12 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
     _refused(teachers, tmp_path, r"got both", student_layers=[0],
              build_student_encoder=BertEncoder)
     _refused(teachers, tmp_path, r"--student_layers=0,7: .* 0\.\.3", student_layers=[0, 7])
+    _refused(teachers, tmp_path, r"attention_loss='cosine'; expected one of",
+             student_layers=[0], attention_weight=1.0, attention_loss="cosine")
+    _refused(teachers, tmp_path, r"student has 2 attention heads and the teacher 4",
+             attention_weight=1.0,
+             build_student_encoder=lambda **sizes: BertEncoder(**tiny_encoder_kwargs(
+                 **NARROW, **sizes)))
     other = make_tiny_pretrained(tmp_path / "other_vocab", max_sequence_length=32)
     with open(os.path.join(other, "vocab.txt"), "a") as f:
         f.write("extra\n")
@@ -356,7 +438,7 @@ def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(te
                                                                             tmp_path):
     model_dir = tmp_path / "cli"
     params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 2.0",
-              "run_distillation.learning_rate = 1e-3"]
+              "run_distillation.learning_rate = 1e-3", "run_distillation.attention_weight = 1.0"]
     command = [sys.executable, "-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
                "--student_layers=1,3", "--task=glue", "--task_name=SST-2", f"--data_dir={SST2}",
                f"--model_dir={model_dir}", "--do_train", "--do_eval",
@@ -374,6 +456,8 @@ def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(te
     student, record, _ = load_finetuned(str(model_dir))
     teacher, teacher_record, _ = load_finetuned(teachers["sst2"])
     assert record == teacher_record and student.encoder.num_layers == 2
+    assert "output_attention_scores" not in student.encoder.get_config()
+    assert saved["attention_weight"] == 1.0
     assert saved["student_parameters"] == student.count_params() < saved["teacher_parameters"]
     assert saved["teacher_parameters"] == teacher.count_params()
     assert set(saved["speedup"]) == {"batch_1", "batch_32"}
