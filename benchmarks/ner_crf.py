@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--variants", default="softmax,crf")
     parser.add_argument("--train_sentences", type=int, default=3000)
     parser.add_argument("--epochs", type=float, default=2.0)
+    parser.add_argument("--learning_rate", default="1e-4",
+                        help="A number, or auto (run_finetuning's default).")
     parser.add_argument("--crf_learning_rate_multiplier", type=float, default=100.0)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -82,7 +84,9 @@ def main() -> None:
         start = time.time()
         results = run_finetuning(
             "ner", init, model_dir, data_dir=subset, do_train=True, do_eval=True,
-            train_batch_size=32, learning_rate=1e-4, num_train_epochs=args.epochs,
+            train_batch_size=32,
+            learning_rate=args.learning_rate if args.learning_rate == "auto" else float(args.learning_rate),
+            num_train_epochs=args.epochs,
             max_seq_length=96, seed=args.seed, verbose=2, task_options=options[name])
         minutes = (time.time() - start) / 60
         model, config, vocab_file = load_finetuned(model_dir)

@@ -45,6 +45,12 @@ AUTO_LEARNING_RATES = (
     RateRow(768, 3e-5, "BERT-base (L12/H768), L2..L10/H768"),
     RateRow(10**9, 2e-5, "BERT-large (L24/H1024) and larger"),
 )
+# Feature-based use (`--freeze_encoder`) trains only a head that starts from
+# scratch; the rates above are for nudging pre-trained weights and leave such a
+# head undertrained. Frozen MiniLM, CoNLL, concat_last_4, 188 steps: entity F1
+# 28.2 at 1e-4, 66.0 at 1e-3, 70.5 at 3e-3, 71.5 at 1e-2 (BENCHMARKS.md "NER: CRF
+# head vs softmax head"); 3e-3 is near the top without the largest step.
+FROZEN_ENCODER_LEARNING_RATE = 3e-3
 # Batch of "auto": BERT's 32, or 16 (the paper's other fine-tuning batch) for
 # training sets under SMALL_TRAINING_SET rows, which at 32 make too few updates
 # even over 10 epochs; rounded up to a multiple of the replicas.
@@ -85,13 +91,16 @@ def auto_learning_rate(hidden_dim: int) -> float:
                 if hidden_dim <= row.max_hidden_dim)
 
 
-def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[str, Any]) -> float:
+def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[str, Any],
+                          frozen_encoder: bool = False) -> float:
     """`learning_rate` as a number: the table's rate for `"auto"`, else the value itself.
 
     Args:
         learning_rate: float or `"auto"`. The `run_finetuning.learning_rate` binding.
         encoder_config: mapping with `hidden_dim` (keras-hub names, as
             `kbert.checkpoints.read_bert_config` returns).
+        frozen_encoder: bool. Only the head trains (`--freeze_encoder`): `"auto"`
+            is then `FROZEN_ENCODER_LEARNING_RATE`, whatever the encoder's size.
 
     Returns:
         float, > 0.
@@ -100,6 +109,8 @@ def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[st
         ValueError: neither `"auto"` nor a positive number.
     """
     if learning_rate == AUTO:
+        if frozen_encoder:
+            return FROZEN_ENCODER_LEARNING_RATE
         return auto_learning_rate(encoder_config["hidden_dim"])
     _check_number("learning_rate", learning_rate, low=0.0, low_inclusive=False)
     return float(learning_rate)

@@ -285,8 +285,10 @@ def run_finetuning(
                        examples.get("dev") if task_object.main_metric else None, distribution,
                        warmup_proportion, weight_decay, eval_batch_size, eval_every_steps,
                        keep_best_checkpoint, early_stopping_patience, packing, verbose)
-        base = Hyperparameters(auto_settings.resolve_learning_rate(learning_rate, encoder_config),
-                               train_batch_size, num_train_epochs, seed)
+        frozen = bool(getattr(task_object.config, "freeze_encoder", False))
+        base = Hyperparameters(
+            auto_settings.resolve_learning_rate(learning_rate, encoder_config, frozen),
+            train_batch_size, num_train_epochs, seed)
         trained = _train_selected(setup, base, num_restarts, hparam_grid,
                                   encoder_config["hidden_dim"], results)
         if hparam_grid is not None:

@@ -20,6 +20,12 @@ def test_auto_rate_follows_the_table(hidden_dim, rate):
     assert resolve_learning_rate("auto", {"hidden_dim": hidden_dim}) == rate
 
 
+@pytest.mark.parametrize("hidden_dim", [128, 384, 1024])
+def test_auto_rate_of_a_frozen_encoder_is_the_head_rate_whatever_the_size(hidden_dim):
+    assert resolve_learning_rate("auto", {"hidden_dim": hidden_dim}, frozen_encoder=True) == 3e-3
+    assert resolve_learning_rate(2e-5, {"hidden_dim": hidden_dim}, frozen_encoder=True) == 2e-5
+
+
 def test_the_table_is_ordered_and_ends_open():
     rows = auto_settings.AUTO_LEARNING_RATES
     assert [r.max_hidden_dim for r in rows] == sorted(r.max_hidden_dim for r in rows)

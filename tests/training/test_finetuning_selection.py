@@ -17,6 +17,7 @@ from tests.finetune_testing import make_tiny_pretrained
 from kbert import tasks
 from kbert.checkpoints import load_finetuned
 from kbert.tasks import Evaluation
+from kbert.tasks import GlueConfig
 from kbert.tasks import GlueTask
 from kbert.training.finetuning import run_finetuning
 from kbert.training.hparam_search import HparamGrid
@@ -91,6 +92,14 @@ def test_auto_batch_and_epochs_fit_a_tiny_training_set(pretrained, tmp_path, scr
     # 12 rows < 2,000: batch 16 (one step an epoch); epochs up to the cap of 10.
     assert (results["train_batch_size"], results["num_train_epochs"]) == (16, 10.0)
     assert (results["train_steps"], results["best_step"]) == (10, 10)
+
+
+def test_auto_rate_of_a_frozen_encoder_is_the_head_rate(pretrained, tmp_path, scripted):
+    scripted(0.5)
+    results = run_finetuning(init_checkpoint=pretrained, model_dir=str(tmp_path / "run"),
+                             num_train_epochs=1, task_options=GlueConfig(freeze_encoder=True),
+                             **FAST)
+    assert results["learning_rate"] == 3e-3  # not the table's 3e-4 for hidden size 32
 
 
 def test_restarts_use_distinct_seeds_and_keep_the_best(pretrained, tmp_path, scripted):
