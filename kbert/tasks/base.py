@@ -204,8 +204,7 @@ class Task(abc.ABC):
 
     def evaluation_dataset(self, examples: list, preprocessor: TextPreprocessor,
                            batch_size: int) -> tf.data.Dataset:
-        """`dataset(examples, preprocessor, batch_size, is_training=False)`, reused while the
-        same examples, preprocessor and batch size come back.
+        """`dataset(..., is_training=False)`, reused while the same arguments come back.
 
         Why: fine-tuning evaluates the same dev examples at every interval, and
         building the dataset traces its tokenizing map functions again (seconds
