@@ -5,8 +5,11 @@
     kbert-distill --teacher_dir=runs/conll --student_gin_file=gin/mini.gin \\
         --data_dir=conll2003 --model_dir=runs/conll-mini --do_train --do_eval \\
         --gin_params='run_distillation.hidden_state_weight = 1.0'
+    kbert-distill --teacher_dir=runs/stsb-similarity --student_layers=0,2,4 \
+        --data_dir=glue_data/STS-B --model_dir=runs/stsb-l3 --do_train --do_eval
 
-The student directory is an ordinary fine-tuned directory: kbert-export and
+With --do_train --do_eval the student is scored on dev after every epoch and
+the best step is kept, as kbert-finetune does. The student directory is an ordinary fine-tuned directory: kbert-export and
 kbert-serve take it as they take kbert-finetune's.
 """
 
@@ -103,6 +106,9 @@ def _write_summary(results: dict) -> None:
     for size, figures in results["speedup"].items():
         print(f"  inference {size.replace('_', ' ')}: teacher {figures['teacher_ms']:.2f} ms, "
               f"student {figures['student_ms']:.2f} ms, speed-up {figures['speedup']:.2f}x")
+    if "best_step" in results:
+        print(f"  kept: the student of step {results['best_step']} of {results['train_steps']} "
+              f"(best dev {metric})")
     if "train_loss" in results:
         print(f"  train loss by epoch: {', '.join(f'{v:.4f}' for v in results['train_loss'])}")
     listing = sorted(tf.io.gfile.listdir(FLAGS.model_dir))

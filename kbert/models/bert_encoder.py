@@ -22,6 +22,24 @@ from kbert.models.bert_config import bert_config_to_arguments
 PACKED_INPUTS = ("instance_ids", "position_ids")
 
 
+class _AttentionScoringBlock(TransformerEncoder):
+    """keras-hub's `TransformerEncoder` whose symbolic call can also give its attention scores.
+
+    keras-hub's `compute_output_shape` describes the block's output only, so a
+    functional graph cannot take `(output, scores)` from
+    `return_attention_scores=True`; this output spec can. Layers, weights
+    and `call` are keras-hub's.
+    """
+
+    def compute_output_spec(self, inputs, *args, return_attention_scores=False, **kwargs):
+        output = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_scores:
+            return output
+        batch, length = inputs.shape[0], inputs.shape[1]
+        return output, keras.KerasTensor((batch, self.num_heads, length, length),
+                                         dtype=self.compute_dtype)
+
+
 def packed_attention_mask(instance_ids):
     """The block-diagonal attention mask of packed rows: token i sees token j iff same instance.
 
@@ -106,6 +124,11 @@ class BertEncoder(keras_hub.models.Backbone):
             every Transformer block's output, first to last (Model Garden's
             name), for feature extraction and layer mixes. The default
             outputs and the weights are the same either way. Defaults to False.
+        output_attention_scores: bool. Also output `attention_scores`: each
+            block's attention probabilities, `[batch, num_heads, length,
+            length]`, first to last (for attention distillation, TinyBERT).
+            The default outputs and the weights are the same either way; the
+            blocks then run keras-hub's unfused attention path. Defaults to False.
         dtype: str or `keras.DTypePolicy`. Compute and variable dtype, such as
             `"mixed_bfloat16"`. Defaults to the global policy.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -142,6 +165,7 @@ class BertEncoder(keras_hub.models.Backbone):
         embedding_dim: int | None = None,
         shared_embeddings: "BertEncoder | None" = None,
         output_all_layers: bool = False,
+        output_attention_scores: bool = False,
         dtype=None,
         **kwargs,
     ):
@@ -180,8 +204,10 @@ class BertEncoder(keras_hub.models.Backbone):
                 dtype=dtype,
                 name="embeddings_projection",
             )
+        # Only an encoder asked for its attention scores gets the scoring block.
+        block_class = _AttentionScoringBlock if output_attention_scores else TransformerEncoder
         self.transformer_layers = [
-            TransformerEncoder(
+            block_class(
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
@@ -214,9 +240,14 @@ class BertEncoder(keras_hub.models.Backbone):
         x = self.embeddings_dropout(x)
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
-        layer_outputs = []
+        layer_outputs, attention_scores = [], []
         for transformer_layer in self.transformer_layers:
-            x = transformer_layer(x, padding_mask=padding_mask)
+            if output_attention_scores:
+                x, scores = transformer_layer(x, padding_mask=padding_mask,
+                                              return_attention_scores=True)
+                attention_scores.append(scores)
+            else:
+                x = transformer_layer(x, padding_mask=padding_mask)
             layer_outputs.append(x)
             # keras-hub builds the block's Dropout and LayerNormalization
             # layers on this first call; kbert's faster ones from here on.
@@ -225,6 +256,8 @@ class BertEncoder(keras_hub.models.Backbone):
         outputs = {"sequence_output": x, "pooled_output": pooled_output}
         if output_all_layers:
             outputs["encoder_outputs"] = layer_outputs
+        if output_attention_scores:
+            outputs["attention_scores"] = attention_scores
         super().__init__(
             inputs={
                 "token_ids": token_ids,
@@ -252,6 +285,7 @@ class BertEncoder(keras_hub.models.Backbone):
         # `shared_embeddings` is not kept: an encoder held as an attribute
         # would become a sublayer, its weights listed (and saved) twice.
         self.output_all_layers = output_all_layers
+        self.output_attention_scores = output_attention_scores
         self.cls_token_index = 0
 
     def call(self, inputs, training=None, mask=None):
@@ -273,14 +307,20 @@ class BertEncoder(keras_hub.models.Backbone):
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
         attention_mask = packed_attention_mask(inputs["instance_ids"])
-        layer_outputs = []
+        layer_outputs, attention_scores = [], []
         for transformer_layer in self.transformer_layers:
             x = transformer_layer(x, padding_mask=inputs["padding_mask"],
-                                  attention_mask=attention_mask, training=training)
+                                  attention_mask=attention_mask, training=training,
+                                  return_attention_scores=self.output_attention_scores)
+            if self.output_attention_scores:
+                x, scores = x
+                attention_scores.append(scores)
             layer_outputs.append(x)
         outputs = {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
         if self.output_all_layers:
             outputs["encoder_outputs"] = layer_outputs
+        if self.output_attention_scores:
+            outputs["attention_scores"] = attention_scores
         return outputs
 
     def get_config(self):
@@ -307,6 +347,8 @@ class BertEncoder(keras_hub.models.Backbone):
         if self.output_all_layers:
             # Only when set, so default configs (and files holding them) stay as they were.
             config["output_all_layers"] = True
+        if self.output_attention_scores:
+            config["output_attention_scores"] = True
         return config
 
     @property

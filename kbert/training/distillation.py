@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 import time
 import warnings
@@ -38,6 +37,9 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
+from kbert.models.bert_dual_encoder import BertDualEncoder
+from kbert.models.bert_dual_encoder import side_inputs
+from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
@@ -45,6 +47,9 @@ from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import inference_function
 from kbert.training import auto_settings
 from kbert.training import distiller as distillers
+from kbert.training import finetuning
+from kbert.training.dev_evaluation import DevEvaluation
+from kbert.training.dev_evaluation import best_checkpoint_callbacks
 from kbert.training.optimizer import create_optimizer
 
 EVAL_RESULTS = "eval_results.json"
@@ -55,9 +60,9 @@ RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_studen
 # Timed batches of the speed-up measurement, after as many warm-up calls.
 SPEED_BATCH_SIZES = (1, 32)
 # Task models the losses cover: class logits (KL), a score (MSE to the
-# teacher's), per-token logits (per-word KL). Embedding models would need an
-# embedding MSE through a projection; not built yet.
-DISTILLABLE = ("classifier", "regressor", "token_classifier")
+# teacher's), per-token logits (per-word KL), a bi-encoder's sentence vectors
+# (MSE to the teacher's, through a projection when the widths differ).
+DISTILLABLE = ("classifier", "regressor", "token_classifier", "sentence_encoder")
 SPEED_REPEATS = 5
 
 logger = logging.getLogger(__name__)
@@ -85,17 +90,24 @@ def run_distillation(
     kl_weight: float = 1.0,
     hard_label_weight: float = 0.5,
     hidden_state_weight: float = 0.0,
+    attention_weight: float = 0.0,
+    attention_loss: str = "kl",
     seed: int = 12345,
+    eval_every_steps: int = 0,
+    keep_best_checkpoint: bool = True,
+    early_stopping_patience: int = 0,
     verbose: str | int = "auto",
 ) -> dict[str, Any]:
     """Distills the fine-tuned model of `teacher_dir` into a student saved in `model_dir`.
 
     Every input is checked before anything is written. The loss is
-    `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden)`
-    with `h = hard_label_weight`: `soft` is the temperature-scaled KL of the
-    logits times T^2 (classification; per word for NER) or the MSE to the
-    teacher's score (regression); `hidden` the MSE of hidden states (through
-    a learned projection when the widths differ).
+    `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden
+    + attention_weight * attention)` with `h = hard_label_weight`: `soft` is
+    the temperature-scaled KL of the logits times T^2 (classification; per
+    word for NER), the MSE to the teacher's score (regression) or to its
+    sentence vectors (similarity); `hidden` the MSE of hidden states (through
+    a learned projection when the widths differ); `attention` the KL (or MSE)
+    of the attention probabilities of mapped blocks (same number of heads).
 
     Args:
         teacher_dir: str. A fine-tuned directory (`kbert-finetune --model_dir`).
@@ -121,11 +133,20 @@ def run_distillation(
         kl_weight: float. Weight of the output loss within the distillation term.
         hard_label_weight: float in [0, 1]. Weight of the label loss (h).
         hidden_state_weight: float. Weight of the hidden-state MSE; 0 is off.
+        attention_weight: float. Weight of the attention-distribution loss; 0
+            is off. Needs the teacher's number of heads.
+        attention_loss: str. `kl` (MiniLM) or `mse` (TinyBERT, on probabilities).
+        eval_every_steps, keep_best_checkpoint, early_stopping_patience: as
+            `run_finetuning`: with `do_train` and `do_eval` the student is
+            scored on dev after every data epoch (or every `eval_every_steps`
+            steps) and the best one is kept, saved and reported.
         verbose: Keras `fit` verbosity (progress bar).
 
     Returns:
         dict: the student's dev metrics, `teacher` (its metrics), parameter
-        counts, `speedup` by batch size, `train_loss` and the settings used.
+        counts, `speedup` by batch size, `train_loss`, the settings used and,
+        when evaluated during training, `main_metric`, `best_step` and
+        `eval_curve` (as `run_finetuning`).
 
     Example:
 
@@ -133,8 +154,14 @@ def run_distillation(
     ...                  data_dir="glue_data/SST-2")
     """
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
-                    do_train, do_eval)
+                    do_train, do_eval, eval_every_steps, early_stopping_patience)
+    _check_layer_losses(hidden_state_weight, attention_weight, attention_loss)
     teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
+    if (hidden_state_weight or attention_weight) and isinstance(teacher, BertDualEncoder):
+        raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
+                         f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
+                         "is a sentence_encoder: its student learns the teacher's sentence "
+                         "vectors; layer losses are not built for bi-encoders (bind both to 0).")
     task_object = _student_task(record)
     preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
                                     record.max_seq_length)
@@ -151,35 +178,33 @@ def run_distillation(
     keras.utils.set_random_seed(seed)
     student, layer_map = _build_student(task_object, teacher, student_layers,
                                         build_student_encoder, student_init_checkpoint)
-    plain = student
-    if hidden_state_weight:
-        student = distillers.with_encoder_all_layers(student)
     results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
                                "hard_label_weight": hard_label_weight,
-                               "hidden_state_weight": hidden_state_weight}
+                               "hidden_state_weight": hidden_state_weight,
+                               "attention_weight": attention_weight}
+    evaluation = None
     if do_train:
-        lr = auto_settings.resolve_learning_rate(learning_rate,
-                                                 {"hidden_dim": student.encoder.hidden_dim})
-        distiller = distillers.TaskDistiller(
-            distillers.with_encoder_all_layers(teacher) if hidden_state_weight else teacher,
-            student, _logits_loss(teacher, temperature), hard_label_weight, kl_weight,
-            hidden_state_weight, layer_map)
-        results.update(_train(distiller, task_object, examples["train"], preprocessor,
-                              train_batch_size, lr, num_train_epochs, warmup_proportion,
-                              weight_decay, seed, verbose))
-    if student is not plain:  # the weights trained, in the model as the task builds it
-        plain.set_weights(student.get_weights())
-        student = plain
+        settings = _TrainSettings(train_batch_size, eval_batch_size, learning_rate,
+                                  num_train_epochs, warmup_proportion, weight_decay, seed,
+                                  eval_every_steps, keep_best_checkpoint,
+                                  early_stopping_patience, verbose)
+        losses = _Losses(temperature, kl_weight, hard_label_weight, hidden_state_weight,
+                         attention_weight, attention_loss)
+        evaluation = _distill(teacher, student, layer_map, task_object, examples, preprocessor,
+                              losses, settings, results)
     results.update(teacher_parameters=teacher.count_params(),
                    student_parameters=student.count_params(),
                    speedup=measure_speedup(teacher, student, task_object, preprocessor,
                                            examples.get("dev") or examples.get("train")))
     if do_eval:
-        metrics = task_object.evaluate(student, examples["dev"], preprocessor, eval_batch_size)
-        results.update(metrics.metrics)
+        if evaluation is None:
+            evaluation = task_object.evaluate(student, examples["dev"], preprocessor,
+                                              eval_batch_size)
+        results.update(evaluation.metrics)
         results["teacher"] = task_object.evaluate(teacher, examples["dev"], preprocessor,
                                                   eval_batch_size).metrics
-        results["main_metric"] = task_object.main_metric
+        # A task naming no main metric (similarity): its first one (Spearman for scored pairs).
+        results["main_metric"] = task_object.main_metric or next(iter(evaluation.metrics))
     if do_train:
         save_finetuned(model_dir, student, TaskConfig.from_dict(
             {**task_object.describe(), "max_seq_length": record.max_seq_length,
@@ -190,8 +215,38 @@ def run_distillation(
     return results
 
 
+@dataclasses.dataclass(frozen=True)
+class _TrainSettings:
+    """The training hyperparameters of `run_distillation` (as `run_finetuning`'s)."""
+
+    train_batch_size: int
+    eval_batch_size: int
+    learning_rate: float | str
+    num_train_epochs: float
+    warmup_proportion: float | str
+    weight_decay: float
+    seed: int
+    eval_every_steps: int
+    keep_best_checkpoint: bool
+    early_stopping_patience: int
+    verbose: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class _Losses:
+    """The loss weights and temperature of `run_distillation`."""
+
+    temperature: float
+    kl_weight: float
+    hard_label_weight: float
+    hidden_state_weight: float
+    attention_weight: float
+    attention_loss: str
+
+
 def _check_settings(student_layers, build_student_encoder, hard_label_weight: float,
-                    temperature: float, do_train: bool, do_eval: bool) -> None:
+                    temperature: float, do_train: bool, do_eval: bool, eval_every_steps: int,
+                    early_stopping_patience: int) -> None:
     if (student_layers is None) == (build_student_encoder is None):
         raise ValueError("pass exactly one of --student_layers (teacher blocks to copy, e.g. "
                          "0,2,4) and --student_gin_file (the student encoder's sizes); got "
@@ -203,6 +258,22 @@ def _check_settings(student_layers, build_student_encoder, hard_label_weight: fl
         raise ValueError(f"run_distillation.temperature={temperature}; it must be > 0.")
     if not (do_train or do_eval):
         raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
+    for name, value in (("eval_every_steps", eval_every_steps),
+                        ("early_stopping_patience", early_stopping_patience)):
+        if value < 0:
+            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it "
+                             "off).")
+
+
+def _check_layer_losses(hidden_state_weight: float, attention_weight: float,
+                        attention_loss: str) -> None:
+    for name, value in (("hidden_state_weight", hidden_state_weight),
+                        ("attention_weight", attention_weight)):
+        if value < 0:
+            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it off).")
+    if attention_loss not in distillers.ATTENTION_LOSSES:
+        raise ValueError(f"run_distillation.attention_loss={attention_loss!r}; expected one of "
+                         f"{distillers.ATTENTION_LOSSES}.")
 
 
 def _load_teacher(teacher_dir: str, task: str | None,
@@ -276,41 +347,102 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
 
 
 def _logits_loss(teacher: keras.Model, temperature: float):
+    if isinstance(teacher, BertDualEncoder):  # the sentence vectors, not the scores
+        return distillers.EmbeddingMSE()
     if teacher.output.shape[-1] == 1:  # a regressor: the teacher's score is the target
         return keras.distillation.FeatureDistillation(loss="mse")
     return distillers.TemperatureKL(temperature)
 
 
-def _label_loss(teacher: keras.Model) -> keras.losses.Loss:
+def _label_loss(task: Task, teacher: keras.Model) -> keras.losses.Loss:
+    if isinstance(teacher, BertDualEncoder):  # the task's own (cosine or ranking)
+        return task.compile_arguments()["loss"]
     if teacher.output.shape[-1] == 1:
         return keras.losses.MeanSquaredError()
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
                                                       reduction="mean_with_sample_weight")
 
 
-def _train(distiller, task: Task, examples: list, preprocessor, batch_size: int, lr: float,
-           num_train_epochs: float, warmup_proportion: float, weight_decay: float, seed: int,
-           verbose) -> dict[str, Any]:
-    steps_per_epoch = math.ceil(len(examples) / batch_size)
-    epochs = max(1, math.ceil(num_train_epochs))
-    total_steps = max(1, round(steps_per_epoch * num_train_epochs))
-    interval = math.ceil(total_steps / epochs)
-    warmup = auto_settings.resolve_warmup_steps(warmup_proportion, interval * epochs)
-    distiller.compile(optimizer=create_optimizer(lr, num_train_steps=interval * epochs,
-                                                 num_warmup_steps=warmup,
-                                                 weight_decay_rate=weight_decay),
-                      loss=_label_loss(distiller.teacher), jit_compile=False)
+def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], task: Task,
+             examples: dict[str, list], preprocessor: TextPreprocessor, losses: _Losses,
+             settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+    """Trains `student` in place (the best dev step's weights when evaluated during training).
+
+    Returns the kept student's dev `Evaluation`, or None without dev data.
+    """
+    hidden, attention = bool(losses.hidden_state_weight), bool(losses.attention_weight)
+
+    def with_layers(model):  # the same model whose encoder also outputs what the losses read
+        if not (hidden or attention):
+            return model
+        return distillers.with_encoder_all_layers(model, hidden, attention_scores=attention)
+
+    trained = with_layers(student)
+    lr = auto_settings.resolve_learning_rate(settings.learning_rate,
+                                             {"hidden_dim": student.encoder.hidden_dim})
+    distiller = distillers.TaskDistiller(
+        with_layers(teacher), trained, _logits_loss(teacher, losses.temperature),
+        losses.hard_label_weight, losses.kl_weight, losses.hidden_state_weight, layer_map,
+        attention_weight=losses.attention_weight, attention_loss=losses.attention_loss,
+        target="embeddings" if isinstance(teacher, BertDualEncoder) else "logits")
+    evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
+    if trained is not student:  # the weights trained, into the model as the task builds it
+        student.set_weights(trained.get_weights())
+    return evaluation
+
+
+def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextPreprocessor,
+           lr: float, settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+    """Fits `distiller`; with dev data, scores the student after each interval and keeps the best.
+
+    The schedule, dev evaluation and best-step machinery are kbert-finetune's
+    (`DevEvaluation`, `best_checkpoint_callbacks`). Adds the training figures
+    to `results`; returns the kept student's dev `Evaluation` (None without dev data).
+    """
+    train = examples["train"]
+    # As kbert-finetune: a task naming no main metric (similarity) keeps the last step.
+    dev = examples.get("dev") if task.main_metric else None
+    batch_size = settings.train_batch_size
+    schedule = finetuning.training_schedule(len(train), batch_size, settings.num_train_epochs,
+                                            settings.warmup_proportion,
+                                            settings.eval_every_steps if dev else 0)
+    distiller.compile(optimizer=create_optimizer(lr, num_train_steps=schedule.total_steps,
+                                                 num_warmup_steps=schedule.warmup_steps,
+                                                 weight_decay_rate=settings.weight_decay),
+                      loss=_label_loss(task, distiller.teacher), jit_compile=False)
+    callbacks, evaluation = [], None
+    if dev:
+        # The student alone is scored (the distiller's `call` may return a dict).
+        evaluation = DevEvaluation(
+            lambda _: task.evaluate(distiller.student, dev, preprocessor,
+                                    settings.eval_batch_size),
+            task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
+            schedule.total_steps)
+        callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
+                                              settings.early_stopping_patience,
+                                              schedule.num_intervals)
     logger.info("Distilling %s on %d examples: %d steps (%d warmup), batch %d, learning rate %g.",
-                task.task_name, len(examples), interval * epochs, warmup, batch_size, lr)
-    dataset = task.dataset(examples, preprocessor, batch_size, is_training=True, seed=seed)
+                task.task_name, len(train), schedule.total_steps, schedule.warmup_steps,
+                batch_size, lr)
+    dataset = task.dataset(train, preprocessor, batch_size, is_training=True, seed=settings.seed)
     with warnings.catch_warnings():
         # The token heads do not use the pooler; Keras warns each step.
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
-        history = distiller.fit(dataset.map(task.training_batch), epochs=epochs,
-                                steps_per_epoch=interval, shuffle=False, verbose=verbose)
-    return {"train_loss": [float(v) for v in history.history["total_loss"]],
-            "train_steps": interval * epochs, "learning_rate": lr,
-            "train_batch_size": batch_size}
+        history = distiller.fit(dataset.map(task.training_batch), epochs=schedule.num_intervals,
+                                steps_per_epoch=schedule.interval, shuffle=False,
+                                callbacks=callbacks, verbose=settings.verbose)
+    losses = [float(v) for v in history.history["total_loss"]]
+    results.update(train_loss=losses, train_steps=schedule.total_steps, learning_rate=lr,
+                   warmup_steps=schedule.warmup_steps, train_batch_size=batch_size)
+    if len(losses) < schedule.num_intervals:
+        results["early_stopped_at_step"] = len(losses) * schedule.interval
+    if evaluation is None:
+        return None
+    keep_best = settings.keep_best_checkpoint
+    results.update(best_step=evaluation.best_step if keep_best else evaluation.curve[-1].step,
+                   eval_curve=[{"step": p.step, "epoch": p.epoch, **p.metrics}
+                               for p in evaluation.curve])
+    return evaluation.best if keep_best else evaluation.last
 
 
 def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
@@ -319,7 +451,8 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
 
     Each model runs one traced inference function; after two warm-up calls,
     the best of `SPEED_REPEATS` timed calls counts (the least disturbed by
-    other work on the machine).
+    other work on the machine). A bi-encoder is timed by its query tower on
+    the first texts of the pairs (one vector per text, as served).
 
     Args:
         teacher, student: task models.
@@ -332,8 +465,10 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
     """
     batch = next(iter(task.dataset(examples[:max(SPEED_BATCH_SIZES)], preprocessor,
                                    max(SPEED_BATCH_SIZES), is_training=False)))
-    inputs = encoder_inputs(batch)
-    functions = {"teacher": inference_function(teacher), "student": inference_function(student)}
+    dual = isinstance(teacher, BertDualEncoder)
+    inputs = side_inputs(batch, "query") if dual else encoder_inputs(batch)
+    functions = {name: inference_function(model.query_tower if dual else model)
+                 for name, model in (("teacher", teacher), ("student", student))}
     figures = {}
     for size in SPEED_BATCH_SIZES:
         rows = {k: tf.repeat(v, -(-size // int(v.shape[0])), axis=0)[:size]

@@ -84,7 +84,7 @@ class Hyperparameters:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Schedule:
+class TrainingSchedule:
     """How long training runs: `num_intervals` Keras epochs of `interval` steps each.
 
     A Keras epoch is one evaluation interval: a data epoch (`steps_per_data_epoch`
@@ -128,7 +128,7 @@ class _TrainedRun:
 
     model: keras.Model
     hparams: Hyperparameters
-    schedule: _Schedule
+    schedule: TrainingSchedule
     train_loss: list[float]
     steps_run: int = 0  # fewer than `schedule.total_steps` when stopped early
     evaluation: Evaluation | None = None  # of the kept model, when evaluated during training
@@ -509,7 +509,7 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch,
                                                     setup.num_rows)
     hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
-    schedule = _schedule(setup.num_rows, hparams.train_batch_size,
+    schedule = training_schedule(setup.num_rows, hparams.train_batch_size,
                          hparams.num_train_epochs, setup.warmup_proportion,
                          setup.eval_every_steps if evaluating else 0)
     with setup.distribution.scope():
@@ -548,8 +548,27 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     return run
 
 
-def _schedule(num_rows: int, batch_size: int, num_train_epochs: float,
-              warmup_proportion: float | str, eval_every_steps: int) -> _Schedule:
+def training_schedule(num_rows: int, batch_size: int, num_train_epochs: float,
+                      warmup_proportion: float | str, eval_every_steps: int) -> TrainingSchedule:
+    """Splits a fine-tuning run into Keras epochs between dev evaluations.
+
+    kbert-finetune and kbert-distill both train on this schedule.
+
+    Args:
+        num_rows: Training rows (examples, windows or packed rows).
+        batch_size: Global batch size.
+        num_train_epochs: Passes over the data (already resolved from `"auto"`).
+        warmup_proportion: A fraction of the steps, or `"auto"`.
+        eval_every_steps: Steps between dev evaluations; 0 evaluates once per epoch.
+
+    Returns:
+        The number of Keras epochs, the steps in each, the steps per pass over the
+        data and the warm-up steps.
+
+    Example:
+        >>> training_schedule(4000, 32, 3.0, 0.1, 0).interval
+        125
+    """
     # Fractional epochs round to whole steps, spread evenly over whole Keras
     # epochs; with eval_every_steps a Keras epoch is that many steps and the run
     # is rounded up to whole ones.
@@ -562,10 +581,10 @@ def _schedule(num_rows: int, batch_size: int, num_train_epochs: float,
         num_intervals = math.ceil(num_train_epochs)
         interval = math.ceil(total_steps / num_intervals)
     warmup_steps = auto_settings.resolve_warmup_steps(warmup_proportion, num_intervals * interval)
-    return _Schedule(num_intervals, interval, steps_per_data_epoch, warmup_steps)
+    return TrainingSchedule(num_intervals, interval, steps_per_data_epoch, warmup_steps)
 
 
-def _compile(model: keras.Model, task: Task, schedule: _Schedule, learning_rate: float,
+def _compile(model: keras.Model, task: Task, schedule: TrainingSchedule, learning_rate: float,
              weight_decay: float) -> None:
     optimizer = create_optimizer(learning_rate, num_train_steps=schedule.total_steps,
                                  num_warmup_steps=schedule.warmup_steps,

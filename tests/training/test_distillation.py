@@ -23,13 +23,17 @@ from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_finetuned
 from kbert.checkpoints import save_finetuned
 from kbert.models import BertClassifier
+from kbert.models import BertDualEncoder
+from kbert.models import BertSentenceEncoder
 from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
+from kbert.tasks import TaskData
 from kbert.tasks import get_task
 from kbert.training import distiller as distillers
 from kbert.training.distillation import run_distillation
 
 SST2 = os.path.join(TESTDATA, "glue", "SST-2")
+STSB = os.path.join(TESTDATA, "glue", "STS-B")
 CONLL = os.path.join(TESTDATA, "conll2003")
 TEACHER_LAYERS = 4
 FAST = dict(train_batch_size=4, eval_batch_size=8, learning_rate=1e-3, num_train_epochs=2.0,
@@ -124,6 +128,129 @@ def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow
     assert not any(w.trainable for w in distiller.teacher.weights)
 
 
+def test_embedding_mse_equals_hand_computation():
+    rng = np.random.default_rng(3)
+    teacher, student = rng.normal(size=(6, 5)), rng.normal(size=(6, 5))
+    loss = distillers.EmbeddingMSE().compute_loss(tf.constant(teacher, tf.float32),
+                                                  tf.constant(student, tf.float32))
+    np.testing.assert_allclose(float(loss), ((teacher - student) ** 2).sum(-1).mean(), rtol=1e-5)
+
+
+def _pair_inputs():
+    single = {k: tf.constant(v) for k, v in tiny_inputs().items()}
+    pairs = {f"{side}_{k}": v for side in ("query", "document") for k, v in single.items()}
+    pairs["document_token_ids"] = tf.reverse(pairs["document_token_ids"], [0])
+    return pairs
+
+
+def test_bi_encoder_student_embeddings_move_toward_the_teachers_through_the_projection():
+    """A narrower student (H=16 vs 32): the learned projection maps its vectors to the
+    teacher's width; the squared error of the vectors falls on a fixed batch."""
+    keras.utils.set_random_seed(5)
+    teacher = BertDualEncoder(BertSentenceEncoder(
+        BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS))), None, "cosine")
+    student = BertDualEncoder(BertSentenceEncoder(
+        BertEncoder(**tiny_encoder_kwargs(dropout=0.0, **NARROW))), None, "cosine")
+    distiller = distillers.TaskDistiller(teacher, student, distillers.EmbeddingMSE(),
+                                         hard_label_weight=0.0, target="embeddings")
+    assert distiller.embedding_projection.units == 32
+    inputs = _pair_inputs()
+    views = [distillers.embedding_view(m, sorted(inputs)) for m in (teacher, student)]
+
+    def error():
+        vectors = [view(inputs, training=False)["embeddings"] for view in views]
+        assert vectors[0].shape == (6, 32) and vectors[1].shape == (6, 16)
+        return float(distillers.EmbeddingMSE().compute_loss(
+            vectors[0], distiller.embedding_projection(vectors[1])))
+
+    before = error()
+    distiller.compile(optimizer=keras.optimizers.Adam(3e-3), loss=keras.losses.MeanSquaredError())
+    dataset = tf.data.Dataset.from_tensors((inputs, np.zeros(3, "float32"))).repeat()
+    distiller.fit(dataset, steps_per_epoch=20, epochs=2, verbose=0)
+    assert error() < 0.2 * before, (before, error())
+    assert not any(w.trainable for w in teacher.weights)
+    assert distiller.embedding_projection.kernel.trainable
+    with pytest.raises(ValueError, match=r"hidden_state_weight=1.0, attention_weight=0.0: bi-encoders"):
+        distillers.TaskDistiller(teacher, student, distillers.EmbeddingMSE(), 0.0,
+                                 hidden_state_weight=1.0, layer_map=[3, 3], target="embeddings")
+
+
+def _numpy_attention_loss(teacher, student, mask, kind):
+    if kind == "kl":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_key = np.where(teacher > 0, teacher * (np.log(teacher) - np.log(student)), 0.0)
+    else:
+        per_key = (teacher - student) ** 2
+    rows = per_key.sum(-1)  # [batch, heads, queries]
+    weights = np.broadcast_to(mask[:, None, :], rows.shape)
+    return (rows * weights).sum() / weights.sum()
+
+
+def _attention_probabilities(rng, mask, heads=2):
+    logits = rng.normal(0, 2, (len(mask), heads, mask.shape[1], mask.shape[1]))
+    logits = np.where(mask[:, None, None, :] > 0, logits, -np.inf)  # padded keys get 0
+    return _softmax(logits)
+
+
+@pytest.mark.parametrize("kind", ["kl", "mse"])
+def test_attention_loss_equals_numpy_and_is_zero_for_equal_maps(kind):
+    rng = np.random.default_rng(6)
+    mask = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], "float32")
+    teacher, student = _attention_probabilities(rng, mask), _attention_probabilities(rng, mask)
+    loss = distillers.attention_loss(tf.constant(teacher, tf.float32),
+                                     tf.constant(student, tf.float32), tf.constant(mask), kind)
+    expected = _numpy_attention_loss(teacher, student, mask, kind)
+    assert expected > 0.05
+    np.testing.assert_allclose(float(loss), expected, rtol=1e-5)
+    assert float(distillers.attention_loss(tf.constant(teacher, tf.float32),
+                                           tf.constant(teacher, tf.float32),
+                                           tf.constant(mask), kind)) == pytest.approx(0, abs=1e-7)
+
+
+def test_encoder_attention_scores_leave_the_default_outputs_and_weights_alone():
+    keras.utils.set_random_seed(7)
+    plain = BertEncoder(**tiny_encoder_kwargs())
+    assert "output_attention_scores" not in plain.get_config()
+    scoring = BertEncoder.from_config({**plain.get_config(), "output_attention_scores": True})
+    scoring.set_weights(plain.get_weights())
+    assert [w.path for w in scoring.weights] == [w.path for w in plain.weights]
+    assert BertEncoder.from_config(scoring.get_config()).get_config() == scoring.get_config()
+    inputs = tiny_inputs()
+    expected, outputs = plain(inputs), scoring(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_allclose(outputs[name], expected[name], atol=1e-5)
+    scores = [np.asarray(s) for s in outputs["attention_scores"]]
+    assert len(scores) == plain.num_layers and scores[0].shape == (3, plain.num_heads, 7, 7)
+    np.testing.assert_allclose(scores[0].sum(-1), 1.0, atol=1e-5)
+    assert np.all(scores[0][0, :, :, 5:] < 1e-6)  # row 0 pads its last two tokens
+
+
+def test_attention_distillation_is_zero_for_a_copy_of_the_teacher_and_needs_its_heads():
+    keras.utils.set_random_seed(8)
+    teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
+                             num_classes=3)
+    layers = list(range(TEACHER_LAYERS))
+    copy = BertClassifier(distillers.encoder_from_layers(teacher.encoder, layers), num_classes=3)
+    distillers.copy_head(teacher, copy)
+    inputs, labels = tiny_inputs(), np.zeros(3, "int32")
+
+    def attention_term(student, layer_map):
+        distiller = distillers.TaskDistiller(
+            distillers.with_encoder_all_layers(teacher, False, attention_scores=True),
+            distillers.with_encoder_all_layers(student, False, attention_scores=True),
+            distillers.TemperatureKL(2.0), hard_label_weight=0.0, kl_weight=0.0,
+            attention_weight=1.0, layer_map=layer_map)
+        return float(distiller.compute_loss(inputs, labels, training=False))
+
+    same = attention_term(copy, layers)
+    assert same == pytest.approx(0.0, abs=1e-9)
+    # Other blocks' maps differ (a fresh encoder's maps are near uniform: a small KL).
+    assert attention_term(copy, [1, 0, 3, 2]) > 1e-5
+    narrow = BertClassifier(BertEncoder(**tiny_encoder_kwargs(**NARROW)), num_classes=3)
+    with pytest.raises(ValueError, match=r"student has 2 attention heads and the teacher 4"):
+        attention_term(narrow, [1, 3])
+
+
 def test_student_layers_copy_the_chosen_teacher_layers():
     keras.utils.set_random_seed(2)
     teacher = BertClassifier(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)),
@@ -170,7 +297,8 @@ def teachers(tmp_path_factory):
     pretrained = make_tiny_pretrained(root / "pretrained", max_sequence_length=32)
     keras.utils.set_random_seed(4)
     made = {"pretrained": pretrained}
-    for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None)):
+    for name, task, task_name in (("sst2", "glue", "sst-2"), ("ner", "ner", None),
+                                  ("stsb", "glue", "sts-b"), ("similarity", "similarity", "sts-b")):
         encoder = BertEncoder(**{**load_encoder(pretrained).get_config(),
                                  "num_layers": TEACHER_LAYERS})
         task_object = get_task(task)(task_name=task_name)
@@ -201,6 +329,70 @@ def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path
     assert not [layer for layer in student.layers if "projection" in layer.name]
 
 
+def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, tmp_path):
+    """STS-B's Spearman on dev, evaluated every step: the saved student is the best step's,
+    not the last one's."""
+    data_dir = tmp_path / "STS-B"  # a dev split of 12 pairs (dev + train), for a finer Spearman
+    data_dir.mkdir()
+    train = open(os.path.join(STSB, "train.tsv")).read()
+    (data_dir / "train.tsv").write_text(train)
+    (data_dir / "dev.tsv").write_text(open(os.path.join(STSB, "dev.tsv")).read()
+                                      + "".join(train.splitlines(True)[1:]))
+    settings = dict(data_dir=str(data_dir), student_layers=[0, 3], eval_every_steps=1,
+                    **{**FAST, "learning_rate": 3e-3})
+    results = run_distillation(teachers["stsb"], str(tmp_path / "best"), **settings)
+    curve = [point["spearman"] for point in results["eval_curve"]]
+    assert [point["step"] for point in results["eval_curve"]] == [1, 2, 3, 4]
+    assert results["main_metric"] == "spearman" and results["spearman"] == max(curve)
+    assert results["best_step"] == curve.index(max(curve)) + 1
+    assert curve[-1] < max(curve), curve  # the last step is not the best: keeping matters
+    saved = json.load(open(tmp_path / "best" / "eval_results.json"))
+    assert saved["best_step"] == results["best_step"] and saved["eval_curve"] == results["eval_curve"]
+    student, record, _ = load_finetuned(str(tmp_path / "best"))
+    task = get_task("glue").from_description(record.to_dict())
+    preprocessor = TextPreprocessor.from_vocab_file(
+        str(tmp_path / "best" / "vocab.txt"), True, record.max_seq_length)
+    dev = task.read(TaskData("sts-b", str(data_dir)), "dev")
+    np.testing.assert_allclose(task.evaluate(student, dev, preprocessor, 8).metrics["spearman"],
+                               max(curve), atol=1e-6)
+
+
+def test_similarity_student_directory_exports_as_an_embedding_model(teachers, tmp_path):
+    """A narrower bi-encoder student of a similarity teacher: Spearman of both in
+    eval_results.json, the teacher's pooling, no projection saved, kbert-export serves
+    its vectors."""
+    def build_student_encoder(**sizes):
+        return BertEncoder(**tiny_encoder_kwargs(**NARROW, **sizes))
+
+    model_dir = tmp_path / "similarity"
+    results = run_distillation(teachers["similarity"], str(model_dir), data_dir=STSB,
+                               build_student_encoder=build_student_encoder,
+                               **{**FAST, "num_train_epochs": 1.0, "train_batch_size": 8})
+    assert results["train_steps"] == 1  # one trace of the training step: a fast test
+    assert results["main_metric"] == "spearman" and "spearman" in results["teacher"]
+    assert -1 <= results["spearman"] <= 1 and results["num_examples"] == 4
+    student, record, _ = load_finetuned(str(model_dir))
+    teacher, teacher_record, _ = load_finetuned(teachers["similarity"])
+    assert isinstance(student, BertDualEncoder) and record == teacher_record
+    assert (student.query_tower.pooling, student.query_tower.normalize) == (
+        teacher.query_tower.pooling, teacher.query_tower.normalize)
+    assert student.query_tower.dimension == 16
+    assert not [w for w in student.weights if "projection" in w.path]
+    assert results["student_parameters"] == student.count_params() < results["teacher_parameters"]
+
+    from kbert.export import export_saved_model
+
+    version_dir = export_saved_model(str(model_dir), str(tmp_path / "export"), check=False)
+    texts = [b"a man is dancing", b"a child rides a horse"]
+    served = tf.saved_model.load(version_dir).signatures["serving_default"](
+        text=tf.constant(texts))["embedding"].numpy()
+    preprocessor = TextPreprocessor.from_vocab_file(str(model_dir / "vocab.txt"), True, 32)
+    reference = student.query_tower(preprocessor.pack([preprocessor.tokenize(tf.constant(texts))]),
+                                    training=False)
+    assert served.shape == (2, 16)
+    np.testing.assert_allclose(served, np.asarray(reference), atol=1e-5)
+
+
 def _refused(teachers, tmp_path, match, **arguments):
     model_dir = tmp_path / "refused"
     with pytest.raises((ValueError, FileNotFoundError), match=match):
@@ -218,6 +410,12 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
     _refused(teachers, tmp_path, r"got both", student_layers=[0],
              build_student_encoder=BertEncoder)
     _refused(teachers, tmp_path, r"--student_layers=0,7: .* 0\.\.3", student_layers=[0, 7])
+    _refused(teachers, tmp_path, r"attention_loss='cosine'; expected one of",
+             student_layers=[0], attention_weight=1.0, attention_loss="cosine")
+    _refused(teachers, tmp_path, r"student has 2 attention heads and the teacher 4",
+             attention_weight=1.0,
+             build_student_encoder=lambda **sizes: BertEncoder(**tiny_encoder_kwargs(
+                 **NARROW, **sizes)))
     other = make_tiny_pretrained(tmp_path / "other_vocab", max_sequence_length=32)
     with open(os.path.join(other, "vocab.txt"), "a") as f:
         f.write("extra\n")
@@ -227,8 +425,8 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
     embedding.mkdir()
     config = json.load(open(os.path.join(teachers["sst2"], "task_config.json")))
     (embedding / "task_config.json").write_text(json.dumps(
-        {**config, "task": "similarity", "model_type": "sentence_encoder"}))
-    with pytest.raises(ValueError, match=r"embedding_teacher is a sentence_encoder"):
+        {**config, "task": "squad", "model_type": "span_labeler"}))
+    with pytest.raises(ValueError, match=r"embedding_teacher is a span_labeler"):
         run_distillation(str(embedding), str(tmp_path / "refused"), student_layers=[0])
     bad = tmp_path / "pairs.txt"
     bad.write_text("one sentence\ttwo\n")
@@ -240,7 +438,7 @@ def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(te
                                                                             tmp_path):
     model_dir = tmp_path / "cli"
     params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 2.0",
-              "run_distillation.learning_rate = 1e-3"]
+              "run_distillation.learning_rate = 1e-3", "run_distillation.attention_weight = 1.0"]
     command = [sys.executable, "-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
                "--student_layers=1,3", "--task=glue", "--task_name=SST-2", f"--data_dir={SST2}",
                f"--model_dir={model_dir}", "--do_train", "--do_eval",
@@ -258,6 +456,8 @@ def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(te
     student, record, _ = load_finetuned(str(model_dir))
     teacher, teacher_record, _ = load_finetuned(teachers["sst2"])
     assert record == teacher_record and student.encoder.num_layers == 2
+    assert "output_attention_scores" not in student.encoder.get_config()
+    assert saved["attention_weight"] == 1.0
     assert saved["student_parameters"] == student.count_params() < saved["teacher_parameters"]
     assert saved["teacher_parameters"] == teacher.count_params()
     assert set(saved["speedup"]) == {"batch_1", "batch_32"}
