@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
+import weakref
 from typing import Any, ClassVar, Mapping, Sequence
 
 import keras
@@ -200,6 +202,36 @@ class Task(abc.ABC):
         with `supports_packing` also take `packing=PackingConfig(...)`.
         """
 
+    def evaluation_dataset(self, examples: list, preprocessor: TextPreprocessor,
+                           batch_size: int) -> tf.data.Dataset:
+        """`dataset(..., is_training=False)`, reused while the same arguments come back.
+
+        Why: fine-tuning evaluates the same dev examples at every interval, and
+        building the dataset traces its tokenizing map functions again (seconds
+        each time, whatever the data's size); an unshuffled dataset can be
+        iterated any number of times. One dataset is kept: the last one asked for.
+
+        Args:
+            examples: list of the task's examples.
+            preprocessor: `TextPreprocessor`. Compared by identity.
+            batch_size: int.
+
+        Returns:
+            `tf.data.Dataset`, as `dataset` gives it.
+
+        Example:
+
+        >>> batches = task.evaluation_dataset(dev_examples, preprocessor, 64)
+        """
+        cached = getattr(self, "_evaluation_dataset", None)
+        if (cached is None or cached[1] is not preprocessor or cached[2] != batch_size
+                or cached[0] != examples):
+            dataset = self.dataset(examples, preprocessor, batch_size, False)
+            # A copy: a list changed in place after this call is not the one cached.
+            cached = (list(examples), preprocessor, batch_size, dataset)
+            self._evaluation_dataset = cached
+        return cached[3]
+
     @abc.abstractmethod
     def training_batch(self, batch: dict) -> tuple:
         """`(inputs, labels[, sample_weights])` for `model.fit` from one batch."""
@@ -271,8 +303,45 @@ def encoder_inputs(batch: Mapping[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     return {name: batch[name] for name in INPUT_NAMES}
 
 
+def traced_once_per_model(make_function):
+    """Decorator: `make_function(model)` is called once per model and its result reused.
+
+    Why: evaluating during fine-tuning calls the same model's traced function
+    at every interval, and a new `tf.function` traces the whole model again
+    (seconds). The cache holds models weakly, and `make_function` gets a
+    `weakref.proxy` of the model, so that a cached function never keeps its
+    model (and the model's variables) alive.
+
+    Args:
+        make_function: callable. `make_function(model) -> tf.function`.
+
+    Returns:
+        callable. `get(model)`: the function made for `model`.
+
+    Example:
+
+    >>> @traced_once_per_model
+    ... def logits_function(model):
+    ...     return tf.function(lambda inputs: model(inputs, training=False))
+    """
+    cache = weakref.WeakKeyDictionary()
+
+    @functools.wraps(make_function)
+    def get(model: keras.Model):
+        function = cache.get(model)
+        if function is None:
+            function = cache[model] = make_function(weakref.proxy(model))
+        return function
+
+    return get
+
+
+@traced_once_per_model
 def inference_function(model: keras.Model):
     """`model` in inference mode as one traced function for batches of any shape.
+
+    Traced once per model (`traced_once_per_model`): calls on the same model
+    give the same function.
 
     Args:
         model: a Keras model taking the three encoder inputs.

@@ -1,11 +1,13 @@
 """kbert.index: build -> search round trips (exact and faiss), adding, --exact, and bad inputs.
 
 One tiny pre-trained encoder and one corpus of real sentences are shared by the
-module; each test builds its own small index (a few seconds each).
+module, and so is one default (exact) index of that corpus: tests that start from
+it get their own copy (building one takes a few seconds); the others build their own.
 """
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -40,9 +42,27 @@ def _build(shared, tmp_path, **kwargs):
                        **kwargs)
 
 
+@pytest.fixture(scope="module")
+def default_index(shared, tmp_path_factory):
+    """`_build(shared, ...)` with the defaults (backend exact), once: its directory and summary."""
+    root = tmp_path_factory.mktemp("default_index")
+    return str(root / "idx"), _build(shared, root)
+
+
+def _index(shared, default_index, tmp_path, backend="exact"):
+    """`tmp_path/idx` as `_build(shared, tmp_path, backend=backend)` leaves it, and its summary.
+
+    An exact index is a copy of the shared default one (the same build); a faiss one is built.
+    """
+    if backend != "exact":
+        return _build(shared, tmp_path, backend=backend)
+    shutil.copytree(default_index[0], tmp_path / "idx")
+    return default_index[1]
+
+
 @pytest.mark.parametrize("backend", ["exact", "faiss"])
-def test_every_document_is_top_1_for_its_own_text(shared, tmp_path, backend):
-    summary = _build(shared, tmp_path, backend=backend)
+def test_every_document_is_top_1_for_its_own_text(shared, default_index, tmp_path, backend):
+    summary = _index(shared, default_index, tmp_path, backend)
     assert (summary.added, summary.count) == (30, 30)
     metadata = read_index_metadata(str(tmp_path / "idx"))
     assert (metadata.backend, metadata.dimension, metadata.count, metadata.metric) == (backend, 32, 30, "cosine")
@@ -70,8 +90,8 @@ def test_exact_signature_equals_numpy_search_and_k_is_capped(shared, tmp_path):
 
 
 @pytest.mark.parametrize("backend", ["exact", "faiss"])
-def test_add_then_search_finds_old_and_new_documents(shared, tmp_path, backend):
-    _build(shared, tmp_path, backend=backend)
+def test_add_then_search_finds_old_and_new_documents(shared, default_index, tmp_path, backend):
+    _index(shared, default_index, tmp_path, backend)
     old_vectors = np.load(tmp_path / "idx" / "1" / "assets.extra" / "embeddings.npy")
     summary = build_index([shared["more"]], str(tmp_path / "idx"), add=True, check=False)
     assert (summary.added, summary.count) == (10, 40)
@@ -97,8 +117,8 @@ def _unchanged(tmp_path, versions):
     assert sorted(os.listdir(tmp_path / "idx")) == [str(v) for v in versions]  # no staging left
 
 
-def test_duplicate_id_in_an_added_corpus_is_refused(shared, tmp_path):
-    _build(shared, tmp_path)
+def test_duplicate_id_in_an_added_corpus_is_refused(shared, default_index, tmp_path):
+    _index(shared, default_index, tmp_path)
     added = tmp_path / "added.jsonl"
     added.write_text("".join(json.dumps({"_id": i, "text": "new text"}) + "\n" for i in ["n1", "n2", "n3", "d3"]))
     with pytest.raises(ValueError, match=r"added\.jsonl:4: duplicate document id 'd3' \(first at the index\)"):
@@ -114,15 +134,15 @@ def test_duplicate_id_within_a_corpus_is_refused(shared, tmp_path):
     assert not os.path.exists(tmp_path / "idx") or not os.listdir(tmp_path / "idx")
 
 
-def test_model_of_another_dimension_is_refused(shared, tmp_path):
-    _build(shared, tmp_path)
+def test_model_of_another_dimension_is_refused(shared, default_index, tmp_path):
+    _index(shared, default_index, tmp_path)
     with pytest.raises(ValueError, match=r"holds 32-dimensional vectors .* gives 16-dimensional"):
         build_index([shared["more"]], str(tmp_path / "idx"), model_dir=shared["other"], add=True, check=False)
     _unchanged(tmp_path, [1])
 
 
-def test_building_over_an_index_needs_add_or_overwrite(shared, tmp_path):
-    _build(shared, tmp_path)
+def test_building_over_an_index_needs_add_or_overwrite(shared, default_index, tmp_path):
+    _index(shared, default_index, tmp_path)
     with pytest.raises(ValueError, match="already holds an index .* pass --add"):
         _build(shared, tmp_path, corpus=shared["more"])
     _unchanged(tmp_path, [1])

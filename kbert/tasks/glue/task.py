@@ -149,7 +149,8 @@ class GlueTask(Task):
                               freeze_encoder=self.config.freeze_encoder)
 
     def _scores(self, model, examples, preprocessor, batch_size) -> np.ndarray:
-        outputs = outputs_in_order(model, self.dataset(examples, preprocessor, batch_size, False))
+        outputs = outputs_in_order(model, self.evaluation_dataset(examples, preprocessor,
+                                                                   batch_size))
         return outputs[:, 0] if self.spec.is_regression else outputs.argmax(axis=-1)
 
     def evaluate(self, model, examples, preprocessor: TextPreprocessor, batch_size) -> Evaluation:

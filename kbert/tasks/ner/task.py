@@ -16,6 +16,7 @@ from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
+from kbert.tasks.base import traced_once_per_model
 from kbert.tasks.ner.dataset import token_classification_dataset
 from kbert.tasks.ner.metrics import entity_f1
 from kbert.tasks.ner.reader import CONLL2003_LABELS
@@ -62,6 +63,7 @@ class NerConfig:
     features: str | None = None
 
 
+@traced_once_per_model
 def _tagging_function(model):
     """One traced function: inputs and word positions -> the best tag of each position."""
     signature = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
@@ -155,7 +157,7 @@ class NerTask(Task):
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
         forward = _tagging_function(model)
         predicted = [["O"] * len(s.words) for s in sentences]
-        for batch in self.dataset(sentences, preprocessor, batch_size, False):
+        for batch in self.evaluation_dataset(sentences, preprocessor, batch_size):
             best = forward(encoder_inputs(batch), batch["word_position"]).numpy()
             positions = batch["word_position"].numpy()
             for row, index in enumerate(batch["example_index"].numpy()):

@@ -1,0 +1,64 @@
+"""What every task shares: evaluation's dataset and traced function are built once, not per evaluation."""
+
+import gc
+import weakref
+
+import numpy as np
+
+from tests import serving_testlib as lib
+from tests.conftest import tiny_encoder_kwargs
+from tests.conftest import tiny_inputs
+from kbert.data import TextPreprocessor
+from kbert.data import read_vocab
+from kbert.models import BertClassifier
+from kbert.models import BertEncoder
+from kbert.tasks import GlueTask
+from kbert.tasks.base import inference_function
+from kbert.tasks.glue.reader import GlueExample
+
+
+def test_the_evaluation_dataset_is_reused_only_for_the_same_examples_and_settings():
+    task = GlueTask(task_name="sst-2")
+    preprocessor = TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=16)
+    examples = [GlueExample(f"dev-{i}", text, None, i % 2) for i, text in enumerate(lib.TEXTS)]
+    first = task.evaluation_dataset(examples, preprocessor, 3)
+    assert task.evaluation_dataset(examples, preprocessor, 3) is first
+    assert task.evaluation_dataset(list(examples), preprocessor, 3) is first  # equal examples
+    # Iterated again, it gives the same batches (it does not shuffle or run out).
+    again = [batch["token_ids"].numpy().tolist() for batch in first]
+    assert again == [batch["token_ids"].numpy().tolist() for batch in first]
+    assert sorted(i for b in first for i in b["example_index"].numpy()) == [0, 1, 2, 3]
+    # Other batch size, other examples (even the same list changed in place), other preprocessor.
+    assert task.evaluation_dataset(examples, preprocessor, 2) is not first
+    changed = task.evaluation_dataset(examples, preprocessor, 3)
+    examples.append(GlueExample("dev-4", "one more", None, 0))
+    assert task.evaluation_dataset(examples, preprocessor, 3) is not changed
+    assert sum(len(b["example_index"]) for b in task.evaluation_dataset(
+        examples, preprocessor, 3)) == 5
+    other = TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=16)
+    assert task.evaluation_dataset(examples, other, 3) is not task.evaluation_dataset(
+        examples, preprocessor, 3)
+
+
+def test_inference_function_is_traced_once_per_model_and_keeps_no_model_alive():
+    model = BertClassifier(BertEncoder(**tiny_encoder_kwargs()), num_classes=2)
+    forward = inference_function(model)
+    assert inference_function(model) is forward
+    inputs = tiny_inputs()
+    np.testing.assert_allclose(forward(inputs).numpy(), model(inputs, training=False).numpy(),
+                               rtol=1e-6)
+    forward(tiny_inputs(seed=1, batch=2, seq=5))  # any batch and length: no new trace
+    assert forward.experimental_get_tracing_count() == 1
+    # Trained further, the same function sees the new weights.
+    before = forward(inputs).numpy()
+    for weight in model.weights:
+        weight.assign(weight * 1.5)
+    after = forward(inputs).numpy()
+    assert not np.allclose(after, before)
+    np.testing.assert_allclose(after, model(inputs, training=False).numpy(), rtol=1e-6)
+    other = BertClassifier(BertEncoder(**tiny_encoder_kwargs()), num_classes=2)
+    assert inference_function(other) is not forward
+    alive = weakref.ref(model)
+    del model, forward
+    gc.collect()
+    assert alive() is None
