@@ -148,12 +148,21 @@ def _wait_for_closed_connections(server, seconds: float = 60.0) -> None:
     """Waits until the server's event loop has seen the closed sockets (503 until it has).
 
     Closing 300 sockets on our side is instant; the server counts a connection
-    until its loop reads the close, which on a loaded machine can lag.
+    until its loop reads the close, which on a loaded machine can lag. Meanwhile
+    it answers 503 at once and closes, which can also reach us as a broken pipe
+    or a reset while we are still sending the body.
     """
     deadline = time.monotonic() + seconds
     while True:
-        status, _ = _post(f"{server.rest_url}/v1/models/sst2:predict",
-                          {"instances": ["a gorgeous film"]})
+        try:
+            status, _ = _post(f"{server.rest_url}/v1/models/sst2:predict",
+                              {"instances": ["a gorgeous film"]})
+        except ConnectionError:  # a reset while reading the reply: refused as above
+            status = 503
+        except urllib.error.URLError as e:  # urllib wraps a broken pipe while sending
+            if not isinstance(e.reason, ConnectionError):
+                raise
+            status = 503
         if status != 503 or time.monotonic() > deadline:
             return
         time.sleep(0.2)
