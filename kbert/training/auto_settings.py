@@ -10,9 +10,9 @@ size, checked by `benchmarks/finetuning_quality.py` (see BENCHMARKS.md and
 docs/finetuning.md). Small training sets also need more passes than BERT's 3
 epochs (Mosbach et al., 2021; Zhang et al., 2021): with the best dev
 checkpoint kept, extra epochs cost time, not quality. A tiny training set (a
-few hundred SQuAD questions, under 2,000 rows) also gets BERT's smaller batch,
-16: the same passes then make twice the updates (XQuAD, BENCHMARKS.md). An
-explicit number always wins.
+few hundred SQuAD questions, under 2,000 rows) also gets the smallest batch of
+the small-BERT grid, 8: the same passes then make four times the updates
+(XQuAD, CoNLL; BENCHMARKS.md). An explicit number always wins.
 
 Reference: Mosbach et al., 2021. "On the Stability of Fine-tuning BERT:
 Misconceptions, Explanations, and Strong Baselines"; Zhang et al., 2021.
@@ -51,11 +51,13 @@ AUTO_LEARNING_RATES = (
 # 28.2 at 1e-4, 66.0 at 1e-3, 70.5 at 3e-3, 71.5 at 1e-2 (BENCHMARKS.md "NER: CRF
 # head vs softmax head"); 3e-3 is near the top without the largest step.
 FROZEN_ENCODER_LEARNING_RATE = 3e-3
-# Batch of "auto": BERT's 32, or 16 (the paper's other fine-tuning batch) for
-# training sets under SMALL_TRAINING_SET rows, which at 32 make too few updates
-# even over 10 epochs; rounded up to a multiple of the replicas.
+# Batch of "auto": BERT's 32, or 8 (the smallest of google-research/bert's
+# small-BERT grid, 8..128) for training sets under SMALL_TRAINING_SET rows, which
+# at 32 make too few updates even over 10 epochs; rounded up to a multiple of the
+# replicas. MiniLM, XQuAD's 1,147 windows: F1 43.3 at 32, 49.4 at 16, 51.0 at 8;
+# CoNLL 1,500 sentences: entity F1 82.6 at 16, 83.1 at 8 (BENCHMARKS.md).
 DEFAULT_BATCH_SIZE = 32
-SMALL_SET_BATCH_SIZE = 16
+SMALL_SET_BATCH_SIZE = 8
 SMALL_TRAINING_SET = 2000
 # Epochs of "auto": BERT's 3, raised for small training sets until the run
 # makes MIN_AUTO_STEPS optimizer steps and sees MIN_AUTO_EXAMPLES rows (BERT's
@@ -118,7 +120,7 @@ def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[st
 
 def resolve_train_batch_size(train_batch_size: int | str, num_rows: int,
                              num_replicas: int = 1) -> int:
-    """`train_batch_size` as a number: for `"auto"`, 32, or 16 for tiny training sets.
+    """`train_batch_size` as a number: for `"auto"`, 32, or 8 for tiny training sets.
 
     Args:
         train_batch_size: int or `"auto"`. The `run_finetuning.train_batch_size` binding.
@@ -126,7 +128,7 @@ def resolve_train_batch_size(train_batch_size: int | str, num_rows: int,
         num_replicas: int. Replicas in sync; `"auto"` rounds up to a multiple of them.
 
     Returns:
-        int >= 1: the value itself, or for `"auto"` 32 (16 under 2,000 rows),
+        int >= 1: the value itself, or for `"auto"` 32 (8 under 2,000 rows),
         rounded up to a multiple of `num_replicas`.
 
     Raises:
@@ -135,7 +137,7 @@ def resolve_train_batch_size(train_batch_size: int | str, num_rows: int,
     Example:
 
     >>> resolve_train_batch_size("auto", 5749), resolve_train_batch_size("auto", 1147)
-    (32, 16)
+    (32, 8)
     """
     if train_batch_size != AUTO:
         check_train_batch_size(train_batch_size)
@@ -161,7 +163,7 @@ def resolve_num_train_epochs(num_train_epochs: float | str, steps_per_epoch: int
 
     >>> resolve_num_train_epochs("auto", 125, 4000), resolve_num_train_epochs("auto", 47)
     (3.0, 7.0)
-    >>> resolve_num_train_epochs("auto", 72, 1147)  # XQuAD's windows at batch 16
+    >>> resolve_num_train_epochs("auto", 144, 1147)  # XQuAD's windows at batch 8
     9.0
     """
     if num_train_epochs != AUTO:

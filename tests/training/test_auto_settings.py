@@ -78,8 +78,8 @@ def test_explicit_epochs_win_and_bad_ones_are_named():
 @pytest.mark.parametrize("steps_per_epoch, num_rows, epochs", [
     (125, 4000, 3.0),   # SST-2 4,000 at batch 32: BERT's 3 epochs see 12,000 rows
     (115, 3668, 3.0),   # MRPC
-    (72, 1147, 9.0),    # XQuAD's 1,147 windows at batch 16: 9 epochs to see 10,000
-    (94, 1500, 7.0),    # CoNLL 1,500 at batch 16
+    (144, 1147, 9.0),   # XQuAD's 1,147 windows at batch 8: 9 epochs to see 10,000
+    (188, 1500, 7.0),   # CoNLL 1,500 at batch 8
     (1, 12, 10.0),      # never more than 10
 ])
 def test_auto_epochs_also_see_10000_rows(steps_per_epoch, num_rows, epochs):
@@ -87,9 +87,9 @@ def test_auto_epochs_also_see_10000_rows(steps_per_epoch, num_rows, epochs):
 
 
 @pytest.mark.parametrize("num_rows, replicas, batch", [
-    (1, 1, 16), (1999, 1, 16), (2000, 1, 32), (100_000, 1, 32),
-    (1147, 3, 18), (5000, 3, 33), (5000, 8, 32)])
-def test_auto_batch_is_32_or_16_under_2000_rows_in_whole_replicas(num_rows, replicas, batch):
+    (1, 1, 8), (1999, 1, 8), (2000, 1, 32), (100_000, 1, 32),
+    (1147, 3, 9), (1147, 16, 16), (5000, 3, 33), (5000, 8, 32)])
+def test_auto_batch_is_32_or_8_under_2000_rows_in_whole_replicas(num_rows, replicas, batch):
     assert resolve_train_batch_size("auto", num_rows, replicas) == batch
 
 

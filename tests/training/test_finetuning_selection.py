@@ -89,9 +89,9 @@ def test_auto_batch_and_epochs_fit_a_tiny_training_set(pretrained, tmp_path, scr
     settings = {**FAST, "train_batch_size": "auto"}
     results = run_finetuning(init_checkpoint=pretrained, model_dir=str(tmp_path / "run"),
                              **settings)
-    # 12 rows < 2,000: batch 16 (one step an epoch); epochs up to the cap of 10.
-    assert (results["train_batch_size"], results["num_train_epochs"]) == (16, 10.0)
-    assert (results["train_steps"], results["best_step"]) == (10, 10)
+    # 12 rows < 2,000: batch 8 (two steps an epoch); epochs up to the cap of 10.
+    assert (results["train_batch_size"], results["num_train_epochs"]) == (8, 10.0)
+    assert (results["train_steps"], results["best_step"]) == (20, 20)
 
 
 def test_auto_rate_of_a_frozen_encoder_is_the_head_rate(pretrained, tmp_path, scripted):
