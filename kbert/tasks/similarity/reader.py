@@ -16,7 +16,7 @@ import json
 
 import tensorflow as tf
 
-from kbert.tasks.glue.reader import read_glue
+from kbert.tasks.glue_reader import read_glue
 
 STSB_MAX_SCORE = 5.0
 
