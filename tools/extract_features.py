@@ -56,11 +56,7 @@ def extract(input_file, output_file, init_checkpoint, layers="-1,-2,-3,-4", max_
     """
     import tensorflow as tf
 
-    from kbert.checkpoints import load_encoder
-    from kbert.checkpoints import read_tokenizer_config
-    from kbert.data import TextPreprocessor
-    from kbert.data import read_vocab
-    from kbert.data.text_preprocessor import check_max_seq_length
+    from kbert.checkpoints import open_model_dir
     from kbert.files import temporary_name
     from kbert.layers import layer_indexes
     from kbert.tasks.embedding.features import extract_features
@@ -70,19 +66,14 @@ def extract(input_file, output_file, init_checkpoint, layers="-1,-2,-3,-4", max_
         raise ValueError(f"--input_file={input_file} does not exist.")
     if batch_size < 1:
         raise ValueError(f"--batch_size={batch_size}; it must be at least 1.")
-    encoder = load_encoder(init_checkpoint, output_all_layers=True, dropout=0.0)
-    indexes = layer_indexes(layers, encoder.num_layers)
+    checkpoint = open_model_dir(init_checkpoint, flag="--init_checkpoint", vocab_file=vocab_file,
+                                do_lower_case=do_lower_case, vocab_flag="--vocab_file")
+    indexes = layer_indexes(layers, checkpoint.encoder_config["num_layers"])
     # The numbers as given (e.g. -1), which the output's "index" fields repeat.
     numbers = [int(n) for n in layers.split(",") if n.strip()] if isinstance(layers, str) else list(layers)
-    check_max_seq_length(max_seq_length, encoder.max_sequence_length)
-    settings = read_tokenizer_config(init_checkpoint)
-    vocab_file = vocab_file or settings["vocab_file"]
-    if not vocab_file:
-        raise ValueError(f"--init_checkpoint={init_checkpoint} has no vocab.txt; pass --vocab_file.")
-    if do_lower_case is None:
-        do_lower_case = True if settings["do_lower_case"] is None else settings["do_lower_case"]
-    vocab = read_vocab(vocab_file)
-    preprocessor = TextPreprocessor(vocab, do_lower_case, max_seq_length)
+    preprocessor = checkpoint.preprocessor(max_seq_length)
+    vocab = checkpoint.vocabulary
+    encoder = checkpoint.encoder(output_all_layers=True, dropout=0.0)
     temporary = temporary_name(output_file)
     start, count = time.time(), 0
     try:

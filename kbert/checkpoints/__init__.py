@@ -3,7 +3,9 @@
 The pre-trained directory (`bert_config.json`, `vocab.txt`, `tokenizer_config.json`,
 `encoder.weights.h5`) is what `kbert-pretrain` and `kbert-convert` write and every
 `--init_checkpoint` reads; the fine-tuned directory adds `task_model.keras` and
-`task_config.json`. Conversion readers return a `ConvertedModel`; writers take one:
+`task_config.json`. `open_model_dir(path)` opens either kind, checked once; fine-tuning,
+distillation, export and the index open directories through it. Conversion readers
+return a `ConvertedModel`; writers take one:
 
     load_bert_tf1(checkpoint, ...)    ->  ConvertedModel.save_pretrained(dir)
     load_electra_tf1(checkpoint, ...) ->  save_bert_tf1(converted, dir)
@@ -39,6 +41,10 @@ from kbert.checkpoints.keras_hub_interop import load_keras_hub
 from kbert.checkpoints.keras_hub_interop import save_keras_hub_preset
 from kbert.checkpoints.keras_hub_interop import to_keras_hub
 from kbert.checkpoints.minilm import minilm_hf_dir
+from kbert.checkpoints.model_dir import FinetunedDir
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.model_dir import PretrainedDir
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import load_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import read_sentence_config

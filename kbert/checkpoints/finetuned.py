@@ -157,9 +157,21 @@ def load_finetuned(model_dir: str) -> tuple[keras.Model, TaskConfig, str]:
         `TaskConfig`, and the path of its `vocab.txt`.
     """
     task_config = read_task_config(model_dir)
-    with local_copy(os.path.join(model_dir, TASK_MODEL)) as local_path:
-        model = keras.saving.load_model(local_path, compile=False)
+    model = load_task_model(model_dir)
     vocab_file = read_tokenizer_config(model_dir)["vocab_file"]
     if vocab_file is None:
         raise FileNotFoundError(f"{model_dir}: vocab.txt is missing.")
     return model, task_config, vocab_file
+
+
+def load_task_model(model_dir: str) -> keras.Model:
+    """Loads `task_model.keras` of a fine-tuned directory (uncompiled).
+
+    Args:
+        model_dir: str. A fine-tuned model directory.
+
+    Returns:
+        The task model with its weights.
+    """
+    with local_copy(os.path.join(model_dir, TASK_MODEL)) as local_path:
+        return keras.saving.load_model(local_path, compile=False)

@@ -138,7 +138,26 @@ def load_encoder(directory: str, **overrides) -> BertEncoder:
         The `BertEncoder`.
     """
     _check_directory(directory)
-    encoder = BertEncoder(**{**read_bert_config(os.path.join(directory, BERT_CONFIG)), **overrides})
+    return build_encoder(directory, read_bert_config(os.path.join(directory, BERT_CONFIG)),
+                         **overrides)
+
+
+def build_encoder(directory: str, config: dict, **overrides) -> BertEncoder:
+    """Builds a `BertEncoder` from an already read config and loads the directory's weights.
+
+    What `load_encoder` and `kbert.checkpoints.open_model_dir` share; the
+    directory is not checked again here.
+
+    Args:
+        directory: str. A pre-trained (or fine-tuned) model directory.
+        config: dict. `BertEncoder` arguments, as `read_bert_config` returns them.
+        **overrides: `BertEncoder` arguments to change, such as `dtype` or
+            `dropout` (sizes must stay as saved).
+
+    Returns:
+        The `BertEncoder` with the weights of `encoder.weights.h5`.
+    """
+    encoder = BertEncoder(**{**config, **overrides})
     _load_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     return encoder
 

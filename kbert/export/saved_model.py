@@ -18,21 +18,13 @@ from typing import Callable
 
 import tensorflow as tf
 
-from kbert.checkpoints.finetuned import TASK_CONFIG
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import load_finetuned
-from kbert.checkpoints.pretrained import BERT_CONFIG
-from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
-from kbert.checkpoints.pretrained import load_encoder
-from kbert.checkpoints.pretrained import read_sentence_config
-from kbert.checkpoints.pretrained import read_tokenizer_config
-from kbert.data.text_preprocessor import TextPreprocessor
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.export.ops_check import check_ops
+from kbert.export.serving_modules import encoder_serving_module
+from kbert.export.serving_modules import serving_module
+from kbert.export.serving_modules import task_model_serving_module
 from kbert.files import atomic_directory
-from kbert.tasks import Task
-from kbert.tasks import get_task
 
 EXPORT_INFO = "kbert_export.json"
 
@@ -129,18 +121,6 @@ def _copy_tree(source: str, destination: str) -> None:
             tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
 
 
-def _serving_module(task: Task, model, encoder, vocab_file: str, do_lower_case: bool,
-                    max_seq_length: int):
-    """The task's serving module over a preprocessor with the model's training settings."""
-    positions = getattr(encoder, "max_sequence_length", None)
-    if positions is not None and max_seq_length > positions:
-        raise ValueError(f"max_seq_length={max_seq_length} exceeds the encoder's "
-                         f"max_sequence_length={positions}; export with a value <= {positions}.")
-    preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case,
-                                    max_seq_length)
-    return task.serving_module(model, preprocessor)
-
-
 def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_dir: str,
                       version: int | None = None, check: bool = True) -> str:
     """Exports a fine-tuned task model with raw-text signatures.
@@ -165,11 +145,8 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
     >>> export_task_model(classifier, task_config, "runs/sst2/vocab.txt", "export/sst2")
     'export/sst2/1'
     """
-    task = get_task(task_config.task).from_description(task_config.to_dict())
-    module = _serving_module(task, model, model.encoder, vocab_file, task_config.do_lower_case,
-                             task_config.max_seq_length)
-    info = {"model_type": task_config.model_type, "task_config": task_config.to_dict()}
-    return _publish(module, export_dir, version, info, vocab_file, check)
+    module = task_model_serving_module(model, task_config, vocab_file)
+    return _publish(module, export_dir, version, _task_info(task_config), vocab_file, check)
 
 
 def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
@@ -194,13 +171,9 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
     Returns:
         The path of the published version.
     """
-    task = get_task("embedding").from_sentence_config(sentence_config, feature_layers)
-    module = _serving_module(task, encoder, encoder, vocab_file, do_lower_case, max_seq_length)
-    info = {"model_type": "embedding", "max_seq_length": max_seq_length,
-            "do_lower_case": bool(do_lower_case), "pooling": task.config.pooling,
-            "normalize": task.config.normalize,
-            "feature_layers": [int(i) for i in module.feature_layers]}
-    return _publish(module, export_dir, version, info, vocab_file, check)
+    module = encoder_serving_module(encoder, vocab_file, do_lower_case, max_seq_length,
+                                    sentence_config, feature_layers)
+    return _publish(module, export_dir, version, _embedding_info(module), vocab_file, check)
 
 
 def export_saved_model(model_dir: str, export_dir: str, version: int | None = None,
@@ -225,24 +198,22 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
     Returns:
         The path of the published version.
     """
-    if tf.io.gfile.exists(os.path.join(model_dir, TASK_CONFIG)):
-        for flag, value in (("max_seq_length", max_seq_length), ("feature_layers", feature_layers)):
-            if value is not None:
-                raise ValueError(f"--{flag} applies to embedding exports only; {model_dir} is "
-                                 "fine-tuned and exports its task as recorded in task_config.json.")
-        model, task_config, vocab_file = load_finetuned(model_dir)
-        return export_task_model(model, task_config, vocab_file, export_dir, version, check)
-    if all(tf.io.gfile.exists(os.path.join(model_dir, name)) for name in (BERT_CONFIG, ENCODER_WEIGHTS)):
-        settings = read_tokenizer_config(model_dir)
-        if settings["vocab_file"] is None:
-            raise FileNotFoundError(f"{model_dir}: vocab.txt is missing; the export needs it to tokenize.")
-        do_lower_case = True if settings["do_lower_case"] is None else settings["do_lower_case"]
-        encoder = load_encoder(model_dir, dropout=0.0)
-        return export_embedding_model(encoder, settings["vocab_file"], do_lower_case, export_dir,
-                                      max_seq_length or min(128, encoder.max_sequence_length),
-                                      version, check, read_sentence_config(model_dir),
-                                      feature_layers)
-    raise FileNotFoundError(
-        f"{model_dir} is neither a fine-tuned directory ({TASK_CONFIG}) nor a pre-trained one "
-        f"({BERT_CONFIG} + {ENCODER_WEIGHTS}); point --model_dir at a kbert-finetune or "
-        "kbert-pretrain/kbert-convert output.")
+    directory = open_model_dir(model_dir, flag="--model_dir")
+    module = serving_module(directory, max_seq_length, feature_layers)
+    info = (_task_info(directory.task_config) if directory.is_finetuned
+            else _embedding_info(module))
+    return _publish(module, export_dir, version, info, directory.vocab_file, check)
+
+
+def _task_info(task_config: TaskConfig) -> dict:
+    """`kbert_export.json` of a fine-tuned model (besides its signatures)."""
+    return {"model_type": task_config.model_type, "task_config": task_config.to_dict()}
+
+
+def _embedding_info(module) -> dict:
+    """`kbert_export.json` of an embedding model: its length, tokenizer, pooling and features."""
+    # `module.model` is the `BertSentenceEncoder` the embedding task built with its pooling.
+    return {"model_type": "embedding", "max_seq_length": module.preprocessor.max_seq_length,
+            "do_lower_case": module.preprocessor.do_lower_case, "pooling": module.model.pooling,
+            "normalize": module.model.normalize,
+            "feature_layers": [int(i) for i in module.feature_layers]}

@@ -19,16 +19,14 @@ import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TASK_CONFIG
 from kbert.checkpoints.finetuned import TASK_MODEL
-from kbert.checkpoints.finetuned import load_finetuned
-from kbert.checkpoints.pretrained import BERT_CONFIG
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.model_dir import model_dir_kind
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import ENCODER_WEIGHTS
-from kbert.checkpoints.pretrained import load_encoder
-from kbert.checkpoints.pretrained import read_sentence_config
-from kbert.checkpoints.pretrained import read_tokenizer_config
-from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.export.saved_model import versions
-from kbert.tasks import EmbeddingTask
-from kbert.tasks import get_task
+from kbert.export.serving_modules import DEFAULT_EMBEDDING_LENGTH
+from kbert.export.serving_modules import serving_module
+from kbert.export.serving_modules import serving_task
 from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 
 SENTENCE_TASKS = ("similarity", "retrieval")
@@ -87,39 +85,26 @@ def load_sentence_model(model_dir: str, max_seq_length: int | None = None) -> Se
     >>> model.description["pooling"], model.dimension
     ('mean', 384)
     """
-    if tf.io.gfile.exists(os.path.join(model_dir, TASK_CONFIG)):
-        return _finetuned(model_dir)
-    if not all(tf.io.gfile.exists(os.path.join(model_dir, name)) for name in (BERT_CONFIG, ENCODER_WEIGHTS)):
-        raise FileNotFoundError(
-            f"--model_dir={model_dir} is not a kbert model directory ({TASK_CONFIG}, or {BERT_CONFIG} "
-            f"+ {ENCODER_WEIGHTS}); point it at a kbert-convert/kbert-pretrain output or a fine-tuned "
-            "similarity/retrieval model_dir.")
-    settings = read_tokenizer_config(model_dir)
-    if settings["vocab_file"] is None:
-        raise FileNotFoundError(f"{model_dir}: vocab.txt is missing; the index needs it to tokenize.")
-    sentence_config = read_sentence_config(model_dir)
-    encoder = load_encoder(model_dir, dropout=0.0)
-    length = max_seq_length or (sentence_config or {}).get("max_seq_length") or 128
-    length = min(int(length), encoder.max_sequence_length)
-    task = EmbeddingTask.from_sentence_config(sentence_config)
-    do_lower_case = True if settings["do_lower_case"] is None else settings["do_lower_case"]
-    preprocessor = TextPreprocessor.from_vocab_file(settings["vocab_file"], do_lower_case, length)
-    module = task.serving_module(encoder, preprocessor)
-    return SentenceModel(module, settings["vocab_file"], _description(
+    directory = open_model_dir(model_dir, flag="--model_dir")
+    if directory.is_finetuned:
+        return _finetuned(directory)
+    length = max_seq_length or (directory.sentence_config or {}).get("max_seq_length")
+    length = min(int(length or DEFAULT_EMBEDDING_LENGTH), directory.max_sequence_length)
+    task = serving_task(directory)
+    module = serving_module(directory, length)
+    return SentenceModel(module, directory.vocab_file, _description(
         model_dir, "pretrained", task.config.pooling, task.config.normalize, length, True))
 
 
-def _finetuned(model_dir: str) -> SentenceModel:
-    model, task_config, vocab_file = load_finetuned(model_dir)
+def _finetuned(directory: ModelDir) -> SentenceModel:
+    task_config = directory.task_config
     if task_config.task not in SENTENCE_TASKS:
-        raise ValueError(f"--model_dir={model_dir} was fine-tuned for --task={task_config.task}; an index "
+        raise ValueError(f"{directory.where} was fine-tuned for --task={task_config.task}; an index "
                          f"embeds with a pre-trained directory or a {' or '.join(SENTENCE_TASKS)} model.")
-    task = get_task(task_config.task).from_description(task_config.to_dict())
-    preprocessor = TextPreprocessor.from_vocab_file(vocab_file, task_config.do_lower_case,
-                                                    task_config.max_seq_length)
-    module = task.serving_module(model, preprocessor)
-    return SentenceModel(module, vocab_file, _description(
-        model_dir, task_config.task, task.config.pooling, task.config.normalize,
+    task = serving_task(directory)
+    module = serving_module(directory)
+    return SentenceModel(module, directory.vocab_file, _description(
+        directory.path, task_config.task, task.config.pooling, task.config.normalize,
         task_config.max_seq_length, module.document_tower is None))
 
 
@@ -153,15 +138,12 @@ def load_reranker(path: str) -> Reranker:
     >>> score(["who wrote Emma?"], ["Emma is a novel by Jane Austen."])
     array([3.1], dtype=float32)
     """
-    if tf.io.gfile.exists(os.path.join(path, TASK_CONFIG)):
-        model, task_config, vocab_file = load_finetuned(path)
-        if task_config.task != "rerank":
-            raise ValueError(f"--rerank_model_dir={path} was fine-tuned for --task={task_config.task}, "
-                             "not rerank.")
-        task = get_task("rerank").from_description(task_config.to_dict())
-        preprocessor = TextPreprocessor.from_vocab_file(vocab_file, task_config.do_lower_case,
-                                                        task_config.max_seq_length)
-        function = task.serving_module(model, preprocessor).score
+    if model_dir_kind(path) == "finetuned":
+        directory = open_model_dir(path, flag="--rerank_model_dir")
+        if directory.task_config.task != "rerank":
+            raise ValueError(f"--rerank_model_dir={path} was fine-tuned for "
+                             f"--task={directory.task_config.task}, not rerank.")
+        function = serving_module(directory).score
     else:
         version_dir = path
         if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")) and versions(path):

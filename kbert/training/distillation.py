@@ -28,14 +28,11 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import load_finetuned
-from kbert.checkpoints.finetuned import read_task_config
 from kbert.checkpoints.finetuned import save_finetuned
-from kbert.checkpoints.pretrained import load_encoder
-from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.checkpoints.model_dir import FinetunedDir
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data.text_preprocessor import TextPreprocessor
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
 from kbert.models.bert_dual_encoder import BertDualEncoder
 from kbert.models.bert_dual_encoder import side_inputs
@@ -156,17 +153,20 @@ def run_distillation(
     _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
                     do_train, do_eval, eval_every_steps, early_stopping_patience)
     _check_layer_losses(hidden_state_weight, attention_weight, attention_loss)
-    teacher, record, vocab_file = _load_teacher(teacher_dir, task, task_name)
+    teacher_files = _open_teacher(teacher_dir, task, task_name)
+    teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
+                                   teacher_files.vocab_file)
     if (hidden_state_weight or attention_weight) and isinstance(teacher, BertDualEncoder):
         raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
                          f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
                          "is a sentence_encoder: its student learns the teacher's sentence "
                          "vectors; layer losses are not built for bi-encoders (bind both to 0).")
     task_object = _student_task(record)
-    preprocessor = TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), record.do_lower_case,
-                                    record.max_seq_length)
+    preprocessor = teacher_files.preprocessor(record.max_seq_length)
+    student_files = None
     if student_init_checkpoint:
-        _check_same_vocabulary(student_init_checkpoint, vocab_file, teacher_dir)
+        student_files = open_model_dir(student_init_checkpoint, flag="--student_init_checkpoint")
+        _check_same_vocabulary(student_files, teacher_files)
     data = TaskData(record.task_name, data_dir)
     task_object.check_data(data, ["train", "dev"])
     examples = {"dev": task_object.read(data, "dev")} if do_eval else {}
@@ -177,7 +177,7 @@ def run_distillation(
             hard_label_weight = 0.0  # no labels
     keras.utils.set_random_seed(seed)
     student, layer_map = _build_student(task_object, teacher, student_layers,
-                                        build_student_encoder, student_init_checkpoint)
+                                        build_student_encoder, student_files)
     results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
                                "hard_label_weight": hard_label_weight,
                                "hidden_state_weight": hidden_state_weight,
@@ -276,11 +276,13 @@ def _check_layer_losses(hidden_state_weight: float, attention_weight: float,
                          f"{distillers.ATTENTION_LOSSES}.")
 
 
-def _load_teacher(teacher_dir: str, task: str | None,
-                  task_name: str | None) -> tuple[keras.Model, TaskConfig, str]:
-    if not tf.io.gfile.isdir(teacher_dir):
-        raise FileNotFoundError(f"--teacher_dir={teacher_dir} is not a directory.")
-    record = read_task_config(teacher_dir)
+def _open_teacher(teacher_dir: str, task: str | None, task_name: str | None) -> FinetunedDir:
+    teacher = open_model_dir(teacher_dir, flag="--teacher_dir")
+    if not teacher.is_finetuned:
+        raise FileNotFoundError(
+            f"--teacher_dir={teacher_dir} is not a fine-tuned model directory: task_config.json "
+            "is missing. Point to the --model_dir of kbert-finetune.")
+    record = teacher.task_config
     if task is not None and task != record.task:
         raise ValueError(f"--teacher_dir={teacher_dir} was fine-tuned for --task={record.task}, "
                          f"not --task={task}.")
@@ -291,20 +293,18 @@ def _load_teacher(teacher_dir: str, task: str | None,
         raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} "
                          f"(--task={record.task}); kbert-distill distills {', '.join(DISTILLABLE)} "
                          "models.")
-    return load_finetuned(teacher_dir)
+    return teacher
 
 
-def _check_same_vocabulary(init_checkpoint: str, vocab_file: str, teacher_dir: str) -> None:
+def _check_same_vocabulary(student: ModelDir, teacher: FinetunedDir) -> None:
     # Teacher and student read the same token ids in one batch; a student with
     # another vocabulary would need each input tokenized twice and aligned.
-    student_vocab = read_tokenizer_config(init_checkpoint)["vocab_file"]
-    if student_vocab is None or read_vocab(student_vocab) != read_vocab(vocab_file):
+    if student.vocabulary != teacher.vocabulary:
         raise ValueError(
-            f"--student_init_checkpoint={init_checkpoint} has a vocabulary "
-            f"({student_vocab}) different from the teacher's ({vocab_file} of --teacher_dir="
-            f"{teacher_dir}); kbert-distill needs the same vocabulary: start the student from "
-            "scratch (no --student_init_checkpoint) or from a checkpoint with the teacher's "
-            "vocab.txt.")
+            f"{student.where} has a vocabulary ({student.vocab_file}) different from the "
+            f"teacher's ({teacher.vocab_file} of {teacher.where}); kbert-distill needs the same "
+            "vocabulary: start the student from scratch (no --student_init_checkpoint) or from a "
+            "checkpoint with the teacher's vocab.txt.")
 
 
 def _transfer_examples(task: Task, transfer_file: str) -> list:
@@ -327,7 +327,7 @@ def _student_task(record: TaskConfig) -> Task:
 
 
 def _build_student(task: Task, teacher: keras.Model, student_layers, build_student_encoder,
-                   init_checkpoint: str | None):
+                   init_checkpoint: ModelDir | None):
     """The student task model and, for hidden-state losses, its teacher layer of each block."""
     teacher_encoder = teacher.encoder
     if student_layers is not None:
@@ -338,7 +338,7 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
                  "max_sequence_length": teacher_encoder.max_sequence_length}
         encoder = build_student_encoder(**sizes)
         if init_checkpoint:
-            encoder = load_encoder(init_checkpoint, **sizes)
+            encoder = init_checkpoint.encoder(**sizes)
         layer_map = distillers.uniform_layer_map(encoder.num_layers, teacher_encoder.num_layers)
     student = task.build_model(encoder)
     if student_layers is not None:

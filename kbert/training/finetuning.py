@@ -29,21 +29,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from kbert.checkpoints.config_files import read_bert_config
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import is_finetuned
-from kbert.checkpoints.finetuned import load_finetuned
-from kbert.checkpoints.finetuned import read_task_config
 from kbert.checkpoints.finetuned import save_finetuned
-from kbert.checkpoints.pretrained import BERT_CONFIG
-from kbert.checkpoints.pretrained import load_encoder
-from kbert.checkpoints.pretrained import pretrained_settings
-from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data.packing import PackingConfig
 from kbert.data.text_preprocessor import TextPreprocessor
-from kbert.data.text_preprocessor import check_max_seq_length
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
 from kbert.files import write_text
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
@@ -106,7 +97,7 @@ class _Setup:
     """Everything a training run needs besides its `Hyperparameters`."""
 
     task: Task
-    init_checkpoint: str
+    init_checkpoint: ModelDir  # the opened --init_checkpoint
     preprocessor: TextPreprocessor
     train_rows: list
     num_rows: int  # rows of one training epoch: the examples, or packed rows
@@ -255,7 +246,9 @@ def run_finetuning(
     settings = {name: value for name, value in locals().items() if name in HYPERPARAMETERS}
     _check_arguments(task, strategy, do_train, do_eval, do_predict, settings, num_restarts,
                      hparam_grid)
-    task_object, saved = _resolve_task(task, task_name, task_options, init_checkpoint, do_train)
+    checkpoint = open_model_dir(init_checkpoint, flag="--init_checkpoint", vocab_file=vocab_file,
+                                do_lower_case=do_lower_case, vocab_flag="--vocab_file")
+    task_object, saved = _resolve_task(task, task_name, task_options, checkpoint, do_train)
     if saved is not None:
         max_seq_length = saved.max_seq_length
     data = TaskData(task_name, data_dir, train_file, predict_file)
@@ -263,8 +256,8 @@ def run_finetuning(
                                           ("test", do_predict)) if wanted]
     task_object.check_data(data, splits)
     _check_selection(task_object, do_train, do_eval, num_restarts, hparam_grid)
-    preprocessor, vocab_file, encoder_config = _preprocessor(init_checkpoint, vocab_file,
-                                                             do_lower_case, max_seq_length)
+    preprocessor = checkpoint.preprocessor(max_seq_length)
+    encoder_config = checkpoint.encoder_config
     # Read every split needed now, so bad files fail before anything is written.
     examples = {split: task_object.read(data, split) for split in splits}
     train_rows = task_object.training_rows(examples["train"], preprocessor) if do_train else []
@@ -281,7 +274,7 @@ def run_finetuning(
     extra_files: dict[str, str] = {}
     trained = None
     if do_train:
-        setup = _Setup(task_object, init_checkpoint, preprocessor, train_rows, num_rows,
+        setup = _Setup(task_object, checkpoint, preprocessor, train_rows, num_rows,
                        examples.get("dev") if task_object.main_metric else None, distribution,
                        warmup_proportion, weight_decay, eval_batch_size, eval_every_steps,
                        keep_best_checkpoint, early_stopping_patience, packing, verbose)
@@ -297,13 +290,13 @@ def run_finetuning(
     else:
         keras.utils.set_random_seed(seed)
         with distribution.scope():
-            model = (load_finetuned(init_checkpoint)[0] if saved is not None
-                     else task_object.build_model(load_encoder(init_checkpoint)))
+            model = (checkpoint.model() if saved is not None
+                     else task_object.build_model(checkpoint.encoder()))
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
                                   results, do_eval, do_predict,
                                   trained.evaluation if trained is not None else None)
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
-                   vocab_file, {**files, **extra_files}, results if do_eval else None)
+                   checkpoint.vocab_file, {**files, **extra_files}, results if do_eval else None)
     return results
 
 
@@ -390,66 +383,22 @@ def _packed_rows(task: Task, rows: list, preprocessor: TextPreprocessor,
     return int(sum(int(tf.shape(batch["token_ids"])[0]) for batch in dataset))
 
 
-def _resolve_task(task: str, task_name: str | None, task_options: Any, init_checkpoint: str,
+def _resolve_task(task: str, task_name: str | None, task_options: Any, checkpoint: ModelDir,
                   do_train: bool) -> tuple[Task, TaskConfig | None]:
     """The task to run, and the saved record when evaluating a fine-tuned directory."""
     task_class = get_task(task)
-    if not tf.io.gfile.isdir(init_checkpoint):
-        raise FileNotFoundError(f"--init_checkpoint={init_checkpoint} is not a directory.")
-    if do_train or not is_finetuned(init_checkpoint):
+    if do_train or not checkpoint.is_finetuned:
         task_object = task_class(task_options, task_name=task_name)
-        task_object.use_pretrained_settings(pretrained_settings(init_checkpoint))
+        task_object.use_pretrained_settings(checkpoint.pretrained_settings)
         return task_object, None
-    saved = read_task_config(init_checkpoint)
+    saved = checkpoint.task_config
     if saved.task != task:
-        raise ValueError(f"--init_checkpoint={init_checkpoint} was fine-tuned for "
-                         f"--task={saved.task}, not {task}.")
+        raise ValueError(f"{checkpoint.where} was fine-tuned for --task={saved.task}, not {task}.")
     task_object = task_class.from_description(saved.to_dict())
     if task_options is not None and task_class.evaluation_fields:
         run_values = {name: getattr(task_options, name) for name in task_class.evaluation_fields}
         task_object.config = dataclasses.replace(task_object.config, **run_values)
     return task_object, saved
-
-
-def _preprocessor(init_checkpoint: str, vocab_file: str | None, do_lower_case: bool | None,
-                  max_seq_length: int) -> tuple[TextPreprocessor, str, dict[str, Any]]:
-    """Checks the pre-trained directory and vocabulary; the preprocessor, vocab file and
-    the encoder's config (keras-hub names)."""
-    if not tf.io.gfile.exists(os.path.join(init_checkpoint, BERT_CONFIG)):
-        raise FileNotFoundError(
-            f"--init_checkpoint={init_checkpoint} is not a kbert pre-trained directory: "
-            f"{BERT_CONFIG} is missing. Point to a kbert-pretrain model_dir or a kbert-convert "
-            "output_dir.")
-    encoder_config = read_bert_config(os.path.join(init_checkpoint, BERT_CONFIG))
-    check_max_seq_length(max_seq_length, encoder_config["max_sequence_length"])
-    vocab_file, vocabulary = _resolve_vocabulary(init_checkpoint, vocab_file,
-                                                 encoder_config["vocabulary_size"])
-    if do_lower_case is None:
-        recorded = read_tokenizer_config(init_checkpoint)["do_lower_case"]
-        do_lower_case = True if recorded is None else recorded
-    return TextPreprocessor(vocabulary, do_lower_case, max_seq_length), vocab_file, encoder_config
-
-
-def _resolve_vocabulary(init_checkpoint: str, vocab_file: str | None,
-                        vocabulary_size: int) -> tuple[str, list[str]]:
-    recorded = read_tokenizer_config(init_checkpoint)["vocab_file"]
-    if vocab_file is None:
-        if recorded is None:
-            raise FileNotFoundError(
-                f"--init_checkpoint={init_checkpoint} has no vocab.txt; pass --vocab_file.")
-        vocab_file = recorded
-    vocabulary = read_vocab(vocab_file, INPUT_TOKENS)
-    if recorded is not None and vocab_file != recorded:
-        if read_vocab(recorded) != vocabulary:
-            raise ValueError(
-                f"--vocab_file={vocab_file} differs from the vocabulary {recorded} of "
-                f"--init_checkpoint={init_checkpoint}; drop --vocab_file to use the model's own.")
-    if len(vocabulary) != vocabulary_size:
-        raise ValueError(
-            f"{vocab_file} has {len(vocabulary)} tokens but the encoder of --init_checkpoint="
-            f"{init_checkpoint} has {vocabulary_size} embedding rows; use the vocab.txt the "
-            "model was trained with.")
-    return vocab_file, vocabulary
 
 
 def _train_selected(setup: _Setup, base: Hyperparameters, num_restarts: int, hparam_grid,
@@ -515,7 +464,7 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
                          hparams.num_train_epochs, setup.warmup_proportion,
                          setup.eval_every_steps if evaluating else 0)
     with setup.distribution.scope():
-        model = task.build_model(load_encoder(setup.init_checkpoint))
+        model = task.build_model(setup.init_checkpoint.encoder())
         _compile(model, task, schedule, hparams.learning_rate, setup.weight_decay)
     callbacks, evaluation = [], None
     if evaluating:

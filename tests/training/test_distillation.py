@@ -3,6 +3,7 @@ a narrower student through the projection, the student directory exported, bad i
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -416,13 +417,24 @@ def test_bad_inputs_are_refused_before_anything_is_written(teachers, tmp_path):
              attention_weight=1.0,
              build_student_encoder=lambda **sizes: BertEncoder(**tiny_encoder_kwargs(
                  **NARROW, **sizes)))
+    # Same size, another order: a directory that fits its encoder but not the teacher.
     other = make_tiny_pretrained(tmp_path / "other_vocab", max_sequence_length=32)
-    with open(os.path.join(other, "vocab.txt"), "a") as f:
-        f.write("extra\n")
+    lines = open(os.path.join(other, "vocab.txt")).read().splitlines()
+    with open(os.path.join(other, "vocab.txt"), "w") as f:
+        f.write("\n".join(lines[:5] + lines[6:] + [lines[5]]) + "\n")
     _refused(teachers, tmp_path, r"--student_init_checkpoint=.*other_vocab has a vocabulary",
              build_student_encoder=BertEncoder, student_init_checkpoint=other)
+    # A token more than the embedding rows: the directory itself is refused when opened.
+    extra = make_tiny_pretrained(tmp_path / "extra_token", max_sequence_length=32)
+    with open(os.path.join(extra, "vocab.txt"), "a") as f:
+        f.write("extra\n")
+    _refused(teachers, tmp_path, rf"{len(lines) + 1} tokens but the encoder of "
+                                 rf"--student_init_checkpoint=.*extra_token has {len(lines)} "
+                                 "embedding rows",
+             build_student_encoder=BertEncoder, student_init_checkpoint=extra)
+    # A complete fine-tuned directory whose task_config.json names a task kbert-distill refuses.
     embedding = tmp_path / "embedding_teacher"
-    embedding.mkdir()
+    shutil.copytree(teachers["sst2"], embedding)
     config = json.load(open(os.path.join(teachers["sst2"], "task_config.json")))
     (embedding / "task_config.json").write_text(json.dumps(
         {**config, "task": "squad", "model_type": "span_labeler"}))
