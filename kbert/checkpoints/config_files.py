@@ -9,23 +9,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import tensorflow as tf
-
+from kbert.files import read_json
 from kbert.files import write_text
 from kbert.models.bert_config import arguments_to_bert_config
 from kbert.models.bert_config import bert_config_to_arguments
 from kbert.models.bert_config import hf_config_to_arguments
-
-
-def _read_json(path: str, what: str) -> dict[str, Any]:
-    """Reads a JSON config through `tf.io.gfile`, naming the file in every error."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{what} not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
 
 
 def read_bert_config(path: str) -> dict[str, Any]:
@@ -37,7 +25,7 @@ def read_bert_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments.
     """
-    return bert_config_to_arguments(_read_json(path, "bert_config.json"), source=path)
+    return bert_config_to_arguments(read_json(path, "bert_config.json"), source=path)
 
 
 def write_bert_config(arguments: dict[str, Any], path: str) -> None:
@@ -59,4 +47,4 @@ def read_hf_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments (see `hf_config_to_arguments`).
     """
-    return hf_config_to_arguments(_read_json(path, "Hugging Face config.json"), source=path)
+    return hf_config_to_arguments(read_json(path, "Hugging Face config.json"), source=path)

@@ -41,6 +41,7 @@ from kbert.data import PackingConfig
 from kbert.data.pretraining.checks import check_pretraining_data
 from kbert.data.pretraining.checks import named_data_error
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.files import read_json
 from kbert.files import write_text
 from kbert.training.pretraining_progress import Interval
 from kbert.training.pretraining_progress import Progress
@@ -221,8 +222,7 @@ def _finished_summary(settings: PretrainingSettings,
         # summary.json is written last, so the run had finished: nothing to do.
         settings.print_fn(f"{settings.model_dir} is already at step {resumed_from_step}; "
                           "nothing to train")
-        with tf.io.gfile.GFile(summary_path) as f:
-            return json.load(f)
+        return read_json(summary_path)
     return None
 
 
