@@ -101,7 +101,7 @@ def main() -> None:
     import tensorflow as tf
 
     from kbert.index import ann
-    from kbert.tasks.retrieval.exact import top_k_inner_product
+    from kbert.retrieval.top_k import top_k_inner_product
 
     import faiss
 

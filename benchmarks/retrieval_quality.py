@@ -10,7 +10,7 @@
    and (stage `rerank`) fine-tuned + a cross-encoder (--task=rerank from MiniLM at the
    `auto` learning rate and epochs, --rerank_loss listwise or bce, negatives mined from
    the fine-tuned bi-encoder's train run) re-ranking its top 20: alone and fused with
-   the first stage (rrf, interpolate; kbert.tasks.rerank.fusion).
+   the first stage (rrf, interpolate; kbert.retrieval.fusion).
 3. kbert-index on the fine-tuned model: documents/s while building (exact and faiss),
    queries/s of search alone and of search + re-rank, faiss recall@10 against --exact.
 
@@ -70,9 +70,9 @@ def main() -> None:
     stages = args.stages.split(",")
     from kbert import checkpoints
     from kbert.tasks import RerankConfig, RetrievalConfig
-    from kbert.tasks.retrieval.beir import format_run, read_corpus, read_qrels, read_queries, read_run
-    from kbert.tasks.retrieval.bm25 import BM25
-    from kbert.tasks.retrieval.metrics import evaluate_run
+    from kbert.retrieval.beir import format_run, read_corpus, read_qrels, read_queries, read_run
+    from kbert.retrieval.bm25 import BM25
+    from kbert.retrieval.metrics import evaluate_run
     from kbert.training.finetuning import run_finetuning
 
     os.makedirs(args.work_dir, exist_ok=True)
@@ -99,7 +99,7 @@ def main() -> None:
     if "reqa" in stages:
         from tools.make_xquad_reqa import make_reqa
         from kbert.files import atomic_directory
-        from kbert.tasks.retrieval.beir import format_qrels, write_jsonl
+        from kbert.retrieval.beir import format_qrels, write_jsonl
 
         if not os.path.exists(reqa):
             with open(os.path.join(DATA, "squad", "xquad.en.json")) as f:
@@ -142,8 +142,8 @@ def _number(value: str):
 def _rerank_stage(args, reqa: str, results: dict, out: str) -> None:
     """A cross-encoder from MiniLM re-ranking the fine-tuned bi-encoder's top 20 (pure and fused)."""
     from kbert.tasks import RerankConfig
-    from kbert.tasks.retrieval.beir import read_qrels, read_run
-    from kbert.tasks.retrieval.metrics import evaluate_run
+    from kbert.retrieval.beir import read_qrels, read_run
+    from kbert.retrieval.metrics import evaluate_run
     from kbert.training.finetuning import run_finetuning
 
     work_dir = args.work_dir
@@ -175,7 +175,7 @@ def _rerank_stage(args, reqa: str, results: dict, out: str) -> None:
 
 def _fuse(first: dict, pure: dict, fusion: str, depth: int = 20) -> dict:
     """The first stage's top `depth` re-ordered by `fusion` of its scores and the re-ranker's (`pure` run)."""
-    from kbert.tasks.rerank.fusion import fuse_scores
+    from kbert.retrieval.fusion import fuse_scores
 
     run = {}
     for query_id, ranked in pure.items():
@@ -189,7 +189,7 @@ def _train_run(work_dir: str, reqa: str) -> None:
     """The fine-tuned bi-encoder's top 50 for the train questions (negatives for the cross-encoder)."""
     from kbert.files import write_text
     from kbert.index import IndexSearcher, build_index
-    from kbert.tasks.retrieval.beir import format_run, read_qrels, read_queries
+    from kbert.retrieval.beir import format_run, read_qrels, read_queries
 
     index_dir = f"{work_dir}/index-exact"
     if not os.path.exists(index_dir):
@@ -208,8 +208,8 @@ def _index_stage(work_dir: str, reqa: str, results: dict, out: str) -> None:
     import shutil
 
     from kbert.index import IndexSearcher, build_index
-    from kbert.tasks.retrieval.beir import read_qrels, read_queries
-    from kbert.tasks.retrieval.metrics import recall_at_k
+    from kbert.retrieval.beir import read_qrels, read_queries
+    from kbert.retrieval.metrics import recall_at_k
 
     model = f"{work_dir}/reqa-tuned"
     queries = read_queries(f"{reqa}/queries.jsonl")

@@ -1,11 +1,11 @@
 """kbert: pre-train, fine-tune and serve BERT encoders with TensorFlow and Keras 3.
 
 The package is layered; each layer imports only the ones before it (docs/architecture.md):
-`files` -> `layers` -> `models` -> `data` -> `tasks`, `checkpoints` -> `training`,
+`files` -> `layers` -> `models` -> `data` -> `retrieval` -> `tasks`, `checkpoints` -> `training`,
 `export` -> `configurables` -> `bin`; `data` never imports `models`. After
 `import kbert`, the library layers are reachable as `kbert.files`, `kbert.layers`,
-`kbert.models`, `kbert.data`, `kbert.tasks`, `kbert.checkpoints`, `kbert.training`,
-`kbert.export` and `kbert.serving`; each is imported on first use, so a
+`kbert.models`, `kbert.data`, `kbert.retrieval`, `kbert.tasks`, `kbert.checkpoints`,
+`kbert.training`, `kbert.export` and `kbert.serving`; each is imported on first use, so a
 data-generation worker that needs only `kbert.data` never loads Keras.
 """
 
@@ -13,8 +13,8 @@ import importlib
 
 __version__ = "0.1.0"
 
-_SUBPACKAGES = ("files", "layers", "models", "data", "tasks", "checkpoints", "training", "export",
-                "serving")
+_SUBPACKAGES = ("files", "layers", "models", "data", "retrieval", "tasks", "checkpoints", "training",
+                "export", "serving")
 
 
 def __getattr__(name: str):

@@ -65,8 +65,8 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from kbert.files import atomic_directory
-    from kbert.tasks.retrieval.beir import format_qrels
-    from kbert.tasks.retrieval.beir import write_jsonl
+    from kbert.retrieval.beir import format_qrels
+    from kbert.retrieval.beir import write_jsonl
 
     with open(args.xquad, encoding="utf-8") as f:
         corpus, queries, train, dev = make_reqa(json.load(f))

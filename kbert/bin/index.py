@@ -90,8 +90,8 @@ def build() -> None:
 def search() -> None:
     from kbert.files import write_text
     from kbert.index import IndexSearcher
-    from kbert.tasks.retrieval.beir import format_run
-    from kbert.tasks.retrieval.beir import read_queries
+    from kbert.retrieval.beir import format_run
+    from kbert.retrieval.beir import read_queries
 
     if not FLAGS.queries or not FLAGS.output:
         raise ValueError("kbert-index search needs --queries (JSONL) and --output (the TREC run to write).")
@@ -113,9 +113,9 @@ def search() -> None:
 
 
 def evaluate() -> None:
-    from kbert.tasks.retrieval.beir import read_qrels
-    from kbert.tasks.retrieval.beir import read_run
-    from kbert.tasks.retrieval.metrics import evaluate_run
+    from kbert.retrieval.beir import read_qrels
+    from kbert.retrieval.beir import read_run
+    from kbert.retrieval.metrics import evaluate_run
 
     if not FLAGS.run or not FLAGS.qrels:
         raise ValueError("kbert-index evaluate needs --run (TREC run) and --qrels.")

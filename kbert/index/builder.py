@@ -40,9 +40,9 @@ from kbert.index.metadata import extra_path
 from kbert.index.metadata import index_versions
 from kbert.index.metadata import locate_index
 from kbert.index.metadata import read_index_metadata
-from kbert.tasks.retrieval.beir import iter_corpus
-from kbert.tasks.similarity.embedding import embed_texts
-from kbert.tasks.similarity.embedding import unit_rows
+from kbert.retrieval.beir import iter_corpus
+from kbert.retrieval.embedding import embed_texts
+from kbert.retrieval.embedding import unit_rows
 
 log = logging.getLogger("kbert.index")
 # Documents embedded between progress lines (and sorted by length together).

@@ -27,9 +27,9 @@ from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.export.saved_model import versions
+from kbert.tasks import EmbeddingTask
 from kbert.tasks import get_task
-from kbert.tasks.embedding.task import EmbeddingTask
-from kbert.tasks.similarity.serving import SentenceEmbeddingServingModule
+from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 
 SENTENCE_TASKS = ("similarity", "retrieval")
 

@@ -26,11 +26,11 @@ from kbert.index.metadata import FAISS_FILE
 from kbert.index.metadata import extra_path
 from kbert.index.metadata import locate_index
 from kbert.index.metadata import read_index_metadata
-from kbert.tasks.rerank.fusion import DEFAULT_WEIGHT
-from kbert.tasks.rerank.fusion import check_fusion
-from kbert.tasks.rerank.fusion import fuse_scores
-from kbert.tasks.retrieval.exact import top_k_inner_product
-from kbert.tasks.similarity.embedding import unit_rows
+from kbert.retrieval.embedding import unit_rows
+from kbert.retrieval.fusion import DEFAULT_WEIGHT
+from kbert.retrieval.fusion import check_fusion
+from kbert.retrieval.fusion import fuse_scores
+from kbert.retrieval.top_k import top_k_inner_product
 
 log = logging.getLogger("kbert.index")
 
@@ -62,7 +62,7 @@ class IndexSearcher:
         rerank_top_k: int. Hits re-scored per query. Defaults to 50.
         rerank_fusion: str. How the re-scored hits are ordered: `none` (by the
             cross-encoder alone), `rrf` or `interpolate` (fused with the first
-            stage; `kbert.tasks.rerank.fusion`). Defaults to `none`.
+            stage; `kbert.retrieval.fusion`). Defaults to `none`.
         rerank_fusion_weight: float. `interpolate`: the cross-encoder's share.
             Defaults to 0.5.
 

@@ -14,7 +14,7 @@ from kbert.models import BertClassifier
 from kbert.models import BertEncoder
 from kbert.tasks import GlueTask
 from kbert.tasks.base import inference_function
-from kbert.tasks.glue.reader import GlueExample
+from kbert.tasks.glue_reader import GlueExample
 
 
 def test_the_evaluation_dataset_is_reused_only_for_the_same_examples_and_settings():

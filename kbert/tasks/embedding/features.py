@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import column
-from kbert.tasks.ner.words import word_pieces
+from kbert.data.words import word_pieces
 
 # google-research/bert's input layout for a pair: `text_a ||| text_b`.
 PAIR_PATTERN = re.compile(r"^(.*) \|\|\| (.*)$")
@@ -132,7 +132,7 @@ def word_aligned_inputs(preprocessor: TextPreprocessor, words: tf.RaggedTensor) 
 
     Args:
         preprocessor: `TextPreprocessor`.
-        words: ragged string `[batch, (words)]` (`kbert.tasks.ner.words.split_words`).
+        words: ragged string `[batch, (words)]` (`kbert.data.words.split_words`).
 
     Returns:
         `(inputs, word_ids)`: the three encoder inputs, and int32

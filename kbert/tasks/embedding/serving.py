@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.data.words import split_words
 from kbert.layers.layer_mix import layer_indexes
 from kbert.tasks.embedding.features import layer_features
 from kbert.tasks.embedding.features import word_aligned_inputs
-from kbert.tasks.ner.words import split_words
+from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 from kbert.tasks.serving import text_spec
-from kbert.tasks.similarity.serving import SentenceEmbeddingServingModule
 
 
 class EmbeddingServingModule(SentenceEmbeddingServingModule):

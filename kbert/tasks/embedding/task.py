@@ -13,11 +13,11 @@ import dataclasses
 import keras
 
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
+from kbert.retrieval.pooling import DEFAULT_NORMALIZE
+from kbert.retrieval.pooling import DEFAULT_POOLING
+from kbert.retrieval.pooling import check_pooling
 from kbert.tasks.base import Task
 from kbert.tasks.embedding.serving import EmbeddingServingModule
-from kbert.tasks.similarity.pooling import DEFAULT_NORMALIZE
-from kbert.tasks.similarity.pooling import DEFAULT_POOLING
-from kbert.tasks.similarity.pooling import check_pooling
 
 
 @dataclasses.dataclass

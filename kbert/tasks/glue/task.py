@@ -12,17 +12,17 @@ from kbert.data.text_datasets import classification_dataset
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.models.bert_classifier import BertClassifier
 from kbert.tasks import metrics
+from kbert.tasks.base import Evaluation
 from kbert.tasks.base import INPUT_NAMES
 from kbert.tasks.base import PACKED_INPUT_NAMES
-from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import outputs_in_order
-from kbert.tasks.glue.reader import GlueExample
-from kbert.tasks.glue.reader import get_glue_spec
-from kbert.tasks.glue.reader import read_glue
 from kbert.tasks.glue.serving import ClassifierServingModule
+from kbert.tasks.glue_reader import GlueExample
+from kbert.tasks.glue_reader import get_glue_spec
+from kbert.tasks.glue_reader import read_glue
 
 # The official metric of each name a GLUE task reports.
 METRICS = {"accuracy": metrics.accuracy, "f1": metrics.f1_score,

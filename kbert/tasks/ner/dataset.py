@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from kbert.data.bucketing import batch_by_length
 from kbert.data.text_preprocessor import TextPreprocessor
-from kbert.tasks.ner.words import word_pieces
+from kbert.data.words import word_pieces
 
 
 def token_classification_dataset(
@@ -21,7 +21,7 @@ def token_classification_dataset(
 ) -> tf.data.Dataset:
     """Token classification (NER) batches: one label per word, at its first wordpiece.
 
-    Each word is tokenized on its own (`kbert.tasks.ner.words.word_pieces`, as
+    Each word is tokenized on its own (`kbert.data.words.word_pieces`, as
     the served model does); its first wordpiece carries the word's tag with
     weight 1, other wordpieces and `[CLS]`/`[SEP]` weight 0. Words past
     `max_seq_length - 2` wordpieces are cut (they get no position).

@@ -6,7 +6,7 @@
 | `words` | `words` string `[batch, max_words]`, `""`-padded | the same |
 | `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position (argmax, also with a CRF) |
 
-Words are what fine-tuning calls words (`kbert.tasks.ner.words`): `text` is
+Words are what fine-tuning calls words (`kbert.data.words`): `text` is
 split on whitespace, and each word is tokenized on its own and tagged at its
 first piece. A text longer than `max_seq_length - 2` pieces is read in windows
 `window_stride` pieces apart (`kbert.data.windows`); each word takes its tag
@@ -26,8 +26,8 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import column
 from kbert.data.windows import max_context
 from kbert.data.windows import strided_windows
-from kbert.tasks.ner.words import split_words
-from kbert.tasks.ner.words import word_pieces
+from kbert.data.words import split_words
+from kbert.data.words import word_pieces
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
 from kbert.tasks.serving import ids_inputs

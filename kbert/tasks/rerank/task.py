@@ -9,7 +9,7 @@ group (`loss="listwise"`, the positive first) or binary cross-entropy per row
 every judged query (`--predict_file` run, else BM25) and reports MRR@10 and
 nDCG@10 before (`*_first_stage`) and after, the latter both for the re-ranker
 alone and fused with the first stage's ranking (`*_rrf`, `*_interpolate`; see
-`kbert.tasks.rerank.fusion`); `fusion` picks which order `eval_run.trec` and
+`kbert.retrieval.fusion`); `fusion` picks which order `eval_run.trec` and
 `predictions.trec` hold.
 
     kbert-finetune --task=rerank --data_dir=beir/xquad-reqa --init_checkpoint=minilm \\
@@ -29,17 +29,17 @@ import tensorflow as tf
 
 from kbert.data.bucketing import batch_by_length
 from kbert.models.bert_classifier import BertClassifier
+from kbert.retrieval import fusion as fusion_lib
+from kbert.retrieval.beir import format_run
+from kbert.retrieval.beir import read_corpus
+from kbert.retrieval.metrics import evaluate_run
+from kbert.retrieval.query_set import QuerySet
+from kbert.retrieval.query_set import mine_negatives
+from kbert.retrieval.query_set import read_beir_split
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
-from kbert.tasks.retrieval.beir import format_run
-from kbert.tasks.retrieval.beir import read_corpus
-from kbert.tasks.retrieval.metrics import evaluate_run
-from kbert.tasks.retrieval.reader import QuerySet
-from kbert.tasks.retrieval.reader import mine_negatives
-from kbert.tasks.retrieval.reader import read_beir_split
-from kbert.tasks.rerank import fusion as fusion_lib
 from kbert.tasks.rerank.losses import ListwiseSoftmaxLoss
 from kbert.tasks.rerank.serving import RerankServingModule
 
@@ -59,7 +59,7 @@ class RerankConfig:
         rerank_top_k: int. Documents of the first stage re-ranked per query at
             evaluation. Defaults to 50.
         fusion: str. The order written: `none` (the re-ranker's), `rrf` or
-            `interpolate` with the first stage (`kbert.tasks.rerank.fusion`).
+            `interpolate` with the first stage (`kbert.retrieval.fusion`).
             Defaults to `none`.
         fusion_weight: float. `interpolate`: the re-ranker's share. Defaults to 0.5.
     """

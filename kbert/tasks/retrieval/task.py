@@ -22,23 +22,23 @@ import keras
 
 from kbert.models.bert_dual_encoder import BertDualEncoder
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
+from kbert.retrieval.beir import format_run
+from kbert.retrieval.beir import read_corpus
+from kbert.retrieval.embedding import embed_texts
+from kbert.retrieval.embedding import unit_rows
+from kbert.retrieval.metrics import evaluate_run
+from kbert.retrieval.pair_dataset import dual_encoder_batch
+from kbert.retrieval.pair_dataset import pair_dataset
+from kbert.retrieval.pooling import check_pooling
+from kbert.retrieval.pooling import resolve_pooling
+from kbert.retrieval.query_set import QuerySet
+from kbert.retrieval.query_set import mine_negatives
+from kbert.retrieval.query_set import read_beir_split
+from kbert.retrieval.top_k import top_k_inner_product
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
-from kbert.tasks.retrieval.beir import format_run
-from kbert.tasks.retrieval.beir import read_corpus
-from kbert.tasks.retrieval.exact import top_k_inner_product
-from kbert.tasks.retrieval.metrics import evaluate_run
-from kbert.tasks.retrieval.reader import QuerySet
-from kbert.tasks.retrieval.reader import mine_negatives
-from kbert.tasks.retrieval.reader import read_beir_split
-from kbert.tasks.similarity.dataset import dual_encoder_batch
-from kbert.tasks.similarity.dataset import pair_dataset
-from kbert.tasks.similarity.embedding import embed_texts
-from kbert.tasks.similarity.embedding import unit_rows
-from kbert.tasks.similarity.pooling import check_pooling
-from kbert.tasks.similarity.pooling import resolve_pooling
-from kbert.tasks.similarity.task import sentence_serving_module
+from kbert.tasks.sentence_embedding import sentence_serving_module
 
 
 @dataclasses.dataclass

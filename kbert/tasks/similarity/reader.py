@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from kbert.files import iter_jsonl
-from kbert.tasks.glue.reader import read_glue
+from kbert.tasks.glue_reader import read_glue
 
 STSB_MAX_SCORE = 5.0
 

@@ -19,21 +19,21 @@ import numpy as np
 
 from kbert.models.bert_dual_encoder import BertDualEncoder
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
+from kbert.retrieval.embedding import embed_texts
+from kbert.retrieval.embedding import unit_rows
+from kbert.retrieval.metrics import reciprocal_rank
+from kbert.retrieval.pair_dataset import dual_encoder_batch
+from kbert.retrieval.pair_dataset import pair_dataset
+from kbert.retrieval.pooling import check_pooling
+from kbert.retrieval.pooling import resolve_pooling
 from kbert.tasks import metrics
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
-from kbert.tasks.retrieval.metrics import reciprocal_rank
-from kbert.tasks.similarity.dataset import dual_encoder_batch
-from kbert.tasks.similarity.dataset import pair_dataset
-from kbert.tasks.similarity.embedding import embed_texts
-from kbert.tasks.similarity.embedding import unit_rows
-from kbert.tasks.similarity.pooling import check_pooling
-from kbert.tasks.similarity.pooling import resolve_pooling
+from kbert.tasks.sentence_embedding import sentence_serving_module
 from kbert.tasks.similarity.reader import PairExample
 from kbert.tasks.similarity.reader import read_pairs_jsonl
 from kbert.tasks.similarity.reader import read_stsb
-from kbert.tasks.similarity.serving import SentenceEmbeddingServingModule
 
 LOSSES = ("cosine", "ranking")
 
@@ -202,11 +202,3 @@ class SimilarityTask(Task):
 
     def serving_module(self, model, preprocessor):
         return sentence_serving_module(model, preprocessor)
-
-
-def sentence_serving_module(model, preprocessor) -> SentenceEmbeddingServingModule:
-    """The embedding serving module of a `BertDualEncoder` (or a lone `BertSentenceEncoder`)."""
-    if isinstance(model, BertSentenceEncoder):
-        return SentenceEmbeddingServingModule(model, preprocessor)
-    return SentenceEmbeddingServingModule(model.query_tower, preprocessor,
-                                          None if model.shared else model.document_tower)

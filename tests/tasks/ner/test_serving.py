@@ -7,11 +7,11 @@ import tensorflow as tf
 from tests import serving_testlib as lib
 from kbert.data import TextPreprocessor
 from kbert.data import read_vocab
+from kbert.data.words import split_words
 from kbert.tasks import NerConfig
 from kbert.tasks import NerTask
 from kbert.tasks.ner.serving import TokenClassifierServingModule
 from kbert.tasks.ner.serving import word_windows
-from kbert.tasks.ner.words import split_words
 
 LONG_TEXT = lib.TEXTS[3] + " , said O'Neil of the U.S. on 1996-08-22 ."
 

@@ -10,11 +10,11 @@ from tests.serving_testlib import REPO
 from tests.serving_testlib import VOCAB
 from kbert.data import TextPreprocessor
 from kbert.data import read_vocab
+from kbert.data.words import split_words
+from kbert.data.words import word_pieces
 from kbert.tasks.ner.dataset import token_classification_dataset
 from kbert.tasks.ner.reader import read_conll
 from kbert.tasks.ner.serving import word_windows
-from kbert.tasks.ner.words import split_words
-from kbert.tasks.ner.words import word_pieces
 
 CONLL = os.path.join(REPO, "tests", "testdata", "finetune", "conll2003")
 

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from tests.finetune_testing import TESTDATA
-from kbert.tasks.glue.reader import get_glue_spec
-from kbert.tasks.glue.reader import read_glue
+from kbert.tasks.glue_reader import get_glue_spec
+from kbert.tasks.glue_reader import read_glue
 
 GLUE = os.path.join(TESTDATA, "glue")
 

@@ -5,6 +5,9 @@ holding the texts and the label, the label names, the metrics). Files with a
 header row are read by column name, so test files with or without an extra
 column (e.g. MRPC's with gold labels) read the same; CoLA's files have no
 header and are read by position, as in `run_classifier.py`.
+
+Read by the glue task and by the similarity task (STS-B), hence here beside
+`base.py` rather than in `glue/`: task folders never import each other.
 """
 
 from __future__ import annotations
@@ -124,7 +127,7 @@ def get_glue_spec(task_name: str) -> GlueSpec:
 
     Example:
 
-    >>> kbert.tasks.glue.reader.get_glue_spec("MRPC").label_names
+    >>> kbert.tasks.glue_reader.get_glue_spec("MRPC").label_names
     ('0', '1')
     """
     key = task_name.lower()
@@ -184,7 +187,7 @@ def read_glue(data_dir: str, task_name: str, split: str) -> list[GlueExample]:
 
     Example:
 
-    >>> examples = kbert.tasks.glue.reader.read_glue("glue_data/SST-2", "sst-2", "dev")
+    >>> examples = kbert.tasks.glue_reader.read_glue("glue_data/SST-2", "sst-2", "dev")
     >>> examples[0].text_a, examples[0].label
     ("it 's a charming and often affecting journey . ", 1)
     """

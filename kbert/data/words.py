@@ -1,4 +1,4 @@
-"""What a word is for NER, in fine-tuning and in serving: one rule, in one place.
+"""What a word is, in fine-tuning and in serving: one rule, in one place.
 
 A CoNLL file has one word per line, and `read_conll` takes the first of the
 line's whitespace-separated columns, so a training word never holds
@@ -7,7 +7,8 @@ word each. Fine-tuning tokenizes each word on its own and tags its first
 piece. Serving finds the same words in raw text by splitting it where
 `str.split()` does (`split_words`) and both go through `word_pieces`, so a
 sentence sent as the CoNLL words joined by spaces gets the pieces, and the
-first-piece positions, it was trained on.
+first-piece positions, it was trained on. The embedding task's `features`
+signature reports each piece's word by the same rule.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from kbert.data.text_preprocessor import TextPreprocessor
 # The characters Python's `str.isspace()` accepts, which `str.split()` (and so
 # `read_conll`) splits on: ASCII tab to carriage return, the four information
 # separators U+001C-U+001F, NEL U+0085 and Unicode's separators (category Z).
-# tests/tasks/ner/test_words.py checks it against `str.isspace` on every code point.
+# tests/data/test_words.py checks it against `str.isspace` on every code point.
 WHITESPACE = r"[\t\n\v\f\r\x1c-\x1f\x{85}\p{Z}]"
 
 

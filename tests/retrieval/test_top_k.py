@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kbert.tasks.retrieval.exact import top_k_inner_product
+from kbert.retrieval.top_k import top_k_inner_product
 
 
 def _brute_force(queries, documents, k):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from kbert.tasks.rerank.fusion import fuse_scores
+from kbert.retrieval.fusion import fuse_scores
 
 
 def test_none_is_the_cross_encoder_alone():

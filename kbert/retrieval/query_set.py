@@ -3,7 +3,8 @@
 `read_beir_split` gives the split's judged queries with the whole corpus
 attached (`QuerySet.corpus`): evaluation ranks every document of it. The
 first stage (where hard negatives and the documents to re-rank come from) is a
-TREC run file when one is given, else BM25 over the corpus.
+TREC run file when one is given, else BM25 over the corpus. Both tasks read
+their data here, so neither imports the other.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import dataclasses
 import os
 import random
 
-from kbert.tasks.retrieval.beir import Document
-from kbert.tasks.retrieval.beir import qrels_path
-from kbert.tasks.retrieval.beir import read_corpus
-from kbert.tasks.retrieval.beir import read_qrels
-from kbert.tasks.retrieval.beir import read_queries
-from kbert.tasks.retrieval.beir import read_run
-from kbert.tasks.retrieval.bm25 import BM25
+from kbert.retrieval.beir import Document
+from kbert.retrieval.beir import qrels_path
+from kbert.retrieval.beir import read_corpus
+from kbert.retrieval.beir import read_qrels
+from kbert.retrieval.beir import read_queries
+from kbert.retrieval.beir import read_run
+from kbert.retrieval.bm25 import BM25
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,10 @@
-"""Serving signatures of sentence encoders: `text` -> `embedding`.
+"""The serving module of every sentence encoder: `text` -> `embedding`.
+
+Shared by the tasks whose model embeds texts (similarity, retrieval, and the
+export-only embedding task, which adds a `features` signature) and by
+`kbert-index`, which embeds a corpus with the same `tf.function` that is
+exported, so stored vectors equal served ones. It sits beside `serving.py`
+rather than in a task folder because task folders never import each other.
 
 | signature         | inputs                                    | outputs                      |
 |-------------------|-------------------------------------------|------------------------------|
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
 from kbert.tasks.serving import ids_inputs
@@ -74,3 +81,25 @@ class SentenceEmbeddingServingModule(ServingModule):
     def embed_documents(self):
         """The document side's `tf.function` (the query side's when towers are shared)."""
         return self.serve_document or self.serve_text
+
+
+def sentence_serving_module(model, preprocessor) -> SentenceEmbeddingServingModule:
+    """The embedding serving module of a `BertDualEncoder` (or a lone `BertSentenceEncoder`).
+
+    Args:
+        model: `kbert.models.BertDualEncoder` (its towers; the document tower
+            only when not shared) or `kbert.models.BertSentenceEncoder`.
+        preprocessor: `kbert.data.TextPreprocessor`.
+
+    Returns:
+        `SentenceEmbeddingServingModule`.
+
+    Example:
+
+    >>> module = sentence_serving_module(dual_encoder, preprocessor)
+    >>> vectors = module.embed_documents(text=tf.constant(["a film"]))["embedding"]
+    """
+    if isinstance(model, BertSentenceEncoder):
+        return SentenceEmbeddingServingModule(model, preprocessor)
+    return SentenceEmbeddingServingModule(model.query_tower, preprocessor,
+                                          None if model.shared else model.document_tower)
