@@ -34,7 +34,7 @@ from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training import pretraining  # noqa: E402
+from kbert.training.pretraining_step import make_train_loop  # noqa: E402
 
 VARIANTS = {
     "static": ("static", None),
@@ -67,9 +67,9 @@ def step_rate(files, variant, length, batch, size, steps) -> float:
     optimizer = create_optimizer(1e-4, num_train_steps=10000)
     optimizer.build(pretrainer.trainable_variables)
     iterator = iter(dataset(files, variant, length, batch))
-    train_loop = pretraining._make_train_loop(
+    train_loop, _ = make_train_loop(
         tf.distribute.get_strategy(), pretrainer, optimizer, tf.Variable(0, dtype=tf.int64),
-        batch, 1, False, lambda: next(iterator))
+        1, False, lambda: next(iterator))
     train_loop(tf.constant(1))[0].numpy()  # trace
     start = time.perf_counter()
     train_loop(tf.constant(steps))[0].numpy()

@@ -32,7 +32,7 @@ from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training import pretraining  # noqa: E402
+from kbert.training.pretraining_step import make_train_loop  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -76,10 +76,9 @@ def step_function(size: str, length: int, data):
         max_sequence_length=length))
     optimizer = create_optimizer(1e-4, num_train_steps=10000)
     optimizer.build(pretrainer.trainable_variables)
-    rows = int(data[0]["token_ids"].shape[0])
-    train_loop = pretraining._make_train_loop(
+    train_loop, _ = make_train_loop(
         tf.distribute.get_strategy(), pretrainer, optimizer, tf.Variable(0, dtype=tf.int64),
-        rows, 1, False, lambda: data)
+        1, False, lambda: data)
     one = tf.constant(1, tf.int32)
     return lambda: train_loop(one)[0].numpy()
 

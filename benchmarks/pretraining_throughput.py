@@ -31,7 +31,7 @@ import tensorflow as tf  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training import pretraining  # noqa: E402
+from kbert.training.pretraining_step import make_train_loop  # noqa: E402
 
 SIZES = {  # L, H, A, I
     "tiny": (2, 128, 2, 512),
@@ -110,7 +110,7 @@ def kbert_model(L, H, A, I):
     optimizer.build(pretrainer.trainable_variables)
     step = tf.Variable(0, dtype=tf.int64)
     data = tuple(tf.nest.map_structure(tf.constant, part) for part in batch())
-    train_loop, _ = pretraining._make_train_loop(
+    train_loop, _ = make_train_loop(
         tf.distribute.get_strategy(), pretrainer, optimizer, step, 1, False, lambda: data)
     one = tf.constant(1, tf.int32)
     return lambda: train_loop(one)[0].numpy()

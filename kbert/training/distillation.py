@@ -150,9 +150,20 @@ def run_distillation(
     >>> run_distillation("runs/sst2", "runs/sst2-l3", student_layers=[0, 2, 4],
     ...                  data_dir="glue_data/SST-2")
     """
-    _check_settings(student_layers, build_student_encoder, hard_label_weight, temperature,
-                    do_train, do_eval, eval_every_steps, early_stopping_patience)
-    _check_layer_losses(hidden_state_weight, attention_weight, attention_loss)
+    settings = _Settings(
+        teacher_dir=teacher_dir, model_dir=model_dir, student_layers=student_layers,
+        build_student_encoder=build_student_encoder,
+        student_init_checkpoint=student_init_checkpoint, transfer_file=transfer_file, task=task,
+        task_name=task_name, data_dir=data_dir, do_train=do_train, do_eval=do_eval,
+        train_batch_size=train_batch_size, eval_batch_size=eval_batch_size,
+        learning_rate=learning_rate, num_train_epochs=num_train_epochs,
+        warmup_proportion=warmup_proportion, weight_decay=weight_decay, temperature=temperature,
+        kl_weight=kl_weight, hard_label_weight=hard_label_weight,
+        hidden_state_weight=hidden_state_weight, attention_weight=attention_weight,
+        attention_loss=attention_loss, seed=seed, eval_every_steps=eval_every_steps,
+        keep_best_checkpoint=keep_best_checkpoint,
+        early_stopping_patience=early_stopping_patience, verbose=verbose)
+    settings.validate()
     teacher_files = _open_teacher(teacher_dir, task, task_name)
     teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
                                    teacher_files.vocab_file)
@@ -174,24 +185,17 @@ def run_distillation(
         examples["train"] = (_transfer_examples(task_object, transfer_file) if transfer_file
                              else task_object.read(data, "train"))
         if transfer_file:
-            hard_label_weight = 0.0  # no labels
+            settings = dataclasses.replace(settings, hard_label_weight=0.0)  # no labels
     keras.utils.set_random_seed(seed)
     student, layer_map = _build_student(task_object, teacher, student_layers,
                                         build_student_encoder, student_files)
-    results: dict[str, Any] = {"temperature": temperature, "kl_weight": kl_weight,
-                               "hard_label_weight": hard_label_weight,
-                               "hidden_state_weight": hidden_state_weight,
-                               "attention_weight": attention_weight}
+    results: dict[str, Any] = {name: getattr(settings, name) for name in (
+        "temperature", "kl_weight", "hard_label_weight", "hidden_state_weight",
+        "attention_weight")}
     evaluation = None
     if do_train:
-        settings = _TrainSettings(train_batch_size, eval_batch_size, learning_rate,
-                                  num_train_epochs, warmup_proportion, weight_decay, seed,
-                                  eval_every_steps, keep_best_checkpoint,
-                                  early_stopping_patience, verbose)
-        losses = _Losses(temperature, kl_weight, hard_label_weight, hidden_state_weight,
-                         attention_weight, attention_loss)
         evaluation = _distill(teacher, student, layer_map, task_object, examples, preprocessor,
-                              losses, settings, results)
+                              settings, results)
     results.update(teacher_parameters=teacher.count_params(),
                    student_parameters=student.count_params(),
                    speedup=measure_speedup(teacher, student, task_object, preprocessor,
@@ -216,64 +220,59 @@ def run_distillation(
 
 
 @dataclasses.dataclass(frozen=True)
-class _TrainSettings:
-    """The training hyperparameters of `run_distillation` (as `run_finetuning`'s)."""
+class _Settings:
+    """`run_distillation`'s arguments (see its docstring), held once; `validate` checks them."""
 
+    teacher_dir: str
+    model_dir: str
+    student_layers: Sequence[int] | None
+    build_student_encoder: Callable[..., keras.Model] | None
+    student_init_checkpoint: str | None
+    transfer_file: str | None
+    task: str | None
+    task_name: str | None
+    data_dir: str | None
+    do_train: bool
+    do_eval: bool
     train_batch_size: int
     eval_batch_size: int
     learning_rate: float | str
     num_train_epochs: float
-    warmup_proportion: float | str
+    warmup_proportion: float
     weight_decay: float
-    seed: int
-    eval_every_steps: int
-    keep_best_checkpoint: bool
-    early_stopping_patience: int
-    verbose: Any
-
-
-@dataclasses.dataclass(frozen=True)
-class _Losses:
-    """The loss weights and temperature of `run_distillation`."""
-
     temperature: float
     kl_weight: float
     hard_label_weight: float
     hidden_state_weight: float
     attention_weight: float
     attention_loss: str
+    seed: int
+    eval_every_steps: int
+    keep_best_checkpoint: bool
+    early_stopping_patience: int
+    verbose: str | int
 
-
-def _check_settings(student_layers, build_student_encoder, hard_label_weight: float,
-                    temperature: float, do_train: bool, do_eval: bool, eval_every_steps: int,
-                    early_stopping_patience: int) -> None:
-    if (student_layers is None) == (build_student_encoder is None):
-        raise ValueError("pass exactly one of --student_layers (teacher blocks to copy, e.g. "
-                         "0,2,4) and --student_gin_file (the student encoder's sizes); got "
-                         f"{'both' if student_layers is not None else 'neither'}.")
-    if not 0.0 <= hard_label_weight <= 1.0:
-        raise ValueError(f"run_distillation.hard_label_weight={hard_label_weight}; it must be "
-                         "in [0, 1].")
-    if temperature <= 0:
-        raise ValueError(f"run_distillation.temperature={temperature}; it must be > 0.")
-    if not (do_train or do_eval):
-        raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
-    for name, value in (("eval_every_steps", eval_every_steps),
-                        ("early_stopping_patience", early_stopping_patience)):
-        if value < 0:
-            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it "
-                             "off).")
-
-
-def _check_layer_losses(hidden_state_weight: float, attention_weight: float,
-                        attention_loss: str) -> None:
-    for name, value in (("hidden_state_weight", hidden_state_weight),
-                        ("attention_weight", attention_weight)):
-        if value < 0:
-            raise ValueError(f"run_distillation.{name}={value}; it must be >= 0 (0 turns it off).")
-    if attention_loss not in distillers.ATTENTION_LOSSES:
-        raise ValueError(f"run_distillation.attention_loss={attention_loss!r}; expected one of "
-                         f"{distillers.ATTENTION_LOSSES}.")
+    def validate(self) -> None:
+        """Refuses arguments that are wrong whatever the teacher and data, naming the binding."""
+        if (self.student_layers is None) == (self.build_student_encoder is None):
+            raise ValueError("pass exactly one of --student_layers (teacher blocks to copy, e.g. "
+                             "0,2,4) and --student_gin_file (the student encoder's sizes); got "
+                             f"{'both' if self.student_layers is not None else 'neither'}.")
+        if not 0.0 <= self.hard_label_weight <= 1.0:
+            raise ValueError(f"run_distillation.hard_label_weight={self.hard_label_weight}; it "
+                             "must be in [0, 1].")
+        if self.temperature <= 0:
+            raise ValueError(f"run_distillation.temperature={self.temperature}; it must be > 0.")
+        if not (self.do_train or self.do_eval):
+            raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
+        for name in ("eval_every_steps", "early_stopping_patience", "hidden_state_weight",
+                     "attention_weight"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"run_distillation.{name}={getattr(self, name)}; it must be >= 0 "
+                                 "(0 turns it off).")
+        if self.attention_loss not in distillers.ATTENTION_LOSSES:
+            raise ValueError(f"run_distillation.attention_loss={self.attention_loss!r}; expected "
+                             f"one of {distillers.ATTENTION_LOSSES}.")
 
 
 def _open_teacher(teacher_dir: str, task: str | None, task_name: str | None) -> FinetunedDir:
@@ -364,13 +363,13 @@ def _label_loss(task: Task, teacher: keras.Model) -> keras.losses.Loss:
 
 
 def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], task: Task,
-             examples: dict[str, list], preprocessor: TextPreprocessor, losses: _Losses,
-             settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+             examples: dict[str, list], preprocessor: TextPreprocessor, settings: _Settings,
+             results: dict[str, Any]) -> Evaluation | None:
     """Trains `student` in place (the best dev step's weights when evaluated during training).
 
     Returns the kept student's dev `Evaluation`, or None without dev data.
     """
-    hidden, attention = bool(losses.hidden_state_weight), bool(losses.attention_weight)
+    hidden, attention = bool(settings.hidden_state_weight), bool(settings.attention_weight)
 
     def with_layers(model):  # the same model whose encoder also outputs what the losses read
         if not (hidden or attention):
@@ -381,9 +380,9 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
     lr = auto_settings.resolve_learning_rate(settings.learning_rate,
                                              {"hidden_dim": student.encoder.hidden_dim})
     distiller = distillers.TaskDistiller(
-        with_layers(teacher), trained, _logits_loss(teacher, losses.temperature),
-        losses.hard_label_weight, losses.kl_weight, losses.hidden_state_weight, layer_map,
-        attention_weight=losses.attention_weight, attention_loss=losses.attention_loss,
+        with_layers(teacher), trained, _logits_loss(teacher, settings.temperature),
+        settings.hard_label_weight, settings.kl_weight, settings.hidden_state_weight, layer_map,
+        attention_weight=settings.attention_weight, attention_loss=settings.attention_loss,
         target="embeddings" if isinstance(teacher, BertDualEncoder) else "logits")
     evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
     if trained is not student:  # the weights trained, into the model as the task builds it
@@ -392,7 +391,7 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
 
 
 def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextPreprocessor,
-           lr: float, settings: _TrainSettings, results: dict[str, Any]) -> Evaluation | None:
+           lr: float, settings: _Settings, results: dict[str, Any]) -> Evaluation | None:
     """Fits `distiller`; with dev data, scores the student after each interval and keeps the best.
 
     The schedule, dev evaluation and best-step machinery are kbert-finetune's

@@ -65,6 +65,75 @@ logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
+class _Settings:
+    """`run_finetuning`'s arguments (see its docstring), held once; `validate` checks them."""
+
+    task: str
+    init_checkpoint: str
+    model_dir: str
+    task_name: str | None
+    data_dir: str | None
+    train_file: str | None
+    predict_file: str | None
+    vocab_file: str | None
+    do_lower_case: bool | None
+    do_train: bool
+    do_eval: bool
+    do_predict: bool
+    strategy: str
+    train_batch_size: int | str
+    eval_batch_size: int
+    learning_rate: float | str
+    num_train_epochs: float | str
+    warmup_proportion: float | str
+    weight_decay: float
+    max_seq_length: int
+    seed: int
+    eval_every_steps: int
+    keep_best_checkpoint: bool
+    early_stopping_patience: int
+    num_restarts: int
+    hparam_grid: hparam_search.HparamGrid | None
+    verbose: str | int
+    task_options: Any
+    packing: PackingConfig | None
+
+    def validate(self) -> None:
+        """Refuses arguments that are wrong whatever the data, naming the flag or binding."""
+        task_class = get_task(self.task)
+        if self.packing is not None:
+            if not task_class.supports_packing:
+                raise ValueError(f"run_finetuning.packing is set but --task={self.task} cannot "
+                                 "pack its rows; drop the binding (its batches are "
+                                 "length-bucketed).")
+            self.packing.validate()
+        if not task_class.trainable:
+            raise ValueError(f"--task={self.task!r} is export-only; kbert-finetune cannot "
+                             "train it.")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"--strategy={self.strategy!r}; fine-tuning supports "
+                             f"{', '.join(STRATEGIES)}.")
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, "
+                             "--do_predict.")
+        if self.eval_batch_size < 1:
+            raise ValueError(f"run_finetuning.eval_batch_size={self.eval_batch_size}; it "
+                             "must be >= 1.")
+        auto_settings.check_train_batch_size(self.train_batch_size)
+        for name in ("eval_every_steps", "early_stopping_patience"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"run_finetuning.{name}={getattr(self, name)}; it must be >= 0 "
+                                 "(0 turns it off).")
+        auto_settings.check_num_train_epochs(self.num_train_epochs)
+        auto_settings.check_learning_rate(self.learning_rate)
+        auto_settings.check_warmup_proportion(self.warmup_proportion)
+        if self.num_restarts < 1:
+            raise ValueError(f"--num_restarts={self.num_restarts}; it must be >= 1.")
+        if self.hparam_grid is not None:
+            self.hparam_grid.check()
+
+
+@dataclasses.dataclass(frozen=True)
 class Hyperparameters:
     """What differs between the runs of restarts and of a grid search."""
 
@@ -94,7 +163,7 @@ class TrainingSchedule:
 
 @dataclasses.dataclass
 class _Setup:
-    """Everything a training run needs besides its `Hyperparameters`."""
+    """Everything a training run needs besides its `Hyperparameters`: settings, derived objects."""
 
     task: Task
     init_checkpoint: ModelDir  # the opened --init_checkpoint
@@ -103,14 +172,7 @@ class _Setup:
     num_rows: int  # rows of one training epoch: the examples, or packed rows
     dev_examples: list | None
     distribution: tf.distribute.Strategy
-    warmup_proportion: float | str
-    weight_decay: float
-    eval_batch_size: int
-    eval_every_steps: int
-    keep_best_checkpoint: bool
-    early_stopping_patience: int
-    packing: PackingConfig | None
-    verbose: Any
+    settings: _Settings
 
 
 @dataclasses.dataclass
@@ -243,9 +305,18 @@ def run_finetuning(
     ...     task="glue", task_name="sst-2", data_dir="glue_data/SST-2",
     ...     init_checkpoint="minilm/", model_dir="runs/sst2")
     """
-    settings = {name: value for name, value in locals().items() if name in HYPERPARAMETERS}
-    _check_arguments(task, strategy, do_train, do_eval, do_predict, settings, num_restarts,
-                     hparam_grid)
+    settings = _Settings(
+        task=task, init_checkpoint=init_checkpoint, model_dir=model_dir, task_name=task_name,
+        data_dir=data_dir, train_file=train_file, predict_file=predict_file,
+        vocab_file=vocab_file, do_lower_case=do_lower_case, do_train=do_train, do_eval=do_eval,
+        do_predict=do_predict, strategy=strategy, train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size, learning_rate=learning_rate,
+        num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
+        weight_decay=weight_decay, max_seq_length=max_seq_length, seed=seed,
+        eval_every_steps=eval_every_steps, keep_best_checkpoint=keep_best_checkpoint,
+        early_stopping_patience=early_stopping_patience, num_restarts=num_restarts,
+        hparam_grid=hparam_grid, verbose=verbose, task_options=task_options, packing=packing)
+    settings.validate()
     checkpoint = open_model_dir(init_checkpoint, flag="--init_checkpoint", vocab_file=vocab_file,
                                 do_lower_case=do_lower_case, vocab_flag="--vocab_file")
     task_object, saved = _resolve_task(task, task_name, task_options, checkpoint, do_train)
@@ -276,8 +347,7 @@ def run_finetuning(
     if do_train:
         setup = _Setup(task_object, checkpoint, preprocessor, train_rows, num_rows,
                        examples.get("dev") if task_object.main_metric else None, distribution,
-                       warmup_proportion, weight_decay, eval_batch_size, eval_every_steps,
-                       keep_best_checkpoint, early_stopping_patience, packing, verbose)
+                       settings)
         frozen = bool(getattr(task_object.config, "freeze_encoder", False))
         base = Hyperparameters(
             auto_settings.resolve_learning_rate(learning_rate, encoder_config, frozen),
@@ -303,38 +373,6 @@ def run_finetuning(
 # The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
 HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
                         if name not in RUNTIME_ARGUMENTS)
-
-
-def _check_arguments(task, strategy, do_train, do_eval, do_predict, settings: dict,
-                     num_restarts: int, hparam_grid) -> None:
-    task_class = get_task(task)
-    packing = settings["packing"]
-    if packing is not None:
-        if not task_class.supports_packing:
-            raise ValueError(f"run_finetuning.packing is set but --task={task} cannot pack its "
-                             "rows; drop the binding (its batches are length-bucketed).")
-        packing.validate()
-    if not task_class.trainable:
-        raise ValueError(f"--task={task!r} is export-only; kbert-finetune cannot train it.")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"--strategy={strategy!r}; fine-tuning supports {', '.join(STRATEGIES)}.")
-    if not (do_train or do_eval or do_predict):
-        raise ValueError("nothing to do: pass at least one of --do_train, --do_eval, --do_predict.")
-    if settings["eval_batch_size"] < 1:
-        raise ValueError(f"run_finetuning.eval_batch_size={settings['eval_batch_size']}; it "
-                         "must be >= 1.")
-    auto_settings.check_train_batch_size(settings["train_batch_size"])
-    for name in ("eval_every_steps", "early_stopping_patience"):
-        if settings[name] < 0:
-            raise ValueError(f"run_finetuning.{name}={settings[name]}; it must be >= 0 "
-                             "(0 turns it off).")
-    auto_settings.check_num_train_epochs(settings["num_train_epochs"])
-    auto_settings.check_learning_rate(settings["learning_rate"])
-    auto_settings.check_warmup_proportion(settings["warmup_proportion"])
-    if num_restarts < 1:
-        raise ValueError(f"--num_restarts={num_restarts}; it must be >= 1.")
-    if hparam_grid is not None:
-        hparam_grid.check()
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,
@@ -460,27 +498,28 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
     epochs = auto_settings.resolve_num_train_epochs(hparams.num_train_epochs, steps_per_epoch,
                                                     setup.num_rows)
     hparams = dataclasses.replace(hparams, num_train_epochs=epochs)
+    settings = setup.settings
     schedule = training_schedule(setup.num_rows, hparams.train_batch_size,
-                         hparams.num_train_epochs, setup.warmup_proportion,
-                         setup.eval_every_steps if evaluating else 0)
+                                 hparams.num_train_epochs, settings.warmup_proportion,
+                                 settings.eval_every_steps if evaluating else 0)
     with setup.distribution.scope():
         model = task.build_model(setup.init_checkpoint.encoder())
-        _compile(model, task, schedule, hparams.learning_rate, setup.weight_decay)
+        _compile(model, task, schedule, hparams.learning_rate, settings.weight_decay)
     callbacks, evaluation = [], None
     if evaluating:
         evaluation = DevEvaluation(
             lambda m: task.evaluate(m, setup.dev_examples, setup.preprocessor,
-                                    setup.eval_batch_size),
+                                    settings.eval_batch_size),
             task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
             schedule.total_steps)
-        callbacks = best_checkpoint_callbacks(evaluation, setup.keep_best_checkpoint,
-                                              setup.early_stopping_patience,
+        callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
+                                              settings.early_stopping_patience,
                                               schedule.num_intervals)
     logger.info("Training %s on %d examples: %d steps (%d warmup), batch %d%s, learning rate %g, "
                 "seed %d.", task.task_name, len(setup.train_rows), schedule.total_steps,
                 schedule.warmup_steps, hparams.train_batch_size,
-                " packed rows" if setup.packing else "", hparams.learning_rate, hparams.seed)
-    options = {"packing": setup.packing} if setup.packing is not None else {}
+                " packed rows" if settings.packing else "", hparams.learning_rate, hparams.seed)
+    options = {"packing": settings.packing} if settings.packing is not None else {}
     dataset = task.dataset(setup.train_rows, setup.preprocessor, hparams.train_batch_size,
                            is_training=True, seed=hparams.seed, **options)
     with warnings.catch_warnings():
@@ -488,11 +527,11 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
         warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
         history = model.fit(dataset.map(task.training_batch), epochs=schedule.num_intervals,
                             steps_per_epoch=schedule.interval, shuffle=False,
-                            callbacks=callbacks, verbose=setup.verbose)
+                            callbacks=callbacks, verbose=settings.verbose)
     losses = [float(v) for v in history.history["loss"]]
     run = _TrainedRun(model, hparams, schedule, losses, len(losses) * schedule.interval)
     if evaluation is not None:
-        keep_best = setup.keep_best_checkpoint
+        keep_best = settings.keep_best_checkpoint
         run.evaluation = evaluation.best if keep_best else evaluation.last
         run.best_step = evaluation.best_step if keep_best else evaluation.curve[-1].step
         run.curve = evaluation.curve
@@ -564,12 +603,14 @@ def _evaluate_and_predict(model, task: Task, examples: dict[str, list],
     return files
 
 
-def _best_hparams_gin(task: Task, settings: dict[str, Any], best: _TrainedRun,
+def _best_hparams_gin(task: Task, settings: _Settings, best: _TrainedRun,
                       results: dict[str, Any]) -> str:
     """`best_hparams.gin`: every hyperparameter of the search's best run, as gin bindings."""
     # The best run's own seed (a restart's, with --num_restarts), so that one run
     # with this file trains that very model again.
-    chosen = {**settings, **dataclasses.asdict(best.hparams)}
+    # (Each setting as given: asdict would turn a PackingConfig into a dict.)
+    chosen = {**{name: getattr(settings, name) for name in HYPERPARAMETERS},
+              **dataclasses.asdict(best.hparams)}
     bindings = {f"run_finetuning.{name}": chosen[name] for name in HYPERPARAMETERS}
     # Config dataclasses are bound field by field and referenced by their
     # configurable's name (configurables.py registers each under its class name).

@@ -13,6 +13,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from tests.conftest import REPO
+
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata")
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
@@ -98,3 +100,8 @@ def read_losses(model_dir, tag="loss"):
                     if previous is None or event.wall_time >= previous[0]:
                         latest[event.step] = (event.wall_time, float(tf.make_ndarray(value.tensor)))
     return [latest[step][1] for step in sorted(latest)], sorted(latest)
+
+
+def subprocess_env(**extra):
+    """The environment of a test's `kbert-pretrain` or `distributed_run.py` subprocess."""
+    return dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", **extra)

@@ -1,9 +1,12 @@
-"""run_pretraining on tiny real data: losses fall, strategies and accumulation agree, bad input fails clearly."""
+"""run_pretraining on tiny real data: losses fall, runs resume and save, bad input fails clearly.
+
+The distributed step (accumulation, strategies) is tested in test_pretraining_step.py,
+the data checks alone in tests/data/pretraining/test_checks.py.
+"""
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 
@@ -20,6 +23,7 @@ from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
 from tests.training.pretraining_data import read_losses
+from tests.training.pretraining_data import subprocess_env
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import create_pretraining_data
@@ -31,8 +35,6 @@ from kbert.checkpoints import load_pretrainer
 from kbert.checkpoints import read_tokenizer_config
 from kbert.training import run_pretraining
 from kbert.training.strategy import cpu_has_native_bfloat16
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _build(dropout=0.1):
@@ -64,13 +66,6 @@ def reference(data_file, tmp_path_factory):
     model_dir = tmp_path_factory.mktemp("reference")
     summary, lines = _run(data_file, model_dir)
     return model_dir, summary, lines
-
-
-@pytest.fixture(scope="module")
-def no_dropout(data_file, tmp_path_factory):
-    model_dir = tmp_path_factory.mktemp("no_dropout")
-    _run(data_file, model_dir, dropout=0.0, num_train_steps=6)
-    return read_losses(str(model_dir))[0]
 
 
 def test_loss_falls_and_outputs_are_written(reference):
@@ -106,16 +101,16 @@ def test_resume_after_sigkill_repeats_the_uninterrupted_losses(reference, data_f
                f"--vocab_file={vocab_file}", "--do_lower_case"]
     command += [f"--gin_params={p}" for p in gin_params(tiny_encoder_kwargs(), log_every_steps=1)]
     with open(tmp_path / "stderr.txt", "w") as stderr:
-        killed = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                                  stderr=stderr, text=True)
+        killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
+                                  stdout=subprocess.PIPE, stderr=stderr, text=True)
         for line in killed.stdout:
             if line.startswith("step 6/16"):
                 killed.send_signal(signal.SIGKILL)
                 break
         killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
-    resumed = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                             timeout=300)
+    resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
+                             text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stdout
     summary = json.load(open(model_dir / "summary.json"))
@@ -126,46 +121,6 @@ def test_resume_after_sigkill_repeats_the_uninterrupted_losses(reference, data_f
     assert "run_pretraining.train_batch_size = 8" in open(model_dir / "operative_config.gin").read()
     assert read_tokenizer_config(str(model_dir)) == {
         "vocab_file": str(model_dir / "vocab.txt"), "do_lower_case": True}
-
-
-def test_gradient_accumulation_matches_the_full_batch(data_file, no_dropout, tmp_path):
-    _run(data_file, tmp_path, dropout=0.0, num_train_steps=6, gradient_accumulation_steps=2)
-    np.testing.assert_allclose(read_losses(str(tmp_path))[0], no_dropout, atol=1e-5)
-
-
-@pytest.mark.slow
-def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, tmp_path):
-    subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
-                    data_file, str(tmp_path)], check=True, timeout=300, env=_env())
-    result = json.load(open(tmp_path / "result_0.json"))
-    assert result["replicas"] == 2 and result["global_step"] == 6
-    assert result["refusal"] == (
-        "run_pretraining.train_batch_size=7 is not divisible by 2 replica(s) x "
-        "gradient_accumulation_steps=1; use a multiple of 2.")
-    np.testing.assert_allclose(read_losses(str(tmp_path / "model"))[0], no_dropout, atol=1e-4)
-
-
-@pytest.mark.slow
-def test_two_workers_finish_with_the_same_step_and_weights(data_file, tmp_path):
-    ports = _free_ports(2)
-    cluster = {"worker": [f"localhost:{port}" for port in ports]}
-    workers = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        workers.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file,
-             str(tmp_path)], env=_env(TF_CONFIG=tf_config, STEPS="4"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
-    assert [worker.returncode for worker in workers] == [0, 0], outputs
-    results = [json.load(open(tmp_path / f"result_{i}.json")) for i in range(2)]
-    assert [r["replicas"] for r in results] == [2, 2]
-    assert [r["global_step"] for r in results] == [4, 4]
-    assert results[0]["checksum"] == results[1]["checksum"]
-    assert results[0]["first_weights"] == results[1]["first_weights"]
-    # Only the chief (worker 0) writes the final files; worker 1's scratch is gone.
-    assert sorted(os.listdir(tmp_path / "model")).count("summary.json") == 1
-    assert not [name for name in os.listdir(tmp_path / "model") if name.startswith(".worker")]
 
 
 def test_mixed_bfloat16_tracks_float32(small_data_file, tmp_path):
@@ -301,20 +256,6 @@ def test_unwritable_model_dir_is_named(data_file, tmp_path):
         _run(data_file, blocker / "model")
 
 
-def _env(**extra):
-    return dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", **extra)
-
-
-def _free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_user_code_compile_and_fit_with_create_optimizer(small_data_file):
     import kbert
 
@@ -426,16 +367,16 @@ def test_resume_after_sigkill_with_dynamic_masking_repeats_the_uninterrupted_los
     params = gin_params(tiny_encoder_kwargs(), log_every_steps=1) + DYNAMIC_GIN
     command += [f"--gin_params={p}" for p in params]
     with open(tmp_path / "stderr.txt", "w") as stderr:
-        killed = subprocess.Popen(command, cwd=REPO, env=_env(), stdout=subprocess.PIPE,
-                                  stderr=stderr, text=True)
+        killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
+                                  stdout=subprocess.PIPE, stderr=stderr, text=True)
         for line in killed.stdout:
             if line.startswith("step 6/16"):
                 killed.send_signal(signal.SIGKILL)
                 break
         killed.wait(timeout=60)
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
-    resumed = subprocess.run(command, cwd=REPO, env=_env(), capture_output=True, text=True,
-                             timeout=300)
+    resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
+                             text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     assert "resuming from" in resumed.stdout
     losses, steps = read_losses(str(model_dir))

@@ -21,13 +21,14 @@ import tensorflow as tf
 
 from kbert.data.packing import PackingConfig
 from kbert.data.packing import pack_window
+from kbert.data.pretraining.checks import check_masking_mode
+from kbert.data.pretraining.checks import check_recorded_lengths
+from kbert.data.pretraining.checks import check_recorded_masking
 from kbert.data.pretraining.dynamic_masking import DynamicMasker
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
-from kbert.data.pretraining.instances import MASKING_MODES
 from kbert.data.pretraining.instances import VocabInfo
 from kbert.data.pretraining.metadata import list_data_files
 from kbert.data.pretraining.metadata import read_pretraining_metadata
-from kbert.data.pretraining.metadata import recorded_masking
 from kbert.data.vocabulary import PRETRAINING_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.data.pretraining.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
@@ -132,7 +133,9 @@ def pretraining_dataset(
     """
     files = list_data_files(file_pattern)
     metadata = read_pretraining_metadata(files)
-    check_pretraining_metadata(metadata, max_seq_length, masking, packing)
+    check_masking_mode(masking)
+    check_recorded_lengths(metadata, max_seq_length, packing=packing)
+    check_recorded_masking(metadata, masking)
     read = _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence,
                             masking, masking_config, vocab_file, seed, input_context)
     records = _records(files, is_training, shuffle_buffer_size, cycle_length, seed, input_context)
@@ -149,41 +152,6 @@ def pretraining_dataset(
         dataset = dataset.unbatch().batch(batch_size, drop_remainder=is_training)
         dataset = dataset.map(_to_packed_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
-
-
-def check_pretraining_metadata(metadata: dict[str, Any] | None, max_seq_length: int,
-                               masking: str, packing: PackingConfig | None) -> None:
-    """Refuses data whose sidecar records another `max_seq_length` or `masking`.
-
-    Args:
-        metadata: dict or None. `read_pretraining_metadata`'s result.
-        max_seq_length: int. The length read (and packed) at.
-        masking: str. `"static"` or `"dynamic"`.
-        packing: `PackingConfig` or None.
-
-    Raises:
-        ValueError: naming the sidecar, both values and the fix.
-    """
-    if masking not in MASKING_MODES:
-        raise ValueError(f"masking={masking!r}; use one of {', '.join(MASKING_MODES)}.")
-    if not metadata:
-        return
-    where = metadata.get("sidecar", "the data's sidecar")
-    recorded = metadata.get("max_seq_length")
-    if recorded is not None and recorded != max_seq_length:
-        doing = "packing rows of" if packing is not None else "reading with"
-        raise ValueError(
-            f"{doing} max_seq_length={max_seq_length}, but {where} records max_seq_length="
-            f"{recorded}; pass max_seq_length={recorded} (run_pretraining.max_seq_length) or "
-            "regenerate the data with --max_seq_length.")
-    if recorded_masking(metadata) != masking:
-        what = ("holds unmasked instances (--masking=dynamic)" if masking == "static"
-                else "holds instances masked by the data tool (--masking=static)")
-        raise ValueError(
-            f"masking={masking!r}, but {where} records masking={recorded_masking(metadata)!r}: "
-            f"the data {what}; pass masking={recorded_masking(metadata)!r} "
-            f"(run_pretraining.masking = \"{recorded_masking(metadata)}\") or regenerate the data "
-            f"with --masking={masking}.")
 
 
 def _records(files: list[str], is_training: bool, shuffle_buffer_size: int, cycle_length: int,

@@ -1,0 +1,188 @@
+"""What a pre-training run builds and restores: model, optimizer, input and checkpoint.
+
+`build_state` builds the pre-trainer and its optimizer in the strategy's scope
+and dtype policy, checks the model against the data's sidecar, opens the
+input pipeline and the checkpoint holding them all (with the input's position
+and the dropout RNG state, for exact resume). `restore_checkpoint` resumes
+from the latest checkpoint in `model_dir`, or starts from `init_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+from typing import Any
+from typing import Callable
+
+import keras
+import tensorflow as tf
+
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_pretrainer_weights
+from kbert.data import pretraining_dataset
+from kbert.data.pretraining.checks import check_data_vocabulary
+from kbert.training.optimizer import create_optimizer
+from kbert.training.pretraining_settings import PretrainingSettings
+from kbert.training.pretraining_step import distributed_input
+from kbert.training.strategy import cpu_has_native_bfloat16
+
+# Encoder sizes that must agree between --init_checkpoint and the gin config.
+_SIZE_KEYS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
+              "max_sequence_length", "num_segments", "embedding_width")
+
+
+@dataclasses.dataclass
+class TrainingState:
+    """What the run builds and steps: model, optimizer, step, input, checkpoint and loop."""
+
+    pretrainer: keras.Model
+    optimizer: keras.optimizers.Optimizer
+    global_step: tf.Variable
+    iterator: Any
+    next_batch: Callable[[], Any] | None
+    checkpoint: tf.train.Checkpoint | None
+    manager: tf.train.CheckpointManager | None
+    # The checkpoint in model_dir this run resumes from, or None.
+    latest: str | None
+    # Made by the driver's loop: the traced loop and the TensorBoard writer.
+    train_loop: Callable[[tf.Tensor], Any] | None = None
+    writer: tf.summary.SummaryWriter | None = None
+
+    def release(self) -> None:
+        """Frees the input pipeline and the traced loop; keeps the model, optimizer and writer."""
+        # The input iterator and the traced loop reference each other, so only
+        # the garbage collector frees them. Collect now, also after an error:
+        # the traceback keeps the frames that hold this state, so nothing but
+        # this state may hold them. An iterator left for the interpreter's exit
+        # is destroyed there, and its tf.data threads, busy until then, can
+        # hold up the exit for minutes.
+        self.train_loop = self.next_batch = self.iterator = None
+        self.checkpoint = self.manager = None
+        gc.collect()
+
+
+def build_state(settings: PretrainingSettings, files: list[str],
+                metadata: dict[str, Any] | None) -> TrainingState:
+    """Builds the model and optimizer, the input pipeline and the checkpoint holding them.
+
+    Args:
+        settings: the run's `PretrainingSettings` (validated, sidecar defaults applied).
+        files: list of str. The data files (`check_pretraining_data`).
+        metadata: dict or None. Their sidecar; the model is checked against it.
+
+    Returns:
+        The `TrainingState`, its `latest` the checkpoint in `model_dir` to
+        resume from (None on a fresh run).
+    """
+    pretrainer, optimizer, global_step = _build_in_scope(settings)
+    check_data_vocabulary(metadata, files[0], pretrainer.encoder.vocabulary_size,
+                          pretrainer.next_sentence, settings.vocab_file)
+    latest = tf.train.latest_checkpoint(settings.model_dir)
+    iterator, next_batch = _make_input(settings, files, pretrainer.next_sentence, latest)
+    # Keras keeps each Dropout's RNG in a SeedGenerator whose state variable is
+    # not reachable through the model's checkpoint dependencies; save it apart.
+    dropout_rng = [v.value for v in pretrainer.variables if "seed_generator_state" in v.path]
+    # These object names are the checkpoint's layout: renaming one breaks resuming
+    # from checkpoints already written.
+    checkpoint = tf.train.Checkpoint(model=pretrainer, optimizer=optimizer, step=global_step,
+                                     dropout_rng=dropout_rng)
+    if isinstance(iterator, tf.__internal__.tracking.Trackable):
+        checkpoint.data = iterator
+    else:
+        settings.print_fn("note: TPU input iterators cannot be checkpointed; a resumed run reads "
+                          "the data in a new order (seed + step)")
+    manager = tf.train.CheckpointManager(checkpoint, settings.write_dir,
+                                         max_to_keep=settings.keep_checkpoint_max)
+    return TrainingState(pretrainer, optimizer, global_step, iterator, next_batch, checkpoint,
+                         manager, latest)
+
+
+def _build_in_scope(settings: PretrainingSettings
+                    ) -> tuple[keras.Model, keras.optimizers.Optimizer, tf.Variable]:
+    """Builds the pre-trainer, optimizer and step counter in the strategy's scope and dtype."""
+    strategy, dtype_policy = settings.strategy, settings.dtype_policy
+    if (dtype_policy == "mixed_bfloat16" and settings.chief
+            and not tf.config.list_logical_devices("GPU")
+            and not isinstance(strategy, tf.distribute.TPUStrategy)
+            and cpu_has_native_bfloat16() is False):
+        settings.print_fn("note: this CPU has no bfloat16 matmul instructions (avx512_bf16, "
+                          "amx_bf16); mixed_bfloat16 runs slower than float32 on it (see "
+                          "BENCHMARKS.md)")
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(dtype_policy)
+    keras.utils.set_random_seed(settings.seed)
+    try:
+        with strategy.scope():
+            pretrainer = settings.build_pretrainer()
+            optimizer = create_optimizer(
+                settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+                settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
+                dtype_policy=dtype_policy)
+            optimizer.build(pretrainer.trainable_variables)
+            global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+    return pretrainer, optimizer, global_step
+
+
+def _make_input(settings: PretrainingSettings, files: list[str], next_sentence: bool,
+                latest: str | None) -> tuple[Any, Callable[[], Any]]:
+    """Returns `(iterator, next_batch)` over the training data, as `distributed_input`."""
+    data_seed = settings.seed
+    if latest and isinstance(settings.strategy, tf.distribute.TPUStrategy):
+        # TPU input iterators cannot be checkpointed: reshuffle instead of
+        # replaying the data seen before the checkpoint.
+        data_seed = settings.seed + int(
+            tf.train.load_variable(latest, "step/.ATTRIBUTES/VARIABLE_VALUE"))
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return pretraining_dataset(
+            files, context.get_per_replica_batch_size(settings.micro_batch_size),
+            settings.max_seq_length, settings.max_predictions_per_seq,
+            next_sentence=next_sentence, is_training=True,
+            shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
+            input_context=context, masking=settings.masking,
+            masking_config=settings.masking_config, vocab_file=settings.vocab_file,
+            packing=settings.packing)
+
+    return distributed_input(settings.strategy, dataset_fn)
+
+
+def restore_checkpoint(settings: PretrainingSettings, state: TrainingState) -> int:
+    """Restores the latest checkpoint (exact resume) or `init_checkpoint`; returns the step.
+
+    Args:
+        settings: the run's `PretrainingSettings`.
+        state: the `TrainingState` of `build_state`.
+
+    Returns:
+        int: the step restored (0 on a fresh run).
+    """
+    if state.latest:
+        state.checkpoint.restore(state.latest).assert_existing_objects_matched()
+        settings.print_fn(f"resuming from {state.latest} (step {int(state.global_step.numpy())})")
+    elif settings.init_checkpoint:
+        loaded = _load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
+        settings.print_fn(f"initialised from {settings.init_checkpoint} ({loaded})")
+    return int(state.global_step.numpy())
+
+
+def _load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
+    """Loads a pre-trained directory's encoder (and matching heads); returns what was loaded."""
+    source = load_encoder(directory)
+    encoder = pretrainer.encoder
+    for key in _SIZE_KEYS:
+        if getattr(source, key) != getattr(encoder, key):
+            name = "embedding_dim" if key == "embedding_width" else key
+            raise ValueError(
+                f"--init_checkpoint={directory} has {key}={getattr(source, key)} but the gin "
+                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{name} = "
+                f"{getattr(source, key)} or use another checkpoint."
+            )
+    encoder.set_weights(source.get_weights())
+    if load_pretrainer_weights(pretrainer, directory):
+        return "encoder and pre-training heads"
+    # A BERT directory starting an ELECTRA run (or the other way round) gives
+    # its encoder; the heads of another kind of pre-trainer cannot be used.
+    return "encoder (no pre-training heads of this kind there)"
