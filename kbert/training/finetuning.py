@@ -22,7 +22,6 @@ import json
 import logging
 import math
 import os
-import time
 import warnings
 from typing import Any
 
