@@ -1,4 +1,7 @@
-"""kbert-finetune: fine-tune a pre-trained encoder on GLUE, CoNLL-2003 NER or SQuAD.
+"""kbert-finetune: fine-tune a pre-trained encoder for any trainable task of `kbert.tasks.TASKS`.
+
+GLUE classification/regression, CoNLL-2003 NER, SQuAD span QA, sentence similarity,
+dense retrieval and re-ranking (`--task=glue|ner|squad|similarity|retrieval|rerank`):
 
     kbert-finetune --task=glue --task_name=sst-2 --data_dir=glue_data/SST-2 \\
         --init_checkpoint=minilm/ --model_dir=runs/sst2 --do_train --do_eval

@@ -39,7 +39,8 @@ class TaskConfig:
     """What a fine-tuned model is for, stored flat as `task_config.json`.
 
     Args:
-        task: str. The registered task (`glue`, `ner`, `squad`; see `kbert.tasks.TASKS`).
+        task: str. The registered task (`glue`, `ner`, `squad`, `similarity`,
+            `retrieval`, `rerank`; see `kbert.tasks.TASKS`).
         task_name: str. E.g. `sst-2`, `mrpc`, `sts-b`, `conll2003`, `squad`.
         model_type: str. The kind of model (`classifier`, `regressor`,
             `token_classifier`, `span_labeler`), for tools that read the file.

@@ -233,15 +233,18 @@ def run_finetuning(
     `main_metric` is the one saved, evaluated and exported.
 
     Args:
-        task: str. A trainable task of `kbert.tasks.TASKS` (`glue`, `ner`, `squad`).
+        task: str. A trainable task of `kbert.tasks.TASKS` (`glue`, `ner`, `squad`,
+            `similarity`, `retrieval`, `rerank`; `kbert.tasks.trainable_tasks()`).
         init_checkpoint: str. Pre-trained (or, without training, fine-tuned) directory.
         model_dir: str. Output: fine-tuned model directory, `eval_results.json`,
             predictions (`predictions.tsv`; `predictions.json` for SQuAD).
         task_name: str or None. GLUE task (`sst-2`, `mrpc`, ...); the NER
             dataset name (defaults to `conll2003`).
-        data_dir: str or None. GLUE task folder, or CoNLL folder.
-        train_file: str or None. SQuAD training JSON.
-        predict_file: str or None. SQuAD JSON to evaluate/predict.
+        data_dir: str or None. GLUE task folder, CoNLL folder, STS-B folder
+            (similarity) or BEIR dataset folder (retrieval, rerank).
+        train_file: str or None. SQuAD training JSON; the similarity pairs
+            JSONL; the first-stage TREC run of retrieval/rerank training.
+        predict_file: str or None. The same for evaluation/prediction.
         vocab_file: str or None. Defaults to `init_checkpoint`'s `vocab.txt`.
         do_lower_case: bool or None. Defaults to `init_checkpoint`'s
             `tokenizer_config.json`, else True.
@@ -251,7 +254,7 @@ def run_finetuning(
         strategy: str. `default`, `one_device` or `mirrored`, built by
             `kbert.training.create_strategy`.
         train_batch_size: int or `"auto"`. Global batch size; `"auto"` is 32,
-            or 16 for training sets under 2,000 rows. Defaults to "auto".
+            or 8 for training sets under 2,000 rows. Defaults to "auto".
         eval_batch_size: int. Defaults to 64.
         learning_rate: float or `"auto"`. Peak AdamW learning rate; `"auto"`
             takes it from the encoder's width
