@@ -29,7 +29,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from kbert.checkpoints.config_files import read_bert_config
+from kbert.checkpoints.config_files import read_encoder_config
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.finetuned import is_finetuned
 from kbert.checkpoints.finetuned import load_finetuned
@@ -420,7 +420,7 @@ def _preprocessor(init_checkpoint: str, vocab_file: str | None, do_lower_case: b
             f"--init_checkpoint={init_checkpoint} is not a kbert pre-trained directory: "
             f"{BERT_CONFIG} is missing. Point to a kbert-pretrain model_dir or a kbert-convert "
             "output_dir.")
-    encoder_config = read_bert_config(os.path.join(init_checkpoint, BERT_CONFIG))
+    _, encoder_config = read_encoder_config(os.path.join(init_checkpoint, BERT_CONFIG))
     check_max_seq_length(max_seq_length, encoder_config["max_sequence_length"])
     vocab_file, vocabulary = _resolve_vocabulary(init_checkpoint, vocab_file,
                                                  encoder_config["vocabulary_size"])

@@ -12,13 +12,13 @@ resume or `init_checkpoint`), `_train` (the loop, checkpoints and progress
 lines; its compiled step is `_make_train_loop`), then it saves the pre-trained
 directory and `summary.json`.
 
-The loop knows no objective: the pre-trainer supplies it through three methods
-(`BertPretrainer` and `ElectraPretrainer` have them), `loss_normalizers`
-(what each loss is averaged over, summed here over the global batch),
-`pretraining_losses` (the loss and summable statistics of a micro-batch) and
-`pretraining_metrics` (statistics summed over a reporting interval ->
-metrics), plus the attributes `encoder`, `next_sentence` and
-`progress_labels`.
+The loop knows no objective: the pre-trainer supplies it, keeping the
+`kbert.models.Pretrainer` contract (`kbert/models/encoder.py`; `BertPretrainer`
+and `ElectraPretrainer` keep it): `loss_normalizers` (what each loss is
+averaged over, summed here over the global batch), `pretraining_losses` (the
+loss and summable statistics of a micro-batch), `pretraining_metrics`
+(statistics summed over a reporting interval -> metrics), and `encoder`,
+`next_sentence` and `progress_labels`.
 """
 
 from __future__ import annotations
@@ -46,15 +46,13 @@ from kbert.files import write_text
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer_weights
 from kbert.checkpoints import save_pretrained
+from kbert.models import encoder_sizes
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import cpu_has_native_bfloat16
 from kbert.training.strategy import is_chief
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 SUMMARY_FILE = "summary.json"
-# Encoder sizes that must agree between --init_checkpoint and the gin config.
-_SIZE_KEYS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
-              "max_sequence_length", "num_segments", "embedding_width")
 
 
 def run_pretraining(
@@ -102,8 +100,8 @@ def run_pretraining(
         input_file: str or list of str. TFRecord files or globs, comma-separated.
         model_dir: str. Checkpoints, TensorBoard events and the final model.
         build_pretrainer: callable returning a new `BertPretrainer` or
-            `ElectraPretrainer` (or another model with their pre-training
-            methods, see the module docstring); called in `strategy.scope()`
+            `ElectraPretrainer` (or another `kbert.models.Pretrainer`, see
+            the module docstring); called in `strategy.scope()`
             under `dtype_policy`. Its `encoder` is what the pre-trained
             directory holds.
         strategy: `tf.distribute.Strategy` or None (the default strategy).
@@ -865,13 +863,18 @@ def _load_init_checkpoint(pretrainer, directory: str) -> str:
     """Loads a pre-trained directory's encoder (and matching heads); returns what was loaded."""
     source = load_encoder(directory)
     encoder = pretrainer.encoder
-    for key in _SIZE_KEYS:
-        if getattr(source, key) != getattr(encoder, key):
+    if type(source) is not type(encoder):
+        raise ValueError(f"--init_checkpoint={directory} holds a {type(source).__name__} but the "
+                         f"gin config builds a {type(encoder).__name__}; use another checkpoint.")
+    # The sizes must agree (the architecture's `size_keys`).
+    sizes = encoder_sizes(source)
+    for key, value in encoder_sizes(encoder).items():
+        if sizes[key] != value:
             name = "embedding_dim" if key == "embedding_width" else key
             raise ValueError(
-                f"--init_checkpoint={directory} has {key}={getattr(source, key)} but the gin "
-                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{name} = "
-                f"{getattr(source, key)} or use another checkpoint."
+                f"--init_checkpoint={directory} has {key}={sizes[key]} but the gin "
+                f"config builds {key}={value}; set {type(encoder).__name__}.{name} = "
+                f"{sizes[key]} or use another checkpoint."
             )
     encoder.set_weights(source.get_weights())
     if load_pretrainer_weights(pretrainer, directory):
