@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -55,27 +54,18 @@ def build_export(vocab_file: str, root: str) -> str:
     return export_dir
 
 
-def free_port() -> int:
-    import socket
+def start_server(export_dir: str, batching_file: str | None, log_path: str):
+    """kbert-serve on a free gRPC port, REST off, its log at `log_path`."""
+    from kbert.serving import process
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(export_dir: str, batching_file: str | None):
-    port = free_port()
-    args = [sys.executable, "-m", "kbert.bin.serve", f"--port={port}", "--rest_api_port=0",
-            "--model_name=sst2", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0"]
+    args = ["--model_name=sst2", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0"]
     if batching_file:
         args += ["--enable_batching", f"--batching_parameters_file={batching_file}"]
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO))
-    line = process.stdout.readline()
-    if not line.startswith("kbert-serve: serving"):
-        process.kill()
-        sys.exit(f"serving_latency: kbert-serve did not start ({line!r})")
-    return process, f"127.0.0.1:{port}"
+    try:
+        return process.start_server(args, 120, rest_port=0, cwd=REPO, env={"PYTHONPATH": REPO},
+                                    log_path=log_path)
+    except process.ServerStartError as e:
+        sys.exit(f"serving_latency: {e}")
 
 
 def drive(address: str, texts: list[str], clients: int, seconds: float) -> dict:
@@ -161,17 +151,16 @@ def main() -> None:
         batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
         results = {}
         for mode, batching in (("off", None), ("on", batching_file)):
-            process, address = start_server(export_dir, batching)
+            server = start_server(export_dir, batching, os.path.join(root, f"serve-batching-{mode}.log"))
             try:
                 for clients in concurrency:
-                    results[(mode, clients)] = drive(address, texts, clients, args.seconds)
+                    results[(mode, clients)] = drive(server.grpc_address, texts, clients, args.seconds)
                     r = results[(mode, clients)]
                     print(f"batching {mode:3s} clients {clients:3d}: {r['qps']:8.1f} qps  p50 {r['p50']:7.2f} ms"
                           f"  p99 {r['p99']:7.2f} ms  ({r['requests']} requests, {r['errors']} errors)",
                           file=sys.stderr, flush=True)
             finally:
-                process.terminate()
-                process.wait(timeout=60)
+                server.stop(timeout_s=60)
     print("| batching | clients | QPS | p50 ms | p99 ms | requests | errors | QPS vs batching off |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for (mode, clients), r in results.items():

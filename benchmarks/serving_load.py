@@ -32,7 +32,6 @@ import os
 import resource
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import threading
@@ -59,27 +58,23 @@ def export_models(root: str) -> dict:
 class Server:
     """kbert-serve in a subprocess with an address-space cap; samples its RSS."""
 
-    def __init__(self, config: str, memory_limit_gb: float):
-        from tests import serving_testlib as lib
+    def __init__(self, config: str, memory_limit_gb: float, log_path: str):
+        from kbert.serving import process
 
-        self.grpc_port, self.rest_port = lib.free_port(), lib.free_port()
         limit = int(memory_limit_gb * (1 << 30))
 
         def cap():  # runs in the child before exec
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        self.stderr = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kbert.bin.serve", f"--port={self.grpc_port}",
-             f"--rest_api_port={self.rest_port}", f"--model_config_file={config}",
-             "--file_system_poll_wait_seconds=0.5"],
-            stdout=subprocess.PIPE, stderr=self.stderr, text=True, cwd=REPO, preexec_fn=cap,
-            env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"))
-        line = self.process.stdout.readline()
-        if not line.startswith("kbert-serve: serving"):
-            self.stop()
-            self.stderr.seek(0)
-            sys.exit(f"serving_load: kbert-serve did not start ({line!r}):\n{self.stderr.read()[-2000:]}")
+        try:
+            self.started = process.start_server(
+                [f"--model_config_file={config}", "--file_system_poll_wait_seconds=0.5"], 120,
+                cwd=REPO, env={"PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "3"}, log_path=log_path,
+                preexec_fn=cap)
+        except process.ServerStartError as e:
+            sys.exit(f"serving_load: {e}")
+        self.process = self.started.process
+        self.grpc_port, self.rest_port = self.started.grpc_port, self.started.rest_port
         self.peak_rss = self.rss()
         self.peak_threads = self.ready_threads = self._status("Threads")
         self._sampling = True
@@ -112,14 +107,7 @@ class Server:
 
     def stop(self) -> int | None:
         self._sampling = False
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
+        return self.started.stop(timeout_s=60)
 
 
 def _post(url: str, body: bytes, timeout: float = TIMEOUT) -> tuple[int, str]:
@@ -297,7 +285,7 @@ def main() -> None:
                 f'  config {{ name: "{name}" base_path: "{path}" }}\n' for name, path in
                 (("sst2", models["sst2"]["export_dir"]), ("ner", models["ner"]["export_dir"]), ("half", half)))
                 + "}\n")
-        server = Server(config, args.server_memory_limit_gb)
+        server = Server(config, args.server_memory_limit_gb, os.path.join(root, "kbert-serve.log"))
         started_rss = server.rss()
         try:
             normal_traffic(server, 2.0)  # warm up: first calls trace and allocate
@@ -319,8 +307,7 @@ def main() -> None:
             threads = (server.ready_threads, quiet_threads, server.peak_threads)
         finally:
             code = server.stop()
-            server.stderr.seek(0)
-            log_tail = server.stderr.read()[-600:]
+            log_tail = server.started.log_text()[-600:]
     report(args, quiet, loaded, outcomes, (started_rss, quiet_rss, peak), threads, alive, code, log_tail)
 
 

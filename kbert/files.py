@@ -1,10 +1,13 @@
-"""Atomic output for every kbert writer: a reader never sees half a file or directory.
+"""File I/O every part of kbert shares: atomic output, and JSON input that names its file.
 
 Each writer builds its output under a temporary name beside the destination and
 renames it into place only when it is complete, so a crash, a kill or a full disk
 leaves the old file (or none), never a truncated one. Everything goes through
 `tf.io.gfile`, so `gs://` paths work (on object stores a rename is a copy, so it
 is complete-or-absent but not instantaneous).
+
+Each JSON reader goes through `read_json` (one JSON document) or `iter_jsonl`
+(JSON Lines of objects), whose errors name the file, the line and the position.
 
 This module is the floor below `kbert.layers`: any part of kbert may import it, and
 it imports nothing of kbert.
@@ -13,9 +16,11 @@ it imports nothing of kbert.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 import uuid
+from typing import Any
 from typing import Iterator
 
 import tensorflow as tf
@@ -116,6 +121,97 @@ def local_copy(path: str) -> Iterator[str]:
         local = os.path.join(directory, os.path.basename(path))
         tf.io.gfile.copy(path, local)
         yield local
+
+
+def read_json(path: str, what: str | None = None) -> Any:
+    """Reads one JSON file (UTF-8) through `tf.io.gfile`, naming the file in every error.
+
+    Args:
+        path: str. The file (`gs://` works).
+        what: str, optional. What the file is, for the not-found message
+            (`"bert_config.json"`, `"SQuAD file"`). Defaults to "file".
+
+    Returns:
+        The decoded value (a dict for every kbert file; callers check the type).
+
+    Raises:
+        FileNotFoundError: `path` does not exist ("bert_config.json not found: <path>").
+        ValueError: the file is not UTF-8 or not valid JSON; the message gives
+            the position json reports ("<path>: not valid JSON: Expecting ','
+            delimiter: line 3 column 5 (char 40)").
+
+    Example:
+
+    >>> kbert.files.read_json("minilm/bert_config.json", "bert_config.json")["hidden_size"]
+    384
+    """
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            data = f.read()
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(f"{what or 'file'} not found: {path}") from None
+    try:
+        # Strict UTF-8 as json.load over a text file read it: a byte-order mark
+        # stays an error ("Unexpected UTF-8 BOM"), as it was before this helper.
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}).") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+
+
+def iter_jsonl(path: str, errors: str = "strict") -> Iterator[tuple[int, dict]]:
+    """Streams the objects of a JSON Lines file with their 1-based line numbers.
+
+    Blank lines (whitespace only) are skipped; a UTF-8 byte-order mark before
+    the first line is ignored (editors on Windows write one). Every other line
+    must hold one JSON object.
+
+    Args:
+        path: str. The file (`gs://` works).
+        errors: str. How bytes that are not UTF-8 are decoded, as in
+            `bytes.decode`: "strict" (an error naming the line) or "replace"
+            (U+FFFD). Defaults to "strict".
+
+    Yields:
+        `(line_number, value)` for each non-blank line; `value` is a dict.
+
+    Raises:
+        FileNotFoundError: `path` does not exist ("file not found: <path>").
+        ValueError: a line that is not UTF-8 (with `errors="strict"`), not
+            JSON, or not an object; the message starts `<path>:<line>:` and
+            gives the column json reports ("corpus.jsonl:12: not a JSON
+            object: Expecting ',' delimiter at column 30.").
+
+    Example:
+
+    >>> for number, row in kbert.files.iter_jsonl("beir/scifact/corpus.jsonl"):
+    ...     print(number, row["_id"])
+    """
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8", errors)
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"{path}:{number}: not UTF-8 text ({e.reason} at byte "
+                                     f"{e.start}); pass errors='replace' to read such text.") from None
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as e:
+                    # Columns count from the line as written, before the strip.
+                    column = e.colno + len(line) - len(line.lstrip())
+                    raise ValueError(f"{path}:{number}: not a JSON object: {e.msg} at column "
+                                     f"{column}.") from None
+                if not isinstance(value, dict):
+                    raise ValueError(f"{path}:{number}: expected a JSON object, got "
+                                     f"{type(value).__name__}.")
+                yield number, value
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(f"file not found: {path}") from None
 
 
 def check_output_dir(output_dir: str, overwrite: bool = False) -> None:

@@ -1,4 +1,4 @@
-"""Tiny fine-tuned models of every task, exported once per test process, and a server runner.
+"""Tiny fine-tuned models of every task, exported once per test process, and a server starter.
 
 Shared by tests/export and tests/serving. Models use a 3003-line cut of the real
 bert-base-uncased vocabulary (`testdata/serving_vocab.txt`) so tokenization is
@@ -12,12 +12,9 @@ import functools
 import os
 import re
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 
+from kbert.serving import process
 from tests import conftest as _root_conftest  # tests/conftest.py: tiny sizes live there
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -148,62 +145,14 @@ def exported_squad_defaults() -> dict:
     return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def start_server(args: list[str], timeout_s: float = 120.0):
+    """`kbert-serve` of this checkout on free ports, TensorFlow quiet; waited on until ready.
 
-
-class ServerProcess:
-    """`python -m kbert.bin.serve` in a subprocess, waited on until its ready line."""
-
-    def __init__(self, args: list[str], timeout: float = 120.0):
-        self.grpc_port = free_port()
-        self.rest_port = free_port()
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="kbert-serve-", suffix=".log", delete=False)
-        env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "kbert.bin.serve", f"--port={self.grpc_port}",
-             f"--rest_api_port={self.rest_port}", *args],
-            stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=REPO)
-        deadline = time.monotonic() + timeout
-        self.ready_line = ""
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            if line.startswith("kbert-serve: serving"):
-                self.ready_line = line.strip()
-                break
-        if not self.ready_line:
-            self.stop()
-            raise RuntimeError(f"kbert-serve did not start:\n{self.stderr()[-3000:]}")
-
-    @property
-    def grpc_address(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
-
-    @property
-    def rest_url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
-
-    def stderr(self) -> str:
-        self.log.flush()
-        with open(self.log.name, encoding="utf-8", errors="replace") as f:
-            return f.read()
-
-    def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM, then wait; returns the exit code."""
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        rest = self.process.stdout.read() if self.process.stdout else ""
-        self.stdout_tail = rest
-        return self.process.returncode
+    Returns:
+        A `kbert.serving.process.ServerProcess`.
+    """
+    return process.start_server(args, timeout_s, cwd=REPO,
+                                env={"PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
 def ready_versions(line: str) -> dict:

@@ -59,7 +59,7 @@ def main(argv):
             "Apache Beam options need --runner."
         )
     from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
-    from kbert.data.vocab_builder import build_vocab
+    from kbert.data.vocab import build_vocab
 
     start = time.time()
     try:

@@ -19,19 +19,22 @@ Where a stage fails the demo stops there, naming the stage.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from kbert.serving import process as serve_process  # noqa: E402 (standard library only: no TensorFlow in this process)
+
 OUT = os.path.join(REPO, "demo_output")
 DATA = os.path.join(REPO, "demo", "data")
 # C++ start-up chatter of TensorFlow that TF_CPP_MIN_LOG_LEVEL doesn't silence.
@@ -160,50 +163,39 @@ def stage_finetune() -> str:
     return f"SST-2 dev accuracy {results['accuracy']:.1%} on {results.get('num_examples', 872)} sentences"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@contextlib.contextmanager
+def serving(args: list[str], grpc_port: int, rest_port: int):
+    """kbert-serve on the given ports, once its "serving" line came (at most 120 s).
 
-
-def start_server(command: list[str]) -> subprocess.Popen:
-    """Starts kbert-serve and waits for its "serving" line (at most 120 s)."""
-    print(f"  $ {_shown(command)} &")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
-    server = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 120
-    lines = []
-    for line in server.stdout:
-        if line.startswith("kbert-serve: serving"):
-            print(f"    {line.rstrip()}")
-            return server
-        lines.append(line.rstrip())
-        if time.time() > deadline:
-            stop_server(server)
-            raise StageFailed("kbert-serve did not become ready in 120 s")
-    shown = "\n".join(f"    {line}" for line in lines[-5:] if not NOISE.match(line))
-    raise StageFailed(f"kbert-serve exited with {server.wait()} before it was ready:\n{shown}")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    """SIGTERM, as an operator would; killed if it has not stopped in 30 s."""
-    server.send_signal(signal.SIGTERM)
+    Stopped at the end of the block with SIGTERM, as an operator would (killed
+    if it has not stopped in 30 s); its log (a temporary file) is removed then.
+    """
+    command = kbert("serve")
+    print(f"  $ {_shown(serve_process.server_command(args, grpc_port, rest_port, command))} &")
     try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
+        server = serve_process.start_server(args, 120, command=command, grpc_port=grpc_port,
+                                      rest_port=rest_port, cwd=REPO,
+                                      env={"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONUNBUFFERED": "1"})
+    except serve_process.ServerStartError as e:
+        if e.returncode is None:
+            raise StageFailed("kbert-serve did not become ready in 120 s") from None
+        lines = e.tail.rstrip().splitlines()
+        shown = "\n".join(f"    {line}" for line in lines[-5:] if not NOISE.match(line))
+        raise StageFailed(f"kbert-serve exited with {e.returncode} before it was ready:\n{shown}") from None
+    print(f"    {server.ready_line}")
+    try:
+        yield server
+    finally:
+        server.stop(timeout_s=30)
+        os.remove(server.log_path)
 
 
 def stage_serve() -> str:
     (export_base,) = fresh("export")
     model_base = os.path.join(export_base, "sst2")
     run(kbert("export") + [f"--model_dir={OUT}/sst2", f"--export_dir={model_base}"])
-    grpc_port, rest_port = _free_port(), _free_port()
-    command = kbert("serve") + [f"--port={grpc_port}", f"--rest_api_port={rest_port}",
-                                "--model_name=sst2", f"--model_base_path={model_base}"]
-    server = start_server(command)
-    try:
+    grpc_port, rest_port = serve_process.free_port(), serve_process.free_port()
+    with serving(["--model_name=sst2", f"--model_base_path={model_base}"], grpc_port, rest_port):
         client = [sys.executable, "serving/client.py", f"--server=127.0.0.1:{grpc_port}",
                   "--model_name=sst2"]
         for sentence in SENTENCES:
@@ -219,8 +211,6 @@ def stage_serve() -> str:
             answer = json.load(response)["predictions"][0]
         print(f"    {json.dumps(answer)}")
         labels.append(answer["label"])
-    finally:
-        stop_server(server)
     names = [SST2_LABELS.get(label, label) for label in labels]
     for name, sentence, via in zip(names, SENTENCES + [REST_SENTENCE], ["gRPC"] * 3 + ["REST"]):
         print(f"    {via:4s} {sentence!r} -> {name}")
@@ -241,11 +231,8 @@ def stage_retrieval() -> str:
     # that check costs a TensorFlow start-up (the demo is kept short).
     run(kbert("index") + ["build", f"--model_dir={OUT}/minilm", f"--corpus={corpus}",
                           f"--index_dir={index_dir}", "--skip_ops_check", "--max_seq_length=128"])
-    rest_port = _free_port()
-    command = kbert("serve") + [f"--port={_free_port()}", f"--rest_api_port={rest_port}",
-                                f"--index_dir={index_dir}", "--index_name=persuasion"]
-    server = start_server(command)
-    try:
+    rest_port, grpc_port = serve_process.free_port(), serve_process.free_port()
+    with serving([f"--index_dir={index_dir}", "--index_name=persuasion"], grpc_port, rest_port):
         body = {"queries": [RETRIEVAL_QUESTION], "top_k": 3}
         print(f"  $ curl -d '{json.dumps(body)}' http://127.0.0.1:{rest_port}/v1/indexes/persuasion:search")
         request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/indexes/persuasion:search",
@@ -253,8 +240,6 @@ def stage_retrieval() -> str:
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as response:
             answer = json.load(response)
-    finally:
-        stop_server(server)
     for doc_id, score, hit in zip(answer["ids"][0], answer["scores"][0], answer["texts"][0]):
         print(f"    {score:.3f} {doc_id}: {hit[:110]}")
     return f"{len(sentences)} sentences indexed; {RETRIEVAL_QUESTION!r} answered over REST; server stopped"

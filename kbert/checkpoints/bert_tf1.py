@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from kbert.files import atomic_directory
+from kbert.files import read_json
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.checkpoints.converted_model import from_tf1_arrays
 from kbert.checkpoints.tokenizer_files import infer_do_lower_case
@@ -109,8 +110,7 @@ def write_tf1_directory(converted: ConvertedModel, arrays: dict, output_dir: str
 def _lower_case_beside(directory: str) -> bool | None:
     path = os.path.join(directory, TOKENIZER_CONFIG)
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            return json.load(f).get("do_lower_case")
+        return read_json(path).get("do_lower_case")
     return None
 
 

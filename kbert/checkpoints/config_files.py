@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import tensorflow as tf
-
+from kbert.files import read_json
 from kbert.files import write_text
 from kbert.models.bert_config import arguments_to_bert_config
 from kbert.models.bert_config import bert_config_to_arguments
@@ -30,17 +29,6 @@ from kbert.models.registry import get_encoder_class
 _NOT_ARCHITECTURE = ("name", "trainable", "dtype", "output_all_layers", "output_attention_scores")
 
 
-def _read_json(path: str, what: str) -> dict[str, Any]:
-    """Reads a JSON config through `tf.io.gfile`, naming the file in every error."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{what} not found: {path}")
-    with tf.io.gfile.GFile(path, "r") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
-
-
 def read_bert_config(path: str) -> dict[str, Any]:
     """Reads a `bert_config.json` (via `tf.io.gfile`) into `BertEncoder` arguments.
 
@@ -50,7 +38,7 @@ def read_bert_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments.
     """
-    return bert_config_to_arguments(_read_json(path, "bert_config.json"), source=path)
+    return bert_config_to_arguments(read_json(path, "bert_config.json"), source=path)
 
 
 def write_bert_config(arguments: dict[str, Any], path: str) -> None:
@@ -72,7 +60,7 @@ def read_hf_config(path: str) -> dict[str, Any]:
     Returns:
         A dict of `BertEncoder` keyword arguments (see `hf_config_to_arguments`).
     """
-    return hf_config_to_arguments(_read_json(path, "Hugging Face config.json"), source=path)
+    return hf_config_to_arguments(read_json(path, "Hugging Face config.json"), source=path)
 
 
 def read_encoder_config(path: str) -> tuple[type, dict[str, Any]]:
@@ -95,7 +83,7 @@ def read_encoder_config(path: str) -> tuple[type, dict[str, Any]]:
     >>> encoder_class.__name__, arguments["hidden_dim"]
     ('BertEncoder', 768)
     """
-    config = _read_json(path, "bert_config.json")
+    config = read_json(path, "bert_config.json")
     if "model_type" not in config:
         return (get_encoder_class(DEFAULT_ARCHITECTURE),
                 bert_config_to_arguments(config, source=path))

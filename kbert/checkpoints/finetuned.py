@@ -27,6 +27,7 @@ from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
 from kbert.files import local_copy
 from kbert.files import local_output
+from kbert.files import read_json
 from kbert.files import write_text
 
 TASK_MODEL = "task_model.keras"
@@ -139,11 +140,7 @@ def read_task_config(model_dir: str) -> TaskConfig:
             f"{model_dir} is not a fine-tuned model directory: {TASK_CONFIG} is missing. "
             "Point to the --model_dir of kbert-finetune."
         )
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    values = read_json(path)
     if not isinstance(values, dict):
         raise ValueError(f"{path}: expected a JSON object, got {type(values).__name__}.")
     return TaskConfig.from_dict(values, source=path)

@@ -11,7 +11,6 @@ package with numpy; torch is not needed.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 
@@ -25,6 +24,7 @@ from kbert.data.vocabulary import read_vocab
 from kbert.checkpoints.tokenizer_files import vocab_from_tokenizer_json
 from kbert.checkpoints.config_files import read_hf_config
 from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
+from kbert.files import read_json
 
 # Names whose TF1 counterpart is not the mechanical rewrite of `hf_to_tf1_name`.
 _SPECIAL_TO_TF1 = {
@@ -98,8 +98,7 @@ class _SafetensorsFiles:
         if os.path.exists(single):
             files = [single]
         elif os.path.exists(index):
-            with open(index) as f:
-                shards = json.load(f)["weight_map"].values()
+            shards = read_json(index)["weight_map"].values()
             files = sorted({os.path.join(hf_dir, shard) for shard in shards})
         else:
             found = sorted(os.listdir(hf_dir))
@@ -135,8 +134,7 @@ def _tokenizer_settings(hf_dir: str) -> tuple[list[str] | None, bool | None]:
     do_lower_case = None
     tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
     if os.path.exists(tokenizer_config):
-        with open(tokenizer_config) as f:
-            do_lower_case = json.load(f).get("do_lower_case")
+        do_lower_case = read_json(tokenizer_config).get("do_lower_case")
     if do_lower_case is None and os.path.exists(tokenizer_json):
         do_lower_case = lowercase_from_tokenizer_json(tokenizer_json)
     if do_lower_case is None and vocabulary is not None:

@@ -33,6 +33,7 @@ from kbert.checkpoints.config_files import write_encoder_config
 from kbert.files import copy_file
 from kbert.files import local_copy
 from kbert.files import local_output
+from kbert.files import read_json
 from kbert.files import write_text
 from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.electra_pretrainer import ElectraPretrainer
@@ -214,8 +215,7 @@ def read_tokenizer_config(directory: str) -> dict:
                 "do_lower_case": None}
     path = os.path.join(directory, TOKENIZER_CONFIG)
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            settings["do_lower_case"] = json.load(f).get("do_lower_case")
+        settings["do_lower_case"] = read_json(path).get("do_lower_case")
     return settings
 
 
@@ -237,11 +237,7 @@ def read_sentence_config(directory: str) -> dict | None:
     path = os.path.join(directory, SENTENCE_CONFIG)
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    values = read_json(path)
     if not isinstance(values, dict) or "pooling" not in values:
         raise ValueError(f"{path}: expected an object with 'pooling' and 'normalize'.")
     return values

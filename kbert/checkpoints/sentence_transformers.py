@@ -13,8 +13,9 @@ to.
 
 from __future__ import annotations
 
-import json
 import os
+
+from kbert.files import read_json
 
 POOLING = "sentence_transformers.models.Pooling"
 NORMALIZE = "sentence_transformers.models.Normalize"
@@ -22,14 +23,6 @@ TRANSFORMER = "sentence_transformers.models.Transformer"
 # Pooling config key -> kbert pooling mode.
 _MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls",
           "pooling_mode_max_tokens": "max"}
-
-
-def _read_json(path: str):
-    with open(path, encoding="utf-8") as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
 
 
 def read_sentence_transformers_config(hf_dir: str) -> dict | None:
@@ -56,7 +49,7 @@ def read_sentence_transformers_config(hf_dir: str) -> dict | None:
     modules_path = os.path.join(hf_dir, "modules.json")
     if not os.path.exists(modules_path):
         return None
-    modules = _read_json(modules_path)
+    modules = read_json(modules_path)
     if not isinstance(modules, list):
         raise ValueError(f"{modules_path}: expected a list of modules, got {type(modules).__name__}.")
     pooling, normalize = None, False
@@ -74,7 +67,7 @@ def read_sentence_transformers_config(hf_dir: str) -> dict | None:
     max_seq_length = None
     settings_path = os.path.join(hf_dir, "sentence_bert_config.json")
     if os.path.exists(settings_path):
-        max_seq_length = _read_json(settings_path).get("max_seq_length")
+        max_seq_length = read_json(settings_path).get("max_seq_length")
     return {"pooling": pooling, "normalize": normalize, "max_seq_length": max_seq_length,
             "source": "sentence-transformers"}
 
@@ -82,7 +75,7 @@ def read_sentence_transformers_config(hf_dir: str) -> dict | None:
 def _pooling_mode(path: str) -> str:
     if not os.path.exists(path):
         raise ValueError(f"{path} is missing; modules.json names a Pooling module there.")
-    config = _read_json(path)
+    config = read_json(path)
     chosen = [mode for key, mode in _MODES.items() if config.get(key)]
     others = sorted(key for key, value in config.items()
                     if key.startswith("pooling_mode") and value and key not in _MODES)

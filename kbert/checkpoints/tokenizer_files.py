@@ -5,9 +5,9 @@ Reading a `vocab.txt` is `kbert.data.read_vocab`, the one reader every part of k
 
 from __future__ import annotations
 
-import json
-
 import tensorflow as tf
+
+from kbert.files import read_json
 
 
 def vocab_from_tokenizer_json(path: str) -> list[str]:
@@ -24,8 +24,7 @@ def vocab_from_tokenizer_json(path: str) -> list[str]:
     >>> vocab_from_tokenizer_json("all-MiniLM-L6-v2/tokenizer.json")[:2]
     ['[PAD]', '[unused0]']
     """
-    with tf.io.gfile.GFile(path, "r") as f:
-        tokenizer = json.load(f)
+    tokenizer = read_json(path, "tokenizer.json")
     model = tokenizer.get("model") or {}
     if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
         raise ValueError(
@@ -44,8 +43,7 @@ def vocab_from_tokenizer_json(path: str) -> list[str]:
 
 def lowercase_from_tokenizer_json(path: str) -> bool | None:
     """Returns the `lowercase` setting of a `tokenizer.json`'s BertNormalizer, or None."""
-    with tf.io.gfile.GFile(path, "r") as f:
-        normalizer = json.load(f).get("normalizer") or {}
+    normalizer = read_json(path, "tokenizer.json").get("normalizer") or {}
     normalizers = normalizer.get("normalizers", [normalizer])
     for item in normalizers:
         if item.get("type") == "BertNormalizer" and "lowercase" in item:

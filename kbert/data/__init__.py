@@ -31,7 +31,7 @@ from kbert.data.text_files import expand_file_patterns
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenization import BertTokenizer
-from kbert.data.vocab_builder import build_vocab
+from kbert.data.vocab import build_vocab
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import PRETRAINING_TOKENS
 from kbert.data.vocabulary import read_vocab

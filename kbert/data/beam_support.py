@@ -7,7 +7,7 @@ pipeline option (`--direct_num_workers`, `--temp_location`, `--project`, ...).
 
 Apache Beam is an optional dependency (`pip install kbert[beam]`): this module
 imports it only inside functions, and the pipeline modules
-(`kbert.data.pretraining.beam_pipeline`, `kbert.data.vocab_beam`) are imported
+(`kbert.data.pretraining.beam_pipeline`, `kbert.data.vocab.beam`) are imported
 only when a runner is asked for, so `kbert.data` imports without it.
 """
 

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.export.saved_model import publish_version
+from kbert.files import iter_jsonl
 from kbert.files import write_text
 from kbert.index import ann
 from kbert.index.encoders import SentenceModel
@@ -254,9 +255,7 @@ def _prune(index_dir: str, keep: int) -> None:
 def read_documents(version_dir: str) -> tuple[list[str], list[str]]:
     """The ids and texts of an index version, in index order."""
     ids, texts = [], []
-    with tf.io.gfile.GFile(extra_path(version_dir, DOCUMENTS)) as f:
-        for line in f:
-            row = json.loads(line)
-            ids.append(row["_id"])
-            texts.append(row["text"])
+    for _, row in iter_jsonl(extra_path(version_dir, DOCUMENTS)):
+        ids.append(row["_id"])
+        texts.append(row["text"])
     return ids, texts

@@ -24,6 +24,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.files import read_json
+
 INDEX_INFO = "index.json"
 DOCUMENTS = "documents.jsonl"
 EMBEDDINGS = "embeddings.npy"
@@ -110,11 +112,7 @@ def locate_index(index_dir: str) -> str:
 def read_index_metadata(index_dir: str) -> IndexMetadata:
     """The `IndexMetadata` of an index directory's latest version (or of a version directory)."""
     path = os.path.join(locate_index(index_dir), EXTRA, INDEX_INFO)
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}: not valid JSON: {e}") from None
+    values = read_json(path)
     return IndexMetadata.from_dict(values, path)
 
 

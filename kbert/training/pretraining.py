@@ -42,6 +42,7 @@ from kbert.data import read_pretraining_metadata
 from kbert.data.pretraining.dataset import check_pretraining_metadata
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.data.pretraining.metadata import recorded_masking
+from kbert.files import read_json
 from kbert.files import write_text
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer_weights
@@ -451,8 +452,7 @@ def _finished_summary(settings: _Settings, resumed_from_step: int) -> dict[str, 
         # summary.json is written last, so the run had finished: nothing to do.
         settings.print_fn(f"{settings.model_dir} is already at step {resumed_from_step}; "
                           "nothing to train")
-        with tf.io.gfile.GFile(summary_path) as f:
-            return json.load(f)
+        return read_json(summary_path)
     return None
 
 

@@ -16,7 +16,7 @@ NUM_UNUSED = 5
 
 @pytest.fixture(scope="session")
 def vocab_file(tmp_path_factory):
-    from kbert.data.vocab_builder import build_vocab
+    from kbert.data.vocab.builder import build_vocab
 
     path = str(tmp_path_factory.mktemp("vocab") / "vocab.txt")
     build_vocab(

@@ -23,6 +23,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from kbert.serving.process import free_port
 from tests import serving_testlib as lib
 
 MAX_BATCH = 16
@@ -46,7 +47,7 @@ def server(exported, tmp_path_factory):
         f'  config {{ name: "{name}" base_path: "{exported[name]["export_dir"]}" }}\n' for name in ("sst2", "ner")
     ) + f'  config {{ name: "half" base_path: "{half}" }}\n}}\n'
     (root / "models.config").write_text(config)
-    process = lib.ServerProcess([
+    process = lib.start_server([
         f"--model_config_file={root / 'models.config'}", "--file_system_poll_wait_seconds=0.25",
         f"--max_batch_size={MAX_BATCH}", f"--max_text_bytes={MAX_TEXT}", f"--max_request_bytes={MAX_REQUEST}",
         f"--rest_api_max_connections={MAX_CONNECTIONS}",
@@ -287,8 +288,8 @@ def test_busy_port_is_one_line_and_exit_status_2(exported, protocol):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         busy = taken.getsockname()[1]
-        ports = [f"--port={busy}", f"--rest_api_port={lib.free_port()}"] if protocol == "gRPC" else [
-            f"--port={lib.free_port()}", f"--rest_api_port={busy}"]
+        ports = [f"--port={busy}", f"--rest_api_port={free_port()}"] if protocol == "gRPC" else [
+            f"--port={free_port()}", f"--rest_api_port={busy}"]
         result = _run_binary([*ports, "--model_name=sst2", f"--model_base_path={exported['sst2']['export_dir']}"])
     flag = "--port" if protocol == "gRPC" else "--rest_api_port"
     assert result.returncode == 2
@@ -310,7 +311,7 @@ def inproc(exported):
 
     # A 30 s batch timeout holds a lone request in the queue: long enough for any deadline here.
     server = ModelServer([ModelConfig("sst2", exported["sst2"]["export_dir"])], port=0,
-                         rest_api_port=lib.free_port(), poll_wait_seconds=0,
+                         rest_api_port=free_port(), poll_wait_seconds=0,
                          batching=BatchingParameters(max_batch_size=8, batch_timeout_micros=30_000_000,
                                                      num_batch_threads=1),
                          limits=Limits(max_request_bytes=1 << 20, max_concurrent_request_bytes=2 << 20),

@@ -18,7 +18,7 @@ from kbert.index import build_index
 from tests.retrieval_testlib import make_pretrained
 from tests.retrieval_testlib import sentences
 from tests.serving_testlib import REPO
-from tests.serving_testlib import ServerProcess
+from tests.serving_testlib import start_server
 
 QUERIES = ["Emma Woodhouse handsome clever", "the loss of her governess", "Mr. Weston"]
 
@@ -39,8 +39,8 @@ def served(tmp_path_factory):
                           f"--queries={queries}", "--top_k=5", f"--output={run}"],
                          capture_output=True, text=True, env=env, cwd=REPO)
     assert cli.returncode == 0, cli.stderr[-2000:]
-    server = ServerProcess([f"--index_dir={index_dir}", "--index_name=emma", "--model_name=emma_model",
-                            f"--model_base_path={index_dir}"])
+    server = start_server([f"--index_dir={index_dir}", "--index_name=emma", "--model_name=emma_model",
+                           f"--model_base_path={index_dir}"])
     yield server, run.read_text(), cli.stdout
     server.stop()
 

@@ -45,10 +45,10 @@ def server(exported, tmp_path_factory):
     (root / "models.config").write_text(config)
     (root / "batching.txt").write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1000 }\n"
                                        "num_batch_threads { value: 2 }\n")
-    process = lib.ServerProcess([f"--model_config_file={root / 'models.config'}", "--enable_batching",
-                                 f"--batching_parameters_file={root / 'batching.txt'}",
-                                 "--file_system_poll_wait_seconds=0.5",
-                                 f"--max_request_bytes={MAX_REQUEST_BYTES}"])
+    process = lib.start_server([f"--model_config_file={root / 'models.config'}", "--enable_batching",
+                                f"--batching_parameters_file={root / 'batching.txt'}",
+                                "--file_system_poll_wait_seconds=0.5",
+                                f"--max_request_bytes={MAX_REQUEST_BYTES}"])
     process.reload_dir = reload_dir
     yield process
     process.stop()
@@ -325,4 +325,4 @@ def test_sigterm_stops_cleanly(server, stub):
     assert stub.Predict(_request("sst2", GOOD), timeout=60).outputs["label"]
     assert server.stop() == 0
     assert "kbert-serve: stopped" in server.stdout_tail
-    assert "Traceback" not in server.stderr()
+    assert "Traceback" not in server.log_text()

@@ -35,7 +35,7 @@ The steps (each a named transform):
    nor takes records already framed in bulk.
 5. **Publish** (one step): checks the totals (an empty corpus fails as
    locally), writes each sidecar, then renames the data files into place
-   (`generator.publish_outputs`).
+   (`outputs.publish_outputs`).
 
 The launching process removes the work directory at the end and, when the run
 fails, every temporary file of this run: a failed run leaves nothing that
@@ -62,13 +62,13 @@ from kbert.data import beam_support
 from kbert.data import text_files
 from kbert.data.pretraining.chunk_processor import ChunkProcessor
 from kbert.data.pretraining.chunk_processor import GenerationConfig
-from kbert.data.pretraining.generator import Totals
-from kbert.data.pretraining.generator import check_totals
-from kbert.data.pretraining.generator import publish_outputs
-from kbert.data.pretraining.generator import run_summary
-from kbert.data.pretraining.generator import tune_worker_process
 from kbert.data.pretraining.instances import TrainingInstance
 from kbert.data.pretraining.metadata import read_pretraining_metadata
+from kbert.data.pretraining.outputs import Totals
+from kbert.data.pretraining.outputs import check_totals
+from kbert.data.pretraining.outputs import publish_outputs
+from kbert.data.pretraining.outputs import run_summary
+from kbert.data.pretraining.worker_process import tune_worker_process
 from kbert.files import write_text
 
 # Ranges of part files an output writer reads ahead (object stores answer each

@@ -14,6 +14,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.files import read_json
 from kbert.files import write_text
 
 METADATA_SUFFIX = ".meta.json"
@@ -112,11 +113,7 @@ def read_pretraining_metadata(file_pattern: str | list[str]) -> dict[str, Any] |
         path = metadata_path(data_file)
         if not tf.io.gfile.exists(path):
             continue
-        with tf.io.gfile.GFile(path, "r") as f:
-            try:
-                metadata = json.loads(f.read())
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}: not valid JSON ({e}).") from None
+        metadata = read_json(path)
         if first is None:
             first, first_path = metadata, path
             continue

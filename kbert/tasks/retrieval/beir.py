@@ -21,6 +21,8 @@ from typing import Iterator
 
 import tensorflow as tf
 
+from kbert.files import iter_jsonl
+
 QRELS_HEADER = ("query-id", "corpus-id", "score")
 
 
@@ -42,24 +44,6 @@ class Document:
     def contents(self) -> str:
         """What is embedded or scored: `title text`, as BEIR's dense models read documents."""
         return f"{self.title} {self.text}" if self.title else self.text
-
-
-def _json_lines(path: str) -> Iterator[tuple[int, dict]]:
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{path} does not exist.")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        for number, raw in enumerate(f, start=1):
-            line = raw.decode("utf-8-sig" if number == 1 else "utf-8", "replace").strip()
-            if not line:
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not a JSON object: {e.msg}.") from None
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got "
-                                 f"{type(value).__name__}.")
-            yield number, value
 
 
 def _field(value: dict, key: str, path: str, number: int, required: bool = True) -> str:
@@ -95,7 +79,8 @@ def iter_corpus(path: str, seen: dict[str, str] | None = None) -> Iterator[Docum
     ...     print(document.doc_id, document.contents[:40])
     """
     seen = {} if seen is None else seen
-    for number, value in _json_lines(path):
+    # BEIR files are read leniently: bytes that are not UTF-8 become U+FFFD.
+    for number, value in iter_jsonl(path, errors="replace"):
         doc_id = _field(value, "_id", path, number)
         text = _field(value, "text", path, number)
         if doc_id in seen:
@@ -126,7 +111,7 @@ def read_queries(path: str) -> dict[str, str]:
         ValueError: a bad line, a missing field, a duplicate id, or no queries.
     """
     queries: dict[str, str] = {}
-    for number, value in _json_lines(path):
+    for number, value in iter_jsonl(path, errors="replace"):
         query_id = _field(value, "_id", path, number)
         if query_id in queries:
             raise ValueError(f"{path}:{number}: duplicate query id {query_id!r}.")

@@ -12,10 +12,8 @@ compares against.
 from __future__ import annotations
 
 import dataclasses
-import json
 
-import tensorflow as tf
-
+from kbert.files import iter_jsonl
 from kbert.tasks.glue.reader import read_glue
 
 STSB_MAX_SCORE = 5.0
@@ -81,20 +79,7 @@ def read_pairs_jsonl(path: str) -> list[PairExample]:
     >>> read_pairs_jsonl("nli_pairs.jsonl")[0].negative
     'A man is sleeping.'
     """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{path} does not exist.")
-    examples = []
-    with tf.io.gfile.GFile(path) as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{number}: not a JSON object: {e.msg}.") from None
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object.")
-            examples.append(_pair(value, path, number))
+    examples = [_pair(value, path, number) for number, value in iter_jsonl(path)]
     if not examples:
         raise ValueError(f"{path} holds no pairs.")
     return examples

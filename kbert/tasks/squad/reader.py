@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 
-import tensorflow as tf
+from kbert.files import read_json
 
 
 @dataclasses.dataclass
@@ -61,13 +60,7 @@ def read_squad(
 
     >>> examples, skipped = kbert.tasks.squad.reader.read_squad("train-v1.1.json", is_training=True)
     """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"SQuAD file not found: {path}")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        try:
-            data = json.loads(f.read().decode("utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path} is not JSON: {e}") from None
+    data = read_json(path, "SQuAD file")
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f"{path} is not SQuAD JSON: expected {{\"data\": [articles]}}.")
     examples, skipped = [], 0

@@ -4,7 +4,7 @@
 corpus with Beam, so that the pass over the text, the expensive part, runs on
 many workers (DirectRunner here; Dataflow, Flink or Spark at scale), and then
 learns the vocabulary on the launching machine from the counts
-(`vocab_builder.learn_vocab`). The counts are those the local tool's trainer
+(`learning.learn_vocab`). The counts are those the local tool's trainer
 makes, so the `vocab.txt` is the same, byte for byte.
 
 The steps:
@@ -41,10 +41,10 @@ import tensorflow as tf
 
 from kbert.data import beam_support
 from kbert.data import text_files
-from kbert.data.vocab_builder import bert_normalizer
-from kbert.data.vocab_builder import count_characters
-from kbert.data.vocab_builder import count_words
-from kbert.data.vocab_builder import learn_vocab
+from kbert.data.vocab.learning import bert_normalizer
+from kbert.data.vocab.learning import count_characters
+from kbert.data.vocab.learning import count_words
+from kbert.data.vocab.learning import learn_vocab
 
 # Text per counting element: many per file, so a large file is counted by many
 # workers; each holds one block's text and its words at a time.

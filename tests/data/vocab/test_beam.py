@@ -7,11 +7,7 @@ import sys
 import pytest
 
 from kbert.data import build_vocab
-from kbert.data import vocab_beam
-from kbert.data.vocab_builder import bert_normalizer
-from kbert.data.vocab_builder import count_characters
-from kbert.data.vocab_builder import count_words
-from kbert.data.vocab_builder import learn_vocab
+from kbert.data.vocab import beam as vocab_beam
 from tests.conftest import REPO
 from tests.data.conftest import CAESAR_LATIN1
 from tests.data.conftest import MOBY_CRLF
@@ -59,15 +55,3 @@ def test_undecodable_file_fails_naming_file_and_line(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"shakespeare-caesar-head.latin1.txt:119: not valid utf-8"):
         build_vocab(CORPUS, str(tmp_path / "v.txt"), vocab_size=VOCAB_SIZE, runner="DirectRunner")
     assert os.listdir(tmp_path) == []
-
-
-def test_learn_vocab_from_counts_equals_build_vocab(tmp_path):
-    lines = [line.strip() for line in open(PERSUASION, encoding="utf-8") if line.strip()]
-    words = count_words(lines, bert_normalizer(True), lines_per_call=7)
-    chars = count_characters(open(PERSUASION, "rb").read())
-    out = str(tmp_path / "from_counts.txt")
-    assert learn_vocab(sorted(words.items()), chars, out, vocab_size=700, num_unused=NUM_UNUSED) == 700
-    build_vocab(PERSUASION, str(tmp_path / "local.txt"), vocab_size=700, num_unused=NUM_UNUSED)
-    assert open(out, "rb").read() == open(tmp_path / "local.txt", "rb").read()
-    assert count_words(["Hello, wörld.", "HELLO"], bert_normalizer(True)) == {
-        "hello": 2, ",": 1, "world": 1, ".": 1}

@@ -1,4 +1,4 @@
-"""Learning a BERT WordPiece vocabulary from raw text.
+"""Learning a BERT WordPiece vocabulary: from text files, or from a corpus' counts.
 
 The trainer is Hugging Face `tokenizers`' `WordPieceTrainer` (Rust,
 multi-threaded, maintained by Hugging Face) with `BertNormalizer` and
@@ -19,17 +19,17 @@ Determinism: the same corpus and flags give the same `vocab.txt`, byte for
 byte. Left to itself the trainer does not (huggingface/tokenizers#1794): it
 numbers the `##c` tokens in hash-map order as it meets them, and those
 numbers break ties between equally frequent merges, so every run learns a
-slightly different vocabulary. `build_vocab` therefore counts the alphabet
-first (one cheap pass, `_alphabet`), fixes it with `initial_alphabet`, and
-hands the trainer every `##c` up front as a special token so that all ids
+slightly different vocabulary. Both ways of learning therefore count the
+alphabet first (one cheap pass, `_alphabet`), fix it with `initial_alphabet`,
+and hand the trainer every `##c` up front as a special token so that all ids
 are assigned in a fixed order. Giving every character a `##` form is also
 what the released vocabularies do (bert-base-uncased has 997 of each).
 
-At scale (`runner=...`, `kbert.data.vocab_beam`) the corpus is counted by an
-Apache Beam pipeline (`count_characters` and `count_words` on each block of
-lines, summed) and the vocabulary is learned from the counts on one machine
-(`learn_vocab`): the same counts give the trainer the same words, so the same
-`vocab.txt`.
+Two ways in, one vocabulary: `learn_vocab_from_files` has the trainer read
+the lines on this machine; `learn_vocab` takes the counts an Apache Beam
+pipeline made (`kbert.data.vocab.beam`: `count_characters` and `count_words`
+on each block of lines, summed): the same counts give the trainer the same
+words, so the same `vocab.txt`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers import trainers
 
-from kbert.data import beam_support
 from kbert.data import text_files
 from kbert.files import write_text
 
@@ -63,89 +62,33 @@ def reserved_tokens(num_unused: int = 99) -> list[str]:
     return ["[PAD]", *(f"[unused{i}]" for i in range(num_unused)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-def build_vocab(
-    input_file: str | Sequence[str],
-    output_file: str,
-    vocab_size: int = 30522,
-    do_lower_case: bool = True,
-    num_unused: int = 99,
-    input_encoding: str = "utf-8",
-    min_frequency: int = 2,
-    limit_alphabet: int = 1000,
-    runner: str | None = None,
-    pipeline_args: Sequence[str] = (),
+def learn_vocab_from_files(
+    files: Sequence[str], output_file: str, input_encoding: str, **settings: Any
 ) -> dict[str, Any]:
-    """Learns a WordPiece vocabulary and writes it as `vocab.txt`.
+    """Learns a WordPiece vocabulary from text files on this machine and writes it as `vocab.txt`.
+
+    `build_vocab` without a runner: an alphabet pass over the files, then the
+    trainer reads their lines.
 
     Args:
-        input_file: str or list of str. Comma-separated file names or globs
-            of raw text.
-        output_file: str. Where to write `vocab.txt` (atomically: `kbert.files.write_text`).
-        vocab_size: int. Size of the vocabulary including reserved tokens.
-            A small corpus may give fewer. Defaults to 30522.
-        do_lower_case: bool. Lower case and strip accents, as for uncased
-            models. Defaults to True.
-        num_unused: int. `[unusedN]` placeholders after `[PAD]`. Defaults to 99.
-        input_encoding: str. Codec of the input. Defaults to "utf-8".
-        min_frequency: int. Least count of a merged pair. Defaults to 2.
-        limit_alphabet: int. Most distinct characters kept (the most frequent;
-            ties go to the lower code point). Defaults to 1000.
-        runner: str or None. None reads the corpus here; an Apache Beam
-            runner's name (`"DirectRunner"`, `"DataflowRunner"`, ...) counts
-            it with a Beam pipeline (`kbert.data.vocab_beam`, needs
-            `pip install kbert[beam]`) and learns from the counts here: the
-            same `vocab.txt`. Defaults to None.
-        pipeline_args: list of str. Beam's own pipeline options with `runner`.
+        files: list of str. The corpus (expanded, checked file names).
+        output_file: str. Where to write `vocab.txt`.
+        input_encoding: str. Codec of the files.
+        **settings: `vocab_size`, `do_lower_case`, `num_unused`,
+            `min_frequency`, `limit_alphabet`, as for `build_vocab`.
 
     Returns:
-        A dict with `vocab_size` (written), `input_files`, `input_bytes`,
-        `lines` (non-blank lines read).
+        A dict with `vocab_size` (written) and `lines` (non-blank lines read).
 
     Raises:
-        ValueError: for missing input, undecodable text (naming file and
-            line), an empty corpus, a `vocab_size` too small for the reserved
-            tokens and the alphabet, or an output directory that does not
-            exist.
+        ValueError: undecodable text (naming file and line), no text, or a
+            `vocab_size` too small.
 
     Example:
 
-    >>> kbert.data.build_vocab("corpus/*.txt", "vocab.txt", vocab_size=8000)
+    >>> learn_vocab_from_files(["corpus.txt"], "vocab.txt", "utf-8", vocab_size=8000,
+    ...     do_lower_case=True, num_unused=99, min_frequency=2, limit_alphabet=1000)
     """
-    if num_unused < 0:
-        raise ValueError(f"--num_unused={num_unused} must be non-negative.")
-    reserved = reserved_tokens(num_unused)
-    if vocab_size <= len(reserved):
-        raise ValueError(
-            f"--vocab_size={vocab_size} leaves no room after {len(reserved)} reserved tokens."
-        )
-    files = text_files.expand_file_patterns(input_file, "input_file")
-    directory = output_file.rsplit("/", 1)[0] if "/" in output_file else ""
-    if directory and not tf.io.gfile.isdir(directory):
-        raise ValueError(
-            f"--output_file={output_file!r}: directory {directory!r} does not exist; create it first."
-        )
-    settings = dict(vocab_size=vocab_size, do_lower_case=do_lower_case, num_unused=num_unused,
-                    min_frequency=min_frequency, limit_alphabet=limit_alphabet)
-    if runner:
-        beam_support.check_beam_installed(runner)
-        from kbert.data import vocab_beam  # Imports apache_beam.
-
-        result = vocab_beam.count_and_learn(
-            files, output_file, input_encoding, runner, pipeline_args, **settings
-        )
-    else:
-        result = _build_locally(files, output_file, input_encoding, **settings)
-    return {
-        **result,
-        "input_files": files,
-        "input_bytes": sum(tf.io.gfile.stat(f).length for f in files),
-    }
-
-
-def _build_locally(
-    files: Sequence[str], output_file: str, input_encoding: str, **settings: Any
-) -> dict[str, Any]:
-    """`build_vocab` on this machine: an alphabet pass, then the trainer reads the lines."""
     normalizer = bert_normalizer(settings["do_lower_case"])
     raw: collections.Counter[str] = collections.Counter()
     for path in files:
