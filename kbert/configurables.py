@@ -42,8 +42,12 @@ def _configurable(fn, exclude=()):
     return gin.external_configurable(fn, module=MODULE, allowlist=named)
 
 
+# Every encoder architecture of `kbert.models.ENCODERS`, bound by class name
+# (`BertEncoder.num_layers = 4`; `BertPretrainer.encoder = @BertEncoder()`).
 # `shared_embeddings` is a built encoder that ElectraPretrainer passes, never a hyperparameter.
-BertEncoder = _configurable(models.BertEncoder, exclude=("shared_embeddings",))
+ENCODERS = {name: _configurable(encoder, exclude=("shared_embeddings",))
+            for name, encoder in models.ENCODERS.items()}
+BertEncoder = ENCODERS["bert"]
 BertPretrainer = _configurable(models.BertPretrainer)
 ElectraPretrainer = _configurable(models.ElectraPretrainer)
 

@@ -24,8 +24,10 @@ Example:
 from kbert.checkpoints.bert_tf1 import load_bert_tf1
 from kbert.checkpoints.bert_tf1 import save_bert_tf1
 from kbert.checkpoints.config_files import read_bert_config
+from kbert.checkpoints.config_files import read_encoder_config
 from kbert.checkpoints.config_files import read_hf_config
 from kbert.checkpoints.config_files import write_bert_config
+from kbert.checkpoints.config_files import write_encoder_config
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.checkpoints.converted_model import load_kbert
 from kbert.checkpoints.electra_tf1 import load_electra_tf1

@@ -17,8 +17,11 @@ from kbert.files import atomic_directory
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.models.bert_encoder import BertEncoder
 
-_SIZE_ARGUMENTS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim",
-                   "intermediate_dim", "dropout", "max_sequence_length", "num_segments")
+# The arguments `BertBackbone` and `BertEncoder` share: BERT's sizes but the
+# embedding width (`BertBackbone` has no embedding projection; `to_keras_hub`
+# refuses an encoder with one), plus the dropout rate.
+_SHARED_ARGUMENTS = tuple(key for key in BertEncoder.size_keys if key != "embedding_width") + (
+    "dropout",)
 
 
 def _copy_variables(source: keras.Model, target: keras.Model) -> None:
@@ -79,7 +82,7 @@ def to_keras_hub(
             "(allow_numeric_mismatch=True) to convert anyway, or use the kbert encoder."
         )
     backbone = keras_hub.models.BertBackbone(
-        **{name: getattr(encoder, name) for name in _SIZE_ARGUMENTS},
+        **{name: getattr(encoder, name) for name in _SHARED_ARGUMENTS},
         dtype=encoder.dtype_policy,
     )
     _copy_variables(encoder, backbone)
@@ -101,7 +104,7 @@ def from_keras_hub(backbone: keras_hub.models.BertBackbone) -> BertEncoder:
     >>> encoder = kbert.checkpoints.from_keras_hub(
     ...     keras_hub.models.BertBackbone.from_preset("bert_base_en_uncased"))
     """
-    encoder = BertEncoder(**{name: getattr(backbone, name) for name in _SIZE_ARGUMENTS},
+    encoder = BertEncoder(**{name: getattr(backbone, name) for name in _SHARED_ARGUMENTS},
                           dtype=backbone.dtype_policy)
     _copy_variables(backbone, encoder)
     return encoder

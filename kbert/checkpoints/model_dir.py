@@ -26,7 +26,7 @@ from typing import Any
 import keras
 import tensorflow as tf
 
-from kbert.checkpoints.config_files import read_bert_config
+from kbert.checkpoints.config_files import read_encoder_config
 from kbert.checkpoints.finetuned import TASK_CONFIG
 from kbert.checkpoints.finetuned import TASK_MODEL
 from kbert.checkpoints.finetuned import TaskConfig
@@ -45,8 +45,8 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
-from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.encoder import Encoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +58,10 @@ class ModelDir:
     Args:
         path: str. The directory.
         where: str. How errors name it: `--flag=path`, or the path alone.
-        encoder_config: dict. `BertEncoder` arguments read from `bert_config.json`.
+        encoder_class: type. The encoder's registered class
+            (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
+        encoder_config: dict. Its arguments read from `bert_config.json`
+            (keras-hub names).
         vocab_file: str. The vocabulary used: the directory's `vocab.txt`, or
             the caller's override.
         vocabulary: list of str. Its tokens, one per embedding row.
@@ -73,6 +76,7 @@ class ModelDir:
 
     path: str
     where: str
+    encoder_class: type
     encoder_config: dict[str, Any]
     vocab_file: str
     vocabulary: list[str] = dataclasses.field(repr=False)
@@ -89,17 +93,17 @@ class ModelDir:
         """`sentence_config.json` (how the encoder pools sentence vectors); None when absent."""
         return self.pretrained_settings["sentence_config"]
 
-    def encoder(self, **overrides) -> BertEncoder:
-        """Builds the directory's `BertEncoder` with its weights.
+    def encoder(self, **overrides) -> Encoder:
+        """Builds the directory's encoder with its weights.
 
         Args:
-            **overrides: `BertEncoder` arguments to change, such as
+            **overrides: encoder arguments to change, such as
                 `dropout=0.0` or `output_all_layers=True` (sizes must stay as saved).
 
         Returns:
-            The `BertEncoder` (a fine-tuned directory's is the fine-tuned encoder).
+            The encoder (a fine-tuned directory's is the fine-tuned encoder).
         """
-        return build_encoder(self.path, self.encoder_config, **overrides)
+        return build_encoder(self.path, self.encoder_class, self.encoder_config, **overrides)
 
     def preprocessor(self, max_seq_length: int) -> TextPreprocessor:
         """The `TextPreprocessor` of the directory's vocabulary and tokenizer settings.
@@ -133,7 +137,7 @@ class PretrainedDir(ModelDir):
 
         Args:
             next_sentence: bool. Whether the pre-trainer has the NSP head.
-            **overrides: `BertEncoder` arguments to change, such as `dtype`.
+            **overrides: encoder arguments to change, such as `dtype`.
 
         Returns:
             The `BertPretrainer` (see `kbert.checkpoints.load_pretrainer`).
@@ -208,7 +212,7 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
         raise FileNotFoundError(f"{where} is not a directory.")
     task_config = read_task_config(path) if is_finetuned(path) else None
     _check_files(path, where, flag, task_config is not None)
-    encoder_config = read_bert_config(os.path.join(path, BERT_CONFIG))
+    encoder_class, encoder_config = read_encoder_config(os.path.join(path, BERT_CONFIG))
     recorded = read_tokenizer_config(path)
     vocab_file, vocabulary = _vocabulary(path, where, recorded["vocab_file"], vocab_file,
                                          vocab_flag, encoder_config["vocabulary_size"])
@@ -219,7 +223,7 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
         recorded_lower_case = recorded["do_lower_case"]
     if do_lower_case is None:
         do_lower_case = True if recorded_lower_case is None else bool(recorded_lower_case)
-    common = dict(path=path, where=where, encoder_config=encoder_config, vocab_file=vocab_file,
+    common = dict(path=path, where=where, encoder_class=encoder_class, encoder_config=encoder_config, vocab_file=vocab_file,
                   vocabulary=vocabulary, do_lower_case=do_lower_case,
                   pretrained_settings=pretrained_settings(path))
     if task_config is not None:

@@ -2,7 +2,9 @@
 
 A pre-trained directory holds:
 
-    bert_config.json        encoder sizes, google-research/bert key names
+    bert_config.json        encoder sizes, google-research/bert key names (another
+                            architecture: its `model_type` and keras-hub names, see
+                            `kbert.checkpoints.config_files`)
     vocab.txt               the WordPiece vocabulary (when known)
     tokenizer_config.json   {"do_lower_case": bool}
     encoder.weights.h5      the encoder's weights (Keras weights file)
@@ -26,16 +28,16 @@ import os
 import keras
 import tensorflow as tf
 
-from kbert.checkpoints.config_files import read_bert_config
-from kbert.checkpoints.config_files import write_bert_config
+from kbert.checkpoints.config_files import read_encoder_config
+from kbert.checkpoints.config_files import write_encoder_config
 from kbert.files import copy_file
 from kbert.files import local_copy
 from kbert.files import local_output
 from kbert.files import read_json
 from kbert.files import write_text
-from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.electra_pretrainer import ElectraPretrainer
+from kbert.models.encoder import Encoder
 
 BERT_CONFIG = "bert_config.json"
 VOCAB = "vocab.txt"
@@ -75,7 +77,7 @@ def _load_weights(model: keras.Model, path: str) -> None:
 
 def save_pretrained(
     directory: str,
-    encoder: BertEncoder,
+    encoder: Encoder,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
     pretrainer: keras.Model | None = None,
@@ -85,8 +87,8 @@ def save_pretrained(
 
     Args:
         directory: str. Created if missing (`gs://` works).
-        encoder: `BertEncoder`. Its config and weights are saved (for ELECTRA,
-            the discriminator).
+        encoder: `BertEncoder` or another registered `kbert.models.Encoder`.
+            Its config and weights are saved (for ELECTRA, the discriminator).
         vocab_file: str or None. Copied to `vocab.txt` when given.
         do_lower_case: bool or None. Written to `tokenizer_config.json` when given.
         pretrainer: `BertPretrainer`, `ElectraPretrainer` or None. When given,
@@ -103,7 +105,7 @@ def save_pretrained(
     ...                              do_lower_case=True)
     """
     tf.io.gfile.makedirs(directory)
-    write_bert_config(encoder.get_config(), os.path.join(directory, BERT_CONFIG))
+    write_encoder_config(encoder, os.path.join(directory, BERT_CONFIG))
     if vocab_file is not None:
         copy_file(vocab_file, os.path.join(directory, VOCAB))
     if do_lower_case is not None:
@@ -126,38 +128,45 @@ def _check_directory(directory: str) -> None:
             )
 
 
-def load_encoder(directory: str, **overrides) -> BertEncoder:
-    """Builds a `BertEncoder` from a pre-trained directory and loads its weights.
+def load_encoder(directory: str, **overrides) -> Encoder:
+    """Builds a pre-trained directory's encoder and loads its weights.
+
+    The class is the architecture `bert_config.json` records
+    (`kbert.checkpoints.config_files.read_encoder_config`): `BertEncoder`
+    unless it names another.
 
     Args:
         directory: str. A pre-trained model directory.
-        **overrides: `BertEncoder` arguments to change, such as `dtype` or
+        **overrides: encoder arguments to change, such as `dtype` or
             `dropout` (sizes must stay as saved).
 
     Returns:
-        The `BertEncoder`.
+        The encoder.
     """
     _check_directory(directory)
-    return build_encoder(directory, read_bert_config(os.path.join(directory, BERT_CONFIG)),
-                         **overrides)
+    encoder_class, arguments = read_encoder_config(os.path.join(directory, BERT_CONFIG))
+    return build_encoder(directory, encoder_class, arguments, **overrides)
 
 
-def build_encoder(directory: str, config: dict, **overrides) -> BertEncoder:
-    """Builds a `BertEncoder` from an already read config and loads the directory's weights.
+def build_encoder(directory: str, encoder_class: type, arguments: dict, **overrides) -> Encoder:
+    """Builds an encoder from an already read config and loads the directory's weights.
 
     What `load_encoder` and `kbert.checkpoints.open_model_dir` share; the
     directory is not checked again here.
 
     Args:
         directory: str. A pre-trained (or fine-tuned) model directory.
-        config: dict. `BertEncoder` arguments, as `read_bert_config` returns them.
-        **overrides: `BertEncoder` arguments to change, such as `dtype` or
+        encoder_class: type. The registered encoder class, as
+            `read_encoder_config` returns it (`BertEncoder` for BERT files).
+        arguments: dict. Its constructor arguments, as `read_encoder_config`
+            returns them.
+        **overrides: encoder arguments to change, such as `dtype` or
             `dropout` (sizes must stay as saved).
 
     Returns:
-        The `BertEncoder` with the weights of `encoder.weights.h5`.
+        The encoder with the weights of `encoder.weights.h5`.
     """
-    encoder = BertEncoder(**{**config, **overrides})
+    encoder = encoder_class(**{**arguments, **overrides})
     _load_weights(encoder, os.path.join(directory, ENCODER_WEIGHTS))
     return encoder
 
@@ -172,7 +181,7 @@ def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> 
     Args:
         directory: str. A pre-trained model directory.
         next_sentence: bool. Whether the pre-trainer has the NSP head.
-        **overrides: `BertEncoder` arguments to change, such as `dtype`.
+        **overrides: encoder arguments to change, such as `dtype`.
 
     Returns:
         The `BertPretrainer`.

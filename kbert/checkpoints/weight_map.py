@@ -26,6 +26,8 @@ from typing import Callable, Mapping, NamedTuple
 import keras
 import numpy as np
 
+from kbert.models.bert_encoder import BertEncoder
+
 # How an array is laid out in TF1 compared with the kbert variable.
 SAME = "same"
 MERGE_HEADS_LAST = "merge_heads_last"  # kbert [..., heads, head_dim] <-> TF1 [..., hidden]
@@ -215,14 +217,15 @@ def check_config_matches(
     """
     problems = []
 
-    def compare(key, argument, name, axis):
+    # BERT's sizes (`BertEncoder.size_keys`), each compared with the tensor that has it.
+    sizes = BertEncoder.sizes_from_arguments(arguments)
+
+    def compare(key, size, name, axis):
         shape = shapes.get(name)
-        if shape is not None and len(shape) > axis and shape[axis] != arguments[argument]:
-            problems.append(f"{key}={arguments[argument]} but {display(name)} has shape "
+        if shape is not None and len(shape) > axis and shape[axis] != sizes[size]:
+            problems.append(f"{key}={sizes[size]} but {display(name)} has shape "
                             f"{list(shapes[name])}")
 
-    arguments = {**arguments, "embedding_width": arguments.get("embedding_dim")
-                 or arguments["hidden_dim"]}
     compare("vocab_size", "vocabulary_size", f"{prefix}/embeddings/word_embeddings", 0)
     compare("embedding_size" if arguments.get("embedding_dim") else "hidden_size",
             "embedding_width", f"{prefix}/embeddings/word_embeddings", 1)
@@ -234,8 +237,8 @@ def check_config_matches(
             f"{prefix}/encoder/layer_0/intermediate/dense/kernel", 1)
     layers = {int(m.group(1)) for n in shapes
               if (m := re.match(rf"{prefix}/encoder/layer_(\d+)/", n))}
-    if layers and len(layers) != arguments["num_layers"]:
-        problems.append(f"num_hidden_layers={arguments['num_layers']} but the checkpoint has "
+    if layers and len(layers) != sizes["num_layers"]:
+        problems.append(f"num_hidden_layers={sizes['num_layers']} but the checkpoint has "
                         f"{len(layers)} layers (layer_{min(layers)} .. layer_{max(layers)})")
     if problems:
         raise ValueError(

@@ -1,7 +1,9 @@
 """Keras models: the encoder, the pre-trainer and the fine-tuning task models.
 
 Keras only, no file I/O: reading and writing kbert's model directories is
-`kbert.checkpoints` (e.g. `kbert.checkpoints.load_encoder(path)`).
+`kbert.checkpoints` (e.g. `kbert.checkpoints.load_encoder(path)`). The
+contracts an encoder and a pre-trainer keep are `kbert.models.encoder`;
+the encoder architectures are listed once in `kbert.models.registry.ENCODERS`.
 """
 
 from kbert.models.bert_classifier import BertClassifier
@@ -13,3 +15,9 @@ from kbert.models.bert_token_classifier import BertTokenClassifier
 from kbert.models.bert_dual_encoder import BertDualEncoder
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.models.electra_pretrainer import ElectraPretrainer
+from kbert.models.encoder import Encoder
+from kbert.models.encoder import Pretrainer
+from kbert.models.encoder import encoder_sizes
+from kbert.models.registry import ENCODERS
+from kbert.models.registry import encoder_architecture
+from kbert.models.registry import get_encoder_class

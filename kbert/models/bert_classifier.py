@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
 from kbert.layers.layer_mix import EncoderLayerMix
-from kbert.models.bert_encoder import PACKED_INPUTS
 from kbert.models.bert_task import BertTask
 from kbert.models.bert_task import InferenceMode
+from kbert.models.packed_rows import PackedRows
+from kbert.models.packed_rows import select_encoder_inputs
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertClassifier(BertTask):
+class BertClassifier(PackedRows, BertTask):
     """Encoder + dropout + dense layer on the pooled `[CLS]` output.
 
     With `num_classes >= 2` it outputs class logits and `compile()` defaults to
@@ -23,7 +23,9 @@ class BertClassifier(BertTask):
     Packed rows (`classification_dataset(..., packing=...)`, training only):
     with `instance_ids`, `position_ids` (see `BertEncoder`) and `cls_positions`
     `[batch, instances]` among the inputs, each instance's `[CLS]` goes
-    through the pooler and the head, giving `[batch, instances, classes]`.
+    through the pooler and the head, giving `[batch, instances, classes]`
+    (the same layers as unpacked rows, through `_forward`; see
+    `kbert.models.packed_rows.PackedRows`).
 
     Feature-based use (the BERT paper, 5.3): `freeze_encoder=True` keeps the
     encoder's weights fixed (and runs it without dropout), so only the head
@@ -68,12 +70,7 @@ class BertClassifier(BertTask):
             encoder.trainable = False
         encoded = (InferenceMode(encoder, name="frozen_encoder")(inputs) if freeze_encoder
                    else encoder(inputs))
-        if self.layer_mix is None:
-            sentence = encoded["pooled_output"]
-        else:  # each block's [CLS] vector, mixed ([batch, 1, hidden]: the mix is per position)
-            cls_vectors = [layer[:, :1] for layer in encoded["encoder_outputs"]]
-            sentence = self.layer_mix(cls_vectors)[:, 0]
-        outputs = self._output_head(sentence)
+        outputs = self._head(encoded)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
 
         self.num_classes = num_classes
@@ -81,21 +78,23 @@ class BertClassifier(BertTask):
         self.features = features
         self.freeze_encoder = bool(freeze_encoder)
 
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict) and "cls_positions" in inputs:
-            if self.freeze_encoder or self.features is not None:
-                raise ValueError("packed rows (PackingConfig) train the whole encoder on the "
-                                 "pooled output; they do not combine with freeze_encoder or "
-                                 "features: drop run_finetuning.packing.")
-            encoded = self.encoder(
-                {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask",
-                                              *PACKED_INPUTS)}, training=training)
-            cls = ops.take_along_axis(
-                encoded["sequence_output"],
-                ops.expand_dims(ops.cast(inputs["cls_positions"], "int32"), -1), axis=1)
-            return self.output_float32(self.output_dense(self.output_dropout(
-                self.encoder.pooled_dense(cls), training=training)))
-        return super().call(inputs, training=training, mask=mask)
+    def _head(self, encoded: dict, training=None):
+        """The encoder's outputs -> logits: the pooled output, or the layer mix at `[CLS]`."""
+        if self.layer_mix is None:
+            sentence = encoded["pooled_output"]
+        else:  # each block's [CLS] vector, mixed ([batch, 1, hidden]: the mix is per position)
+            cls_vectors = [layer[:, :1] for layer in encoded["encoder_outputs"]]
+            sentence = self.layer_mix(cls_vectors)[:, 0]
+        return self._output_head(sentence, training=training)
+
+    def _forward(self, inputs, training=None):
+        """Packed rows: the encoder pools each instance's `[CLS]`, then the same head."""
+        if self.freeze_encoder or self.features is not None:
+            raise ValueError("packed rows (PackingConfig) train the whole encoder on the "
+                             "pooled output; they do not combine with freeze_encoder or "
+                             "features: drop run_finetuning.packing.")
+        return self._head(self.encoder(select_encoder_inputs(inputs), training=training),
+                          training=training)
 
     def compile(self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs):
         """Configures training; "auto" picks AdamW(2e-5) and the task's loss and metric.

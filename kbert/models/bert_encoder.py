@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
+
 import keras
 import keras_hub
-from keras import ops
 from keras_hub.layers import PositionEmbedding
 from keras_hub.layers import ReversibleEmbedding
 from keras_hub.layers import TransformerEncoder
@@ -14,12 +15,12 @@ from kbert.layers import LayerNormalization
 from kbert.layers import get_activation
 from kbert.layers import use_fast_layers
 from kbert.models.bert_config import bert_config_to_arguments
-
-
-# The extra inputs of a packed row (several instances in one row, see
-# `kbert.data.packing`): each token's instance number (1, 2, ...; 0 padding)
-# and its position within its instance.
-PACKED_INPUTS = ("instance_ids", "position_ids")
+from kbert.models.packed_rows import CLS_POSITIONS
+from kbert.models.packed_rows import PackedRows
+from kbert.models.packed_rows import check_packed_inputs
+from kbert.models.packed_rows import gather_positions
+from kbert.models.packed_rows import is_packed
+from kbert.models.packed_rows import packed_attention_mask
 
 
 class _AttentionScoringBlock(TransformerEncoder):
@@ -40,34 +41,13 @@ class _AttentionScoringBlock(TransformerEncoder):
                                          dtype=self.compute_dtype)
 
 
-def packed_attention_mask(instance_ids):
-    """The block-diagonal attention mask of packed rows: token i sees token j iff same instance.
-
-    Args:
-        instance_ids: int `[B, T]`. Instance number of each token, 0 for padding.
-
-    Returns:
-        int32 `[B, T, T]`: 1 where query i and key j belong to the same
-        (non-padding) instance, 0 elsewhere.
-
-    Example:
-
-    >>> packed_attention_mask(np.array([[1, 1, 2, 0]]))[0]  # doctest: +SKIP
-    [[1, 1, 0, 0], [1, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 0]]
-    """
-    same = ops.equal(ops.expand_dims(instance_ids, 2), ops.expand_dims(instance_ids, 1))
-    real = ops.not_equal(instance_ids, 0)
-    both = ops.logical_and(ops.expand_dims(real, 2), ops.expand_dims(real, 1))
-    return ops.cast(ops.logical_and(same, both), "int32")
-
-
 def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
     """Returns BERT's weight initializer, `TruncatedNormal(stddev)`."""
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertEncoder(keras_hub.models.Backbone):
+class BertEncoder(PackedRows, keras_hub.models.Backbone):
     """A BERT encoder with the original paper's numerics, built from keras-hub layers.
 
     Token, segment and position embeddings are summed and layer-normalised, then
@@ -85,9 +65,12 @@ class BertEncoder(keras_hub.models.Backbone):
     `position_ids` (positions restarting at 0 in each instance) with the three
     usual inputs. Attention then stays inside each instance (a
     block-diagonal mask) and every instance's `sequence_output` is what it
-    would be alone; `pooled_output` is that of the row's first token. The
-    weights and the functional graph are the same, so `.keras` files and
-    SavedModels with the three inputs are unchanged.
+    would be alone; `pooled_output` is that of the row's first token, or, given
+    `cls_positions` `[batch, instances]`, that of each instance's `[CLS]`
+    (`[batch, instances, hidden]`). The weights and the functional graph are
+    the same, so `.keras` files and SavedModels with the three inputs are
+    unchanged; one method, `_forward`, builds the graph and runs packed rows
+    (see `kbert.models.packed_rows`).
 
     Args:
         vocabulary_size: int. Number of WordPiece tokens.
@@ -149,6 +132,12 @@ class BertEncoder(keras_hub.models.Backbone):
         - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805)
     """
 
+    # The encoder's sizes: what two encoders must share for the weights of one
+    # to fit the other (`--init_checkpoint`, conversions, ELECTRA's shared
+    # embeddings). `kbert.models.encoder_sizes(encoder)` reads them.
+    size_keys = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
+                 "max_sequence_length", "num_segments", "embedding_width")
+
     def __init__(
         self,
         vocabulary_size: int,
@@ -207,19 +196,20 @@ class BertEncoder(keras_hub.models.Backbone):
         # Only an encoder asked for its attention scores gets the scoring block.
         block_class = _AttentionScoringBlock if output_attention_scores else TransformerEncoder
         self.transformer_layers = [
-            block_class(
+            self._transformer_block(
+                i,
+                block_class,
                 intermediate_dim=intermediate_dim,
                 num_heads=num_heads,
                 dropout=dropout,
                 activation=activation_fn,
                 layer_norm_epsilon=layer_norm_epsilon,
                 kernel_initializer=bert_initializer(initializer_range),
-                normalize_first=False,
                 dtype=dtype,
-                name=f"transformer_layer_{i}",
             )
             for i in range(num_layers)
         ]
+        self.final_layer_norm = self._final_layer_norm(layer_norm_epsilon, dtype)
         self.pooled_dense = keras.layers.Dense(
             hidden_dim,
             activation="tanh",
@@ -229,45 +219,20 @@ class BertEncoder(keras_hub.models.Backbone):
         )
 
         # === Functional model ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
-        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        tokens = self.token_embedding(token_ids)
-        positions = self.position_embedding(tokens)
-        segments = self.segment_embedding(segment_ids)
-        x = self.embeddings_add((tokens, positions, segments))
-        x = self.embeddings_layer_norm(x)
-        x = self.embeddings_dropout(x)
-        if self.embeddings_projection is not None:
-            x = self.embeddings_projection(x)
-        layer_outputs, attention_scores = [], []
+        # `_forward` reads these two; set before the graph is built.
+        self.output_all_layers = output_all_layers
+        self.output_attention_scores = output_attention_scores
+        inputs = {
+            "token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+            "segment_ids": keras.Input(shape=(None,), dtype="int32", name="segment_ids"),
+            "padding_mask": keras.Input(shape=(None,), dtype="int32", name="padding_mask"),
+        }
+        outputs = self._forward(inputs)
+        # keras-hub builds each block's Dropout and LayerNormalization layers
+        # on its first call (just now); kbert's faster ones from here on.
         for transformer_layer in self.transformer_layers:
-            if output_attention_scores:
-                x, scores = transformer_layer(x, padding_mask=padding_mask,
-                                              return_attention_scores=True)
-                attention_scores.append(scores)
-            else:
-                x = transformer_layer(x, padding_mask=padding_mask)
-            layer_outputs.append(x)
-            # keras-hub builds the block's Dropout and LayerNormalization
-            # layers on this first call; kbert's faster ones from here on.
             use_fast_layers(transformer_layer)
-        pooled_output = self.pooled_dense(x[:, 0, :])
-        outputs = {"sequence_output": x, "pooled_output": pooled_output}
-        if output_all_layers:
-            outputs["encoder_outputs"] = layer_outputs
-        if output_attention_scores:
-            outputs["attention_scores"] = attention_scores
-        super().__init__(
-            inputs={
-                "token_ids": token_ids,
-                "segment_ids": segment_ids,
-                "padding_mask": padding_mask,
-            },
-            outputs=outputs,
-            dtype=dtype,
-            **kwargs,
-        )
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config ===
         self.vocabulary_size = vocabulary_size
@@ -284,44 +249,85 @@ class BertEncoder(keras_hub.models.Backbone):
         self.embedding_dim = embedding_dim
         # `shared_embeddings` is not kept: an encoder held as an attribute
         # would become a sublayer, its weights listed (and saved) twice.
-        self.output_all_layers = output_all_layers
-        self.output_attention_scores = output_attention_scores
         self.cls_token_index = 0
 
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict) and any(key in inputs for key in PACKED_INPUTS):
-            return self._call_packed(inputs, training)
-        return super().call(inputs, training=training, mask=mask)
+    def _forward(self, inputs: dict, training=None) -> dict:
+        """The encoder's layers, once: the functional graph, and packed rows through `call`.
 
-    def _call_packed(self, inputs, training):
-        """The functional graph's layers on a packed row, with its positions and block mask."""
-        missing = [key for key in PACKED_INPUTS if key not in inputs]
-        if missing:
-            raise ValueError(f"a packed row needs both {PACKED_INPUTS}; {missing} missing.")
+        Args:
+            inputs: dict. `token_ids`, `segment_ids`, `padding_mask`
+                (`keras.Input`s when `__init__` builds the graph); for packed
+                rows also `instance_ids` and `position_ids` (attention stays
+                within each instance, positions restart), and optionally
+                `cls_positions` (`pooled_output` per instance).
+            training: bool or None. Whether dropout is on.
+
+        Returns:
+            dict: `sequence_output`, `pooled_output` (and `encoder_outputs`,
+            `attention_scores` when the encoder outputs them).
+        """
+        packed = is_packed(inputs)
+        if packed:
+            check_packed_inputs(inputs)
         tokens = self.token_embedding(inputs["token_ids"])
-        positions = self.position_embedding(tokens, positions=inputs["position_ids"])
+        if packed:
+            positions = self.position_embedding(tokens, positions=inputs["position_ids"])
+        else:
+            positions = self.position_embedding(tokens)
         segments = self.segment_embedding(inputs["segment_ids"])
         x = self.embeddings_add((tokens, positions, segments))
         x = self.embeddings_layer_norm(x)
         x = self.embeddings_dropout(x, training=training)
         if self.embeddings_projection is not None:
             x = self.embeddings_projection(x)
-        attention_mask = packed_attention_mask(inputs["instance_ids"])
+        masks = {"padding_mask": inputs["padding_mask"]}
+        if packed:
+            masks["attention_mask"] = packed_attention_mask(inputs["instance_ids"])
         layer_outputs, attention_scores = [], []
         for transformer_layer in self.transformer_layers:
-            x = transformer_layer(x, padding_mask=inputs["padding_mask"],
-                                  attention_mask=attention_mask, training=training,
-                                  return_attention_scores=self.output_attention_scores)
             if self.output_attention_scores:
-                x, scores = x
+                x, scores = transformer_layer(x, training=training, return_attention_scores=True,
+                                              **masks)
                 attention_scores.append(scores)
+            else:
+                x = transformer_layer(x, training=training, **masks)
             layer_outputs.append(x)
-        outputs = {"sequence_output": x, "pooled_output": self.pooled_dense(x[:, 0, :])}
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        # Each packed instance's own [CLS] when given, else the row's first token.
+        cls = (gather_positions(x, inputs[CLS_POSITIONS]) if CLS_POSITIONS in inputs
+               else x[:, 0, :])
+        outputs = {"sequence_output": x, "pooled_output": self.pooled_dense(cls)}
         if self.output_all_layers:
             outputs["encoder_outputs"] = layer_outputs
         if self.output_attention_scores:
             outputs["attention_scores"] = attention_scores
         return outputs
+
+    def _transformer_block(self, index: int, block_class: type,
+                           **arguments) -> keras.layers.Layer:
+        """Builds block `index`: BERT's post-LayerNorm keras-hub `TransformerEncoder`.
+
+        A variant of the BERT block (a pre-LayerNorm encoder, say) overrides
+        this and `_final_layer_norm`; the graph, packed rows, saving and every
+        user of the encoder stay as they are.
+
+        Args:
+            index: int. The block's number, 0 first; its name is
+                `transformer_layer_{index}`.
+            block_class: the `TransformerEncoder` class to build (a subclass
+                that can also output attention scores when asked).
+            **arguments: the block's sizes, numerics and dtype.
+
+        Returns:
+            The block.
+        """
+        return block_class(normalize_first=False, name=f"transformer_layer_{index}",
+                           **arguments)
+
+    def _final_layer_norm(self, layer_norm_epsilon: float, dtype) -> keras.layers.Layer | None:
+        """A LayerNorm after the last block; BERT's post-LayerNorm blocks need none (None)."""
+        return None
 
     def get_config(self):
         config = super().get_config()
@@ -369,9 +375,34 @@ class BertEncoder(keras_hub.models.Backbone):
         """
         if self.output_all_layers:
             return self
-        copy = BertEncoder.from_config({**self.get_config(), "output_all_layers": True})
+        copy = type(self).from_config({**self.get_config(), "output_all_layers": True})
         copy.set_weights(self.get_weights())
         return copy
+
+    @classmethod
+    def sizes_from_arguments(cls, arguments: dict) -> dict:
+        """The `size_keys` values of an encoder built from `arguments`, without building it.
+
+        Args:
+            arguments: dict. Constructor arguments (e.g. read from
+                `bert_config.json`), with at least the sizes that have no default.
+
+        Returns:
+            dict of each of `size_keys` to its value (`embedding_width` is
+            `embedding_dim`, or `hidden_dim` when that is None).
+
+        Example:
+
+        >>> BertEncoder.sizes_from_arguments(read_bert_config(path))["embedding_width"]
+        768
+        """
+        defaults = {name: parameter.default
+                    for name, parameter in inspect.signature(cls.__init__).parameters.items()
+                    if parameter.default is not inspect.Parameter.empty}
+        arguments = {**defaults, **arguments}
+        sizes = {key: arguments[key] for key in cls.size_keys if key != "embedding_width"}
+        sizes["embedding_width"] = arguments.get("embedding_dim") or arguments["hidden_dim"]
+        return sizes
 
     @classmethod
     def from_bert_config(cls, config: dict, **kwargs) -> "BertEncoder":

@@ -5,21 +5,21 @@ from __future__ import annotations
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import ops
 
 from kbert.layers import BertMaskedLMHead
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
 from kbert.layers import NextSentenceHead
 from kbert.layers import get_activation
-from kbert.models.bert_encoder import PACKED_INPUTS
-from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
+from kbert.models.encoder import Encoder
+from kbert.models.packed_rows import PackedRows
+from kbert.models.packed_rows import select_encoder_inputs
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(BertTask):
-    """Masked-LM and next-sentence pre-training on top of a `BertEncoder`.
+class BertPretrainer(PackedRows, BertTask):
+    """Masked-LM and next-sentence pre-training on top of an encoder (`BertEncoder` or another).
 
     The masked-LM head gathers the encoder's sequence output at `mask_positions`
     before the dense transform and the vocabulary projection (which is tied to
@@ -32,7 +32,8 @@ class BertPretrainer(BertTask):
 
     `kbert-pretrain`'s loop (`kbert.training.run_pretraining`) trains it through
     `loss_normalizers`, `pretraining_losses` and `pretraining_metrics`, the
-    methods every kbert pre-trainer has (`ElectraPretrainer` too).
+    methods every kbert pre-trainer has (`ElectraPretrainer` too): the
+    `kbert.models.Pretrainer` contract.
 
     `compile()` with no arguments sets the pre-training losses and metrics: MLM
     cross-entropy averaged over the masked positions' weights (the
@@ -46,10 +47,12 @@ class BertPretrainer(BertTask):
     `cls_positions` `[batch, instances]`, each instance's `[CLS]`; the NSP
     head reads each instance's own `[CLS]` through the encoder's pooler, and
     `nsp` is `[batch, instances, 2]`. `mask_positions` index the packed row.
+    Packed or not, the layers run through one method, `_forward`
+    (`kbert.models.packed_rows.PackedRows`).
 
     Args:
-        encoder: `kbert.models.BertEncoder` (or `keras_hub.models.BertBackbone`,
-            which takes no packed rows).
+        encoder: a `kbert.models.Encoder` such as `kbert.models.BertEncoder`
+            (or `keras_hub.models.BertBackbone`, which takes no packed rows).
         next_sentence: bool. Whether to add the NSP head and output. Set False
             for RoBERTa-style MLM-only training. Defaults to True.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
@@ -72,7 +75,7 @@ class BertPretrainer(BertTask):
     # Metrics of `pretraining_metrics` on the progress line, with their labels.
     progress_labels = {"masked_lm_accuracy": "mlm_acc", "next_sentence_accuracy": "nsp_acc"}
 
-    def __init__(self, encoder: BertEncoder, next_sentence: bool = True, **kwargs):
+    def __init__(self, encoder: Encoder, next_sentence: bool = True, **kwargs):
         # === Layers ===
         self.encoder = encoder
         activation = getattr(encoder, "activation", "gelu_approximate")
@@ -95,39 +98,19 @@ class BertPretrainer(BertTask):
 
         # === Functional model ===
         inputs = self._encoder_inputs()
-        encoded = encoder(dict(inputs))
         inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
-        outputs = {
-            "mlm": self.masked_lm_logits(
-                self.masked_lm_head(
-                    encoded["sequence_output"], mask_positions=inputs["mask_positions"]
-                )
-            )
-        }
-        if next_sentence:
-            outputs["nsp"] = self.next_sentence_head(encoded["pooled_output"])
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=self._forward(inputs), **kwargs)
 
         # === Config ===
         self.next_sentence = next_sentence
 
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict) and "cls_positions" in inputs:
-            return self._call_packed(inputs, training)
-        return super().call(inputs, training=training, mask=mask)
-
-    def _call_packed(self, inputs, training):
-        """The heads on a packed row: MLM at `mask_positions`, NSP at every `cls_positions`."""
-        encoded = self.encoder(
-            {key: inputs[key] for key in ("token_ids", "segment_ids", "padding_mask", *PACKED_INPUTS)},
-            training=training)
-        sequence = encoded["sequence_output"]
-        outputs = {"mlm": self.masked_lm_logits(
-            self.masked_lm_head(sequence, mask_positions=inputs["mask_positions"]))}
-        if self.next_sentence:
-            cls = ops.take_along_axis(
-                sequence, ops.expand_dims(ops.cast(inputs["cls_positions"], "int32"), -1), axis=1)
-            outputs["nsp"] = self.next_sentence_head(self.encoder.pooled_dense(cls))
+    def _forward(self, inputs, training=None):
+        """The encoder and heads: the functional graph, and packed rows (NSP per `cls_positions`)."""
+        encoded = self.encoder(select_encoder_inputs(inputs), training=training)
+        outputs = {"mlm": self.masked_lm_logits(self.masked_lm_head(
+            encoded["sequence_output"], mask_positions=inputs["mask_positions"]))}
+        if self.next_sentence_head is not None:
+            outputs["nsp"] = self.next_sentence_head(encoded["pooled_output"])
         return outputs
 
     def compile(

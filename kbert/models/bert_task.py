@@ -67,9 +67,10 @@ class BertTask(keras.Model):
         )
         self.output_float32 = keras.layers.Activation("linear", dtype="float32", name="outputs")
 
-    def _output_head(self, features):
+    def _output_head(self, features, training=None):
         # Logits in float32 even under mixed precision, so losses are computed in full precision.
-        return self.output_float32(self.output_dense(self.output_dropout(features)))
+        return self.output_float32(self.output_dense(self.output_dropout(features,
+                                                                         training=training)))
 
     def get_config(self):
         config = {

@@ -11,10 +11,11 @@ from kbert.layers import ReplacedTokenDetectionHead
 from kbert.layers import ReplacedTokenSampler
 from kbert.layers import get_activation
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
-from kbert.models.bert_encoder import PACKED_INPUTS
-from kbert.models.bert_encoder import BertEncoder
 from kbert.models.bert_encoder import bert_initializer
 from kbert.models.bert_task import BertTask
+from kbert.models.encoder import Encoder
+from kbert.models.packed_rows import PackedRows
+from kbert.models.packed_rows import select_encoder_inputs
 
 # Buckets of the discriminator's probabilities for the streaming AUC (the
 # 200 thresholds of google-research/electra's `tf.metrics.auc`).
@@ -22,8 +23,8 @@ AUC_BUCKETS = 200
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ElectraPretrainer(BertTask):
-    """Replaced-token detection: ELECTRA pre-training of a `BertEncoder` discriminator.
+class ElectraPretrainer(PackedRows, BertTask):
+    """Replaced-token detection: ELECTRA pre-training of an encoder, the discriminator.
 
     A small generator (a masked LM) predicts the masked tokens; a token is
     sampled from its distribution at every masked position
@@ -54,10 +55,16 @@ class ElectraPretrainer(BertTask):
     with the original tokens, weights `mlm`); NSP labels, if present, are
     not used. Packed rows (`pretraining_dataset(..., packing=...)`, with
     `instance_ids` and `position_ids`, see `BertEncoder`) go through both
-    encoders with each instance kept to itself.
+    encoders with each instance kept to itself, by the same method, `_forward`,
+    that builds the functional graph (`kbert.models.packed_rows.PackedRows`).
+
+    The generator is of the discriminator's class (its `get_config()` with
+    the generator's sizes), so any `kbert.models.Encoder` that takes
+    `embedding_dim` and `shared_embeddings` can be pre-trained this way.
 
     Args:
-        encoder: `kbert.models.BertEncoder`. The discriminator.
+        encoder: `kbert.models.BertEncoder` or another `kbert.models.Encoder`.
+            The discriminator.
         generator_hidden_size: float. The generator's width as a fraction of
             the discriminator's; above 1 is an error. Defaults to 0.25
             (ELECTRA-Small; Base and Large use 1/3).
@@ -93,7 +100,7 @@ class ElectraPretrainer(BertTask):
 
     def __init__(
         self,
-        encoder: BertEncoder,
+        encoder: Encoder,
         generator_hidden_size: float = 0.25,
         generator_layers: float = 1.0,
         generator_weight: float = 1.0,
@@ -127,21 +134,7 @@ class ElectraPretrainer(BertTask):
         inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
         inputs["mask_labels"] = keras.Input(shape=(None,), dtype="int32", name="mask_labels")
         inputs["mask_weights"] = keras.Input(shape=(None,), dtype="float32", name="mask_weights")
-        encoder_inputs = {k: inputs[k] for k in ("token_ids", "segment_ids", "padding_mask")}
-        generated = self.generator(encoder_inputs)
-        mlm = self.masked_lm_logits(self.masked_lm_head(
-            generated["sequence_output"], mask_positions=inputs["mask_positions"]))
-        replaced_ids, rtd_labels = self.sampler(
-            mlm, inputs["token_ids"], inputs["mask_positions"], inputs["mask_labels"],
-            inputs["mask_weights"])
-        discriminated = encoder({**encoder_inputs, "token_ids": replaced_ids})
-        outputs = {
-            "mlm": mlm,
-            "rtd": self.replaced_token_head(discriminated["sequence_output"]),
-            "rtd_labels": rtd_labels,
-            "replaced_ids": replaced_ids,
-        }
-        super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        super().__init__(inputs=inputs, outputs=self._forward(inputs), **kwargs)
 
         # === Config ===
         self.generator_hidden_size = generator_hidden_size
@@ -152,17 +145,9 @@ class ElectraPretrainer(BertTask):
         # The training loop and checks ask every pre-trainer; ELECTRA has no NSP.
         self.next_sentence = False
 
-    def call(self, inputs, training=None, mask=None):
-        if isinstance(inputs, dict) and any(key in inputs for key in PACKED_INPUTS):
-            return self._call_packed(inputs, training)
-        return super().call(inputs, training=training, mask=mask)
-
-    def _call_packed(self, inputs, training):
-        """The functional graph's layers on packed rows: both encoders see each instance alone."""
-        # Tensors throughout: Keras refuses a dict mixing numpy arrays and tensors.
-        inputs = {key: tf.convert_to_tensor(value) for key, value in inputs.items()}
-        encoder_inputs = {key: inputs[key] for key in
-                          ("token_ids", "segment_ids", "padding_mask", *PACKED_INPUTS)}
+    def _forward(self, inputs, training=None):
+        """Generator, sampling and discriminator: the functional graph, and packed rows."""
+        encoder_inputs = select_encoder_inputs(inputs)
         generated = self.generator(encoder_inputs, training=training)
         mlm = self.masked_lm_logits(self.masked_lm_head(
             generated["sequence_output"], mask_positions=inputs["mask_positions"]))
@@ -266,8 +251,12 @@ class ElectraPretrainer(BertTask):
         }
 
 
-def _build_generator(encoder: BertEncoder, hidden_size: float, layers: float) -> BertEncoder:
-    """The generator of `ElectraPretrainer`, sized from the discriminator; shares its embeddings."""
+def _build_generator(encoder: Encoder, hidden_size: float, layers: float) -> Encoder:
+    """The generator of `ElectraPretrainer`: the discriminator's class and config, its own sizes.
+
+    It shares the discriminator's embeddings (`shared_embeddings`, at their width
+    `embedding_dim`) and never outputs its layers or attention scores.
+    """
     hidden_dim = int(round(encoder.hidden_dim * hidden_size))
     num_layers = int(round(encoder.num_layers * layers))
     if hidden_size > 1:
@@ -288,23 +277,13 @@ def _build_generator(encoder: BertEncoder, hidden_size: float, layers: float) ->
             f"ElectraPretrainer.generator_hidden_size={hidden_size} gives the generator hidden "
             f"size {hidden_dim}, which its {num_heads} heads (one per 64) do not divide; pick a "
             "fraction giving a multiple of 64 (or a width under 128).")
-    return BertEncoder(
-        vocabulary_size=encoder.vocabulary_size,
-        num_layers=num_layers,
-        num_heads=num_heads,
-        hidden_dim=hidden_dim,
-        intermediate_dim=4 * hidden_dim,
-        dropout=encoder.dropout,
-        max_sequence_length=encoder.max_sequence_length,
-        num_segments=encoder.num_segments,
-        activation=encoder.activation,
-        layer_norm_epsilon=encoder.layer_norm_epsilon,
-        initializer_range=encoder.initializer_range,
-        embedding_dim=encoder.embedding_width,
-        shared_embeddings=encoder,
-        dtype=encoder.dtype_policy,
-        name="generator",
-    )
+    config = {**encoder.get_config(), "num_layers": num_layers, "num_heads": num_heads,
+              "hidden_dim": hidden_dim, "intermediate_dim": 4 * hidden_dim,
+              "embedding_dim": encoder.embedding_width, "dtype": encoder.dtype_policy,
+              "name": "generator"}
+    for key in ("trainable", "output_all_layers", "output_attention_scores"):
+        config.pop(key, None)
+    return type(encoder)(**config, shared_embeddings=encoder)
 
 
 def _probability_histogram(logits: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:

@@ -43,6 +43,8 @@ def parameter_table(model: keras.Model) -> list[tuple[str, int]]:
     for layer in encoder.transformer_layers:
         add(layer.name, layer.weights)
     add("pooler", encoder.pooled_dense.weights)
+    for layer in encoder.layers:  # what another architecture has besides (a final LayerNorm)
+        add(layer.name, layer.weights)
     for layer in model.layers if model is not encoder else []:
         if layer is not encoder:
             add(layer.name, layer.weights)

@@ -99,8 +99,8 @@ def resolve_learning_rate(learning_rate: float | str, encoder_config: Mapping[st
 
     Args:
         learning_rate: float or `"auto"`. The `run_finetuning.learning_rate` binding.
-        encoder_config: mapping with `hidden_dim` (keras-hub names, as
-            `kbert.checkpoints.read_bert_config` returns).
+        encoder_config: mapping with `hidden_dim` (keras-hub names: the
+            arguments `kbert.checkpoints.read_encoder_config` returns).
         frozen_encoder: bool. Only the head trains (`--freeze_encoder`): `"auto"`
             is then `FROZEN_ENCODER_LEARNING_RATE`, whatever the encoder's size.
 

@@ -28,7 +28,7 @@ from keras import ops
 
 from kbert.models.bert_dual_encoder import SIDES
 from kbert.models.bert_dual_encoder import side_inputs
-from kbert.models.bert_encoder import BertEncoder
+from kbert.models.encoder import Encoder
 
 TARGETS = ("logits", "embeddings")
 ATTENTION_LOSSES = ("kl", "mse")
@@ -361,15 +361,15 @@ def with_encoder_all_layers(model: keras.Model, all_layers: bool = True,
     return copy
 
 
-def encoder_from_layers(teacher: BertEncoder, layers: Sequence[int]) -> BertEncoder:
+def encoder_from_layers(teacher: Encoder, layers: Sequence[int]) -> Encoder:
     """DistilBERT's student: the teacher's width, its embeddings, pooler and chosen blocks.
 
     Args:
-        teacher: `BertEncoder`.
+        teacher: `BertEncoder` (or another encoder of its layer names).
         layers: sequence of int. Teacher blocks (0-based) to copy, in order.
 
     Returns:
-        A `BertEncoder` of `len(layers)` blocks with copied weights.
+        An encoder of the teacher's class with `len(layers)` blocks, weights copied.
 
     Raises:
         ValueError: an index is out of range or repeated, or `layers` is empty.
@@ -387,9 +387,10 @@ def encoder_from_layers(teacher: BertEncoder, layers: Sequence[int]) -> BertEnco
     config = {**teacher.get_config(), "num_layers": len(layers)}
     config.pop("output_all_layers", None)
     config.pop("output_attention_scores", None)
-    student = BertEncoder.from_config(config)
+    student = type(teacher).from_config(config)
     for name in ("token_embedding", "position_embedding", "segment_embedding",
-                 "embeddings_layer_norm", "embeddings_projection", "pooled_dense"):
+                 "embeddings_layer_norm", "embeddings_projection", "final_layer_norm",
+                 "pooled_dense"):
         if getattr(teacher, name) is not None:
             getattr(student, name).set_weights(getattr(teacher, name).get_weights())
     for student_block, teacher_index in zip(student.transformer_layers, layers):

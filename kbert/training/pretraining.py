@@ -15,13 +15,13 @@ resume or `init_checkpoint` restored, the loop `_train` (its compiled step is
 saved. This module also keeps `model_dir` tidy: a run that fails before its
 first checkpoint leaves no directory behind.
 
-The loop knows no objective: the pre-trainer supplies it through three methods
-(`BertPretrainer` and `ElectraPretrainer` have them), `loss_normalizers`
-(what each loss is averaged over, summed here over the global batch),
-`pretraining_losses` (the loss and summable statistics of a micro-batch) and
-`pretraining_metrics` (statistics summed over a reporting interval ->
-metrics), plus the attributes `encoder`, `next_sentence` and
-`progress_labels`.
+The loop knows no objective: the pre-trainer supplies it, keeping the
+`kbert.models.Pretrainer` contract (`kbert/models/encoder.py`; `BertPretrainer`
+and `ElectraPretrainer` keep it): `loss_normalizers` (what each loss is
+averaged over, summed here over the global batch), `pretraining_losses` (the
+loss and summable statistics of a micro-batch), `pretraining_metrics`
+(statistics summed over a reporting interval -> metrics), and `encoder`,
+`next_sentence` and `progress_labels`.
 """
 
 from __future__ import annotations
@@ -101,8 +101,8 @@ def run_pretraining(
         input_file: str or list of str. TFRecord files or globs, comma-separated.
         model_dir: str. Checkpoints, TensorBoard events and the final model.
         build_pretrainer: callable returning a new `BertPretrainer` or
-            `ElectraPretrainer` (or another model with their pre-training
-            methods, see the module docstring); called in `strategy.scope()`
+            `ElectraPretrainer` (or another `kbert.models.Pretrainer`, see
+            the module docstring); called in `strategy.scope()`
             under `dtype_policy`. Its `encoder` is what the pre-trained
             directory holds.
         strategy: `tf.distribute.Strategy` or None (the default strategy).

@@ -21,14 +21,11 @@ from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer_weights
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
+from kbert.models import encoder_sizes
 from kbert.training.optimizer import create_optimizer
 from kbert.training.pretraining_settings import PretrainingSettings
 from kbert.training.pretraining_step import distributed_input
 from kbert.training.strategy import cpu_has_native_bfloat16
-
-# Encoder sizes that must agree between --init_checkpoint and the gin config.
-_SIZE_KEYS = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
-              "max_sequence_length", "num_segments", "embedding_width")
 
 
 @dataclasses.dataclass
@@ -172,13 +169,18 @@ def _load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
     """Loads a pre-trained directory's encoder (and matching heads); returns what was loaded."""
     source = load_encoder(directory)
     encoder = pretrainer.encoder
-    for key in _SIZE_KEYS:
-        if getattr(source, key) != getattr(encoder, key):
+    if type(source) is not type(encoder):
+        raise ValueError(f"--init_checkpoint={directory} holds a {type(source).__name__} but the "
+                         f"gin config builds a {type(encoder).__name__}; use another checkpoint.")
+    # The sizes must agree (the architecture's `size_keys`).
+    sizes = encoder_sizes(source)
+    for key, value in encoder_sizes(encoder).items():
+        if sizes[key] != value:
             name = "embedding_dim" if key == "embedding_width" else key
             raise ValueError(
-                f"--init_checkpoint={directory} has {key}={getattr(source, key)} but the gin "
-                f"config builds {key}={getattr(encoder, key)}; set BertEncoder.{name} = "
-                f"{getattr(source, key)} or use another checkpoint."
+                f"--init_checkpoint={directory} has {key}={sizes[key]} but the gin "
+                f"config builds {key}={value}; set {type(encoder).__name__}.{name} = "
+                f"{sizes[key]} or use another checkpoint."
             )
     encoder.set_weights(source.get_weights())
     if load_pretrainer_weights(pretrainer, directory):

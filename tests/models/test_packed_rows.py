@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
-from kbert.models.bert_encoder import packed_attention_mask
+from kbert.models.packed_rows import packed_attention_mask
 from tests.conftest import P
 from tests.conftest import V
 from tests.conftest import tiny_encoder_kwargs
