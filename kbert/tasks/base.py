@@ -28,11 +28,14 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.models.packed_rows import CLS_POSITIONS
+from kbert.models.packed_rows import ENCODER_INPUTS
+from kbert.models.packed_rows import PACKED_INPUTS
 from kbert.tasks.serving import ServingModule
 
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+INPUT_NAMES = ENCODER_INPUTS
 # What packed rows add (`kbert.data.packing`; tasks with `supports_packing`).
-PACKED_INPUT_NAMES = ("instance_ids", "position_ids", "cls_positions")
+PACKED_INPUT_NAMES = (*PACKED_INPUTS, CLS_POSITIONS)
 SPLITS = ("train", "dev", "test")
 # Keys of task_config.json every task has; the others are the task's config fields.
 COMMON_KEYS = ("task", "task_name", "model_type", "label_names", "text_pair",
