@@ -166,3 +166,30 @@ def test_misspelled_binding_is_named():
 def test_runtime_data_cannot_be_bound_with_gin():
     with pytest.raises(ValueError, match="model_dir"):
         configurables.parse_gin(["tiny.gin"], ["run_pretraining.model_dir = '/tmp/x'"])
+
+
+def test_vocabulary_size_comes_from_the_data_unless_the_user_sets_it(tmp_path):
+    from tests.training.pretraining_data import write_pretraining_data
+
+    with_sidecar = write_pretraining_data(str(tmp_path / "a.tfrecord"), num_examples=2,
+                                          sidecar={"vocab_size": 99, "max_seq_length": 16})
+    configurables.parse_gin(["tiny.gin"])
+    assert configurables.vocabulary_size_from_data(with_sidecar, None, ["tiny.gin"], []) == 99
+    assert configurables.BertPretrainer().encoder.vocabulary_size == 99
+    # A value the user binds is kept (the data checks then compare it with the sidecar).
+    configurables.parse_gin(["tiny.gin"], ["BertEncoder.vocabulary_size = 1000"])
+    assert configurables.vocabulary_size_from_data(
+        with_sidecar, None, ["tiny.gin"], ["BertEncoder.vocabulary_size = 1000"]) is None
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 1000
+    own = tmp_path / "mine.gin"
+    own.write_text("include 'tiny.gin'\nBertEncoder.vocabulary_size = 500\n")
+    configurables.parse_gin([str(own)])
+    assert configurables.vocabulary_size_from_data(with_sidecar, None, [str(own)], []) is None
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 500
+    # Without a sidecar, the lines of --vocab_file.
+    without = write_pretraining_data(str(tmp_path / "b.tfrecord"), num_examples=2)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"w{i}\n" for i in range(77)))
+    configurables.parse_gin(["tiny.gin"])
+    assert configurables.vocabulary_size_from_data(without, str(vocab), ["tiny.gin"], []) == 77
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 77

@@ -63,8 +63,15 @@ def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
     return files, metadata
 
 
-def list_input_files(input_file: str | list[str]) -> list[str]:
+def list_input_files(input_file: str | list[str], flag: str = "--input_file") -> list[str]:
     """The TFRecord files of `--input_file` (comma-separated files or globs; sidecars skipped).
+
+    Args:
+        input_file: str or list of str. Files or globs, comma-separated.
+        flag: str. The flag (or argument) named when nothing matches.
+
+    Returns:
+        list of str: the files, sorted within each pattern.
 
     Raises:
         FileNotFoundError: nothing matches; the message names the flag.
@@ -77,7 +84,7 @@ def list_input_files(input_file: str | list[str]) -> list[str]:
             files += [f for f in sorted(tf.io.gfile.glob(pattern)) if not f.endswith(".json")]
     if not files:
         raise FileNotFoundError(
-            f"--input_file={','.join(patterns) if isinstance(input_file, (list, tuple)) else input_file!r} "
+            f"{flag}={','.join(patterns) if isinstance(input_file, (list, tuple)) else input_file!r} "
             "matches no files; pass TFRecord files or globs made by tools/create_pretraining_data.py."
         )
     return files
