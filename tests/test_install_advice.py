@@ -105,3 +105,39 @@ def test_the_scan_tells_wrong_hints_from_right_ones(line, found, tmp_path):
     path = tmp_path / "hint.md"
     path.write_text(line + "\n")
     assert bool(_problems(str(path), _setup_extras())) is found
+
+
+def _requirement_names():
+    tree = ast.parse(open(os.path.join(REPO, "setup.py"), encoding="utf-8").read())
+    constants = {node.targets[0].id: node.value.value for node in tree.body
+                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg in ("install_requires", "extras_require"):
+            lists = [node.value] if node.arg == "install_requires" else node.value.values
+            for item in (element for value in lists for element in value.elts):
+                text = constants[item.id] if isinstance(item, ast.Name) else item.value
+                names.add(_normalized(re.match(r"[\w.-]+", text).group()))
+    return names
+
+
+def _normalized(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_constraints_pin_every_requirement_and_the_minilm_wheel():
+    # Read, not imported: kbert.checkpoints would import TensorFlow for two strings.
+    source = open(os.path.join(REPO, "kbert", "checkpoints", "minilm.py"), encoding="utf-8").read()
+    pip_name, pip_version = (re.search(rf'^{name} = "(.+)"$', source, re.M).group(1)
+                             for name in ("PIP_NAME", "PIP_VERSION"))
+    pins = {}
+    for line in open(os.path.join(REPO, "constraints.txt"), encoding="utf-8"):
+        if line.strip() and not line.startswith("#"):
+            name, version = line.strip().split("==")
+            pins[_normalized(name)] = version
+    assert not _requirement_names() - set(pins), "pin these in constraints.txt (make constraints)"
+    assert "kbert-tf" not in pins  # the package itself is never pinned
+    assert pins[pip_name] == pip_version
+    makefile = open(os.path.join(REPO, "Makefile"), encoding="utf-8").read()
+    assert f"MINILM := {pip_name}=={pip_version}" in makefile
+    assert makefile.count("--constraint constraints.txt") == 1 and makefile.count("$(PIP_FLAGS)") == 2
