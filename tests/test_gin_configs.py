@@ -166,3 +166,18 @@ def test_misspelled_binding_is_named():
 def test_runtime_data_cannot_be_bound_with_gin():
     with pytest.raises(ValueError, match="model_dir"):
         configurables.parse_gin(["tiny.gin"], ["run_pretraining.model_dir = '/tmp/x'"])
+
+
+def test_gin_file_in_another_directory_is_never_the_repos_file_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # A mistyped experiment directory: gin/base.gin exists, myexp/base.gin does not.
+    with pytest.raises(FileNotFoundError, match=r"^--gin_file=myexp/base.gin: gin file "
+                                                r"'myexp/base.gin' not found; searched: "):
+        configurables.parse_gin(["myexp/base.gin"])
+    # `gin/<name>` still names the repo's file from any working directory.
+    configurables.parse_gin(["gin/tiny.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 2
+    (tmp_path / "myexp").mkdir()
+    (tmp_path / "myexp" / "base.gin").write_text("include 'tiny.gin'\nBertEncoder.num_layers = 3\n")
+    configurables.parse_gin(["myexp/base.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 3
