@@ -67,7 +67,10 @@ def test_the_scan_finds_what_it_looks_for(tmp_path):
     assert sorted(int(call.split(":")[0]) for call in _unbounded_calls(str(path))) == [2, 4, 7]
 
 
-def test_every_test_has_a_time_limit_by_default():
+def test_every_test_has_a_time_limit_by_default(pytestconfig):
+    # pytest-timeout (the test extra, pinned in constraints.txt) is loaded, with setup.cfg's limit.
+    assert pytestconfig.pluginmanager.hasplugin("timeout")
+    assert pytestconfig.getini("timeout") == "600"
     config = configparser.ConfigParser()
     config.read(os.path.join(REPO, "setup.cfg"))
     assert config["tool:pytest"]["timeout"] == "600"
