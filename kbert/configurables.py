@@ -195,11 +195,16 @@ def _resolved_gin_files(gin_files: list[str]) -> list[str]:
     resolved = []
     for gin_file in gin_files:
         candidates = [gin_file] + [os.path.join(d, gin_file) for d in search_dirs]
-        candidates += [os.path.join(GIN_DIR, os.path.basename(gin_file))]
+        # `gin/base.gin` names the repo's file from any working directory; a path in
+        # another directory (`myexp/base.gin`) is the user's own file, never replaced
+        # by the repo's file of that name.
+        if os.path.basename(os.path.dirname(os.path.normpath(gin_file))) == "gin":
+            candidates += [os.path.join(GIN_DIR, os.path.basename(gin_file))]
         found = next((c for c in candidates if os.path.isfile(c)), None)
         if found is None:
             searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
-            raise FileNotFoundError(f"gin file {gin_file!r} not found; searched: {searched}")
+            raise FileNotFoundError(
+                f"--gin_file={gin_file}: gin file {gin_file!r} not found; searched: {searched}")
         resolved.append(os.path.abspath(found))
     return resolved
 

@@ -193,3 +193,18 @@ def test_vocabulary_size_comes_from_the_data_unless_the_user_sets_it(tmp_path):
     configurables.parse_gin(["tiny.gin"])
     assert configurables.vocabulary_size_from_data(without, str(vocab), ["tiny.gin"], []) == 77
     assert gin.query_parameter("BertEncoder.vocabulary_size") == 77
+
+
+def test_gin_file_in_another_directory_is_never_the_repos_file_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # A mistyped experiment directory: gin/base.gin exists, myexp/base.gin does not.
+    with pytest.raises(FileNotFoundError, match=r"^--gin_file=myexp/base.gin: gin file "
+                                                r"'myexp/base.gin' not found; searched: "):
+        configurables.parse_gin(["myexp/base.gin"])
+    # `gin/<name>` still names the repo's file from any working directory.
+    configurables.parse_gin(["gin/tiny.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 2
+    (tmp_path / "myexp").mkdir()
+    (tmp_path / "myexp" / "base.gin").write_text("include 'tiny.gin'\nBertEncoder.num_layers = 3\n")
+    configurables.parse_gin(["myexp/base.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 3

@@ -72,7 +72,15 @@ def _save_weights(model: keras.Model, path: str) -> None:
 
 def _load_weights(model: keras.Model, path: str) -> None:
     with local_copy(path) as local_path:
-        model.load_weights(local_path)
+        try:
+            model.load_weights(local_path)
+        except OSError as e:
+            # h5py's OSError for a cut or foreign file ("truncated file: eof = 100, ...
+            # stored_eof = 170176", "file signature not found"): one line naming the file.
+            reason = (str(e).splitlines() or [type(e).__name__])[0]
+            raise ValueError(
+                f"{path} is not a readable Keras weights file ({reason}); it may have been cut "
+                "short in a copy: copy the model directory again, or save it again.") from None
 
 
 def save_pretrained(

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import read_losses
-from tests.training.pretraining_data import subprocess_env
+from tests.training.pretraining_data import cpu_only_env
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import pretraining_dataset
@@ -55,7 +55,7 @@ def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, 
     # last batch of 4 is shared unevenly by the replicas), which must not change training.
     subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
                     data_file, str(tmp_path)], check=True, timeout=300,
-                   env=subprocess_env(EVAL_INPUT_FILE=data_file))
+                   env=cpu_only_env(EVAL_INPUT_FILE=data_file))
     result = json.load(open(tmp_path / "result_0.json"))
     assert result["replicas"] == 2 and result["global_step"] == 6
     assert result["refusal"] == (
@@ -83,9 +83,13 @@ def test_two_workers_finish_with_the_same_step_and_weights(data_file, tmp_path):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         workers.append(subprocess.Popen(
             [sys.executable, os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file,
-             str(tmp_path)], env=subprocess_env(TF_CONFIG=tf_config, STEPS="4"),
+             str(tmp_path)], env=cpu_only_env(TF_CONFIG=tf_config, STEPS="4"),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    try:
+        outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    finally:  # a worker that outlived its timeout (or its peer's) is not left running
+        for worker in workers:
+            worker.kill()
     assert [worker.returncode for worker in workers] == [0, 0], outputs
     results = [json.load(open(tmp_path / f"result_{i}.json")) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]

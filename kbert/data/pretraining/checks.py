@@ -14,7 +14,6 @@ data on its own and calls `check_masking_mode`, `check_recorded_lengths` and
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import tensorflow as tf
@@ -23,6 +22,7 @@ from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.instances import MASKING_MODES
 from kbert.data.pretraining.metadata import read_pretraining_metadata
 from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.vocabulary import vocab_sha256
 
 
 def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
@@ -249,8 +249,7 @@ def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab
             "False' for MLM-only training or regenerate the data with --next_sentence=nsp or sop."
         )
     if vocab_file and metadata.get("vocab_sha256"):
-        with tf.io.gfile.GFile(vocab_file, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        digest = vocab_sha256(vocab_file)
         if digest != metadata["vocab_sha256"]:
             raise ValueError(
                 f"--vocab_file={vocab_file} has sha256 {digest[:12]}... but {where} records "
