@@ -148,10 +148,11 @@ class ByteLevelBpeTokenizer(tf.Module):
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
 
-class _AddedTokens:
+class _AddedTokens(tf.Module):
     """Splits texts on a set of added tokens, leftmost-longest as `tokenizers` matches them."""
 
     def __init__(self, tokens, normalization):
+        super().__init__()
         self.empty = not tokens
         if self.empty:
             return
