@@ -104,9 +104,8 @@ class ByteLevelBpeTokenizer(tf.Module):
         """Pre-tokenizes and BPE-merges texts free of added tokens: `[n] -> [n, (ids)]`."""
         if self.add_prefix_space:
             # As `tokenizers`: a space before every piece that does not start with one.
-            texts = tf.where(tf.strings.substr(texts, 0, 1) == " ", texts,
-                             tf.strings.join([" ", texts]))
-            texts = tf.where(texts == " ", "", texts)  # Empty pieces stay empty.
+            prefix = (tf.strings.substr(texts, 0, 1) != " ") & (texts != "")
+            texts = tf.where(prefix, tf.strings.join([" ", texts]), texts)
         runs = _split_whitespace(texts)
         words = tf_text.regex_split(runs.flat_values, _WORD_PATTERN, _WORD_PATTERN)
         ids = self._merge(words.flat_values)

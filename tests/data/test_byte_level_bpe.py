@@ -165,3 +165,27 @@ def test_unsupported_settings_are_refused_naming_the_field(tmp_path, edit, messa
     with pytest.raises(ValueError, match=message) as error:
         read_tokenizer_json(_edited(tmp_path, edit))
     assert "tokenizer.json" in str(error.value)
+
+
+def test_a_prefix_space_is_added_as_tokenizers_adds_it(tmp_path):
+    path = _edited(tmp_path, lambda c: c["pre_tokenizer"].update(add_prefix_space=True))
+    texts = TRICKY + ["[CLS]x", "x[SEP] y", " ", "a\n", "[CLS] "]
+    ids = ByteLevelBpeTokenizer(read_tokenizer_json(path)).tokenize(tf.constant(texts)).to_list()
+    assert ids == _hf_ids(Tokenizer.from_file(path), texts)
+    plain = Tokenizer.from_file(TOKENIZER_JSON)
+    assert ids[TRICKY.index("Hello world")] == _hf_ids(plain, [" Hello world"])[0]
+    assert ids[TRICKY.index("Hello world")] != _hf_ids(plain, ["Hello world"])[0]
+
+
+@pytest.mark.parametrize("processor", [
+    {"type": "BertProcessing", "sep": ["[SEP]", 1128], "cls": ["[CLS]", 1127]},
+    {"type": "RobertaProcessing", "sep": ["[SEP]", 1128], "cls": ["[CLS]", 1127],
+     "trim_offsets": True, "add_prefix_space": False},
+])
+def test_bert_and_roberta_post_processors_pack_as_tokenizers(tmp_path, processor):
+    path = _edited(tmp_path, lambda c: c.update(post_processor=processor))
+    preprocessor = TextPreprocessor.from_tokenizer_json(path, max_seq_length=64)
+    inputs = preprocessor(tf.constant(["Hello world"]), tf.constant(["It's  fine"]))
+    encoding = Tokenizer.from_file(path).encode("Hello world", "It's  fine")
+    assert inputs["token_ids"].numpy().tolist() == [encoding.ids]
+    assert inputs["segment_ids"].numpy().tolist() == [encoding.type_ids]
