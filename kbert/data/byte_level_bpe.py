@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
 
 from kbert.data.tokenizer_json import BYTE_SYMBOLS
 from kbert.data.tokenizer_json import TokenizerJson
@@ -35,8 +36,12 @@ from kbert.data.tokenizer_json import normalize_added_content
 
 # Unicode White_Space, what `tokenizers` (Oniguruma's `\s`, Rust's
 # `char::is_whitespace`) calls whitespace; RE2's `\s` is ASCII only.
-WHITESPACE = (r"\t\n\x{0B}\x{0C}\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}"
-              r"\x{202F}\x{205F}\x{3000}")
+_WHITESPACE_RANGES = ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+                      (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+                      (0x3000, 0x3000))
+# The same as the inside of an RE2 character class.
+WHITESPACE = "".join(rf"\x{{{a:X}}}" + (rf"-\x{{{b:X}}}" if b > a else "")
+                     for a, b in _WHITESPACE_RANGES)
 # GPT-2's pre-tokenizer regex without its whitespace alternatives
 # (`\s+(?!\S)|\s+`), applied to a run of non-whitespace with at most one
 # space before it; whitespace is split by `_split_whitespace`.
@@ -107,14 +112,14 @@ class ByteLevelBpeTokenizer(tf.Module):
             prefix = (tf.strings.substr(texts, 0, 1) != " ") & (texts != "")
             texts = tf.where(prefix, tf.strings.join([" ", texts]), texts)
         runs = _split_whitespace(texts)
-        words = tf_text.regex_split(runs.flat_values, _WORD_PATTERN, _WORD_PATTERN)
+        words = _regex_split(runs.flat_values, _WORD_PATTERN)
         ids = self._merge(words.flat_values)
         return runs.with_flat_values(words.with_flat_values(ids).merge_dims(1, 2)).merge_dims(1, 2)
 
     def _merge(self, words: tf.Tensor) -> tf.RaggedTensor:
         """BPE over each word's bytes: `[n] -> [n, (ids)]` int64."""
-        byte_values = tf.strings.unicode_decode(words, "ISO-8859-1")  # One code point per byte.
-        symbols = tf.ragged.map_flat_values(tf.gather, self._byte_ids, byte_values)
+        # Latin-1 decoding gives one code point per byte: the byte values.
+        splits, byte_values = tf.raw_ops.UnicodeDecode(input=words, input_encoding="ISO-8859-1")
         size = tf.constant(self._size, tf.int64)
 
         def step(values, row_splits, _):
@@ -145,7 +150,7 @@ class ByteLevelBpeTokenizer(tf.Module):
 
         values, splits, _ = tf.while_loop(
             lambda values, splits, changed: changed, step,
-            (symbols.flat_values, symbols.row_splits, tf.constant(True)),
+            (tf.gather(self._byte_ids, byte_values), splits, tf.constant(True)),
             shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
@@ -179,7 +184,7 @@ class _AddedTokens(tf.Module):
             pieces = tf.RaggedTensor.from_tensor(tf.expand_dims(texts, 1))
             pieces = tf.ragged.boolean_mask(pieces, pieces != "")
             return pieces, tf.fill(tf.shape(pieces.flat_values, out_type=tf.int64), tf.constant(-1, tf.int64))
-        pieces = tf_text.regex_split(texts, self.pattern, self.pattern)
+        pieces = _regex_split(texts, self.pattern)
         flat = pieces.flat_values
         is_added = tf.strings.regex_full_match(flat, self.pattern)
         # A match that took whitespace (lstrip, rstrip) is found without it.
@@ -199,22 +204,39 @@ def _split_whitespace(texts: tf.Tensor) -> tf.RaggedTensor:
     last whitespace before non-whitespace, and at non-whitespace after
     whitespace other than a space. `_WORD_PATTERN` then splits each run.
     """
-    chars = tf.strings.unicode_split(texts, "UTF-8")
-    flat = chars.flat_values
-    n = tf.size(flat)
-    position = tf.range(n, dtype=tf.int64) - tf.gather(chars.row_starts(), chars.value_rowids())
+    # Raw ops: the ragged wrappers add hundreds of validation nodes to the graph.
+    splits, code_points = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8")
+    n = tf.size(code_points, out_type=tf.int64)
+    chars = tf.raw_ops.UnicodeEncode(input_values=code_points, input_splits=tf.range(n + 1),
+                                     output_encoding="UTF-8")
+    row = tf.RaggedTensor.from_row_splits(code_points, splits, validate=False).value_rowids()
+    position = tf.range(n) - tf.gather(splits, row)
     first = position == 0
-    last = position == tf.gather(chars.row_lengths(), chars.value_rowids()) - 1
-    space = tf.strings.regex_full_match(flat, f"[{WHITESPACE}]")
+    last = position == tf.gather(splits[1:] - splits[:-1], row) - 1
+    space = tf.zeros_like(first)
+    for low, high in _WHITESPACE_RANGES:
+        space |= (code_points >= low) & (code_points <= high)
     previous = tf.concat([[False], space[:-1]], 0) & ~first
-    previous_is_space = tf.concat([[False], flat[:-1] == " "], 0) & ~first
+    previous_is_space = tf.concat([[False], code_points[:-1] == 0x20], 0) & ~first
     following = tf.concat([space[1:], [False]], 0)
     starts = (first | (space & ~previous) | (space & previous & ~last & ~following)
               | (~space & previous & ~previous_is_space))
-    run = tf.cumsum(tf.cast(starts, tf.int32)) - 1
-    joined = tf.strings.unsorted_segment_join(flat, run, tf.reduce_sum(tf.cast(starts, tf.int32)))
-    runs_per_text = tf.reduce_sum(chars.with_flat_values(tf.cast(starts, tf.int64)), axis=1)
+    run = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    joined = tf.strings.unsorted_segment_join(chars, run, tf.reduce_sum(tf.cast(starts, tf.int64)))
+    runs_per_text = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), row, tf.size(texts))
     return tf.RaggedTensor.from_row_lengths(joined, runs_per_text, validate=False)
+
+
+def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
+    """`tensorflow_text.regex_split(texts, pattern, pattern)`: `[n] -> [n, (pieces)]`.
+
+    The same op, called directly: tensorflow-text's wrapper also builds
+    validated ragged offsets, about 300 graph nodes a call, which made tracing
+    and tf.data's graph optimization several times slower.
+    """
+    pattern = f"({pattern})".encode("utf-8")
+    pieces, _, _, row_splits = gen_regex_split_ops.regex_split_with_offsets(texts, pattern, pattern)
+    return tf.RaggedTensor.from_row_splits(pieces, row_splits, validate=False)
 
 
 def _with_added(ids: tf.RaggedTensor, added: tf.Tensor) -> tf.RaggedTensor:
