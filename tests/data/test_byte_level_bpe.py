@@ -190,19 +190,3 @@ def test_bert_and_roberta_post_processors_pack_as_tokenizers(tmp_path, processor
     assert inputs["token_ids"].numpy().tolist() == [encoding.ids]
     assert inputs["segment_ids"].numpy().tolist() == [encoding.type_ids]
 
-
-def test_a_tf_data_pipeline_gives_the_same_ids(hf):
-    from kbert.data import classification_dataset
-
-    preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=32)
-    texts, pairs = ["A gorgeous film!", "Naïve  café"], ["It's fine", "東京 [MASK]"]
-    encodings = hf.encode_batch(list(zip(texts, pairs)))
-    seen = []
-    for batch in classification_dataset(preprocessor, texts, pairs, [1, 0], batch_size=2):
-        for row, index in enumerate(batch["example_index"].numpy()):
-            n = len(encodings[index].ids)
-            assert batch["token_ids"][row, :n].numpy().tolist() == encodings[index].ids
-            assert batch["segment_ids"][row, :n].numpy().tolist() == encodings[index].type_ids
-            assert batch["label"][row] == [1, 0][index]
-            seen.append(index)
-    assert sorted(seen) == [0, 1]
