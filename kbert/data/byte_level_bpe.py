@@ -181,9 +181,12 @@ class _AddedTokens(tf.Module):
         """Returns `(pieces, ids)`: `[n, (pieces)]` strings, the added token pieces
         replaced by "", and `ids` `[pieces]` int64, an added token's id or -1."""
         if self.empty:
-            pieces = tf.RaggedTensor.from_tensor(tf.expand_dims(texts, 1))
-            pieces = tf.ragged.boolean_mask(pieces, pieces != "")
-            return pieces, tf.fill(tf.shape(pieces.flat_values, out_type=tf.int64), tf.constant(-1, tf.int64))
+            # Each text is its one piece; an empty text has none.
+            present = texts != ""
+            pieces = tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(texts, present), tf.cast(present, tf.int64), validate=False)
+            return pieces, tf.fill(tf.shape(pieces.flat_values, out_type=tf.int64),
+                                   tf.constant(-1, tf.int64))
         pieces = _regex_split(texts, self.pattern)
         flat = pieces.flat_values
         is_added = tf.strings.regex_full_match(flat, self.pattern)

@@ -161,6 +161,7 @@ def read_tokenizer_json(path: str) -> TokenizerJson:
         added.append(AddedToken(int(entry["id"]), entry["content"], bool(entry.get("lstrip")),
                                 bool(entry.get("rstrip")), bool(entry.get("normalized")),
                                 bool(entry.get("special"))))
+    _check_stripping(path, added)
     ids = sorted([*vocab.values(), *(token.id for token in added
                                      if vocab.get(token.content) != token.id)])
     if ids != list(range(len(ids))):
@@ -191,12 +192,31 @@ def _check_merges(path: str, vocab: dict[str, int], merges: list[tuple[str, str]
             raise ValueError(f"{path}: model.merges[{rank}]={list(merge)} is not a pair.")
         a, b = merge
         if a + b not in vocab:
-            raise ValueError(f"{path}: model.merges[{rank}] makes {a + b!r}, which is not in model.vocab.")
+            raise ValueError(f"{path}: model.merges[{rank}] makes {a + b!r}, which is not in "
+                             "model.vocab.")
         for part in (a, b):
             if made.get(part, rank) >= rank:
                 raise ValueError(f"{path}: model.merges[{rank}] uses {part!r} before a merge "
                                  "makes it; kbert needs merges in the order they were learned.")
         made.setdefault(a + b, rank)
+
+
+def _check_stripping(path: str, added: list[AddedToken]) -> None:
+    # The graph matches an lstrip/rstrip token with its whitespace in one
+    # regex; `tokenizers` matches contents first and then takes whitespace no
+    # other match holds. They agree unless a token matched in the same text
+    # (raw or normalized) starts or ends with whitespace (ModernBERT's runs of
+    # spaces are normalized, its [MASK] raw).
+    for normalized in (False, True):
+        group = [token for token in added if token.normalized == normalized]
+        stripping = [token.content for token in group if token.lstrip or token.rstrip]
+        spaced = [token.content for token in group
+                  if token.content[:1].isspace() or token.content[-1:].isspace()]
+        if stripping and spaced:
+            raise ValueError(
+                f"{path}: added_tokens {stripping[0]!r} (lstrip/rstrip) and {spaced[0]!r} "
+                f"(whitespace at an end) are both matched in the {'normalized' if normalized else 'raw'} "
+                "text; kbert does not tokenize that combination as tokenizers does.")
 
 
 def _normalization(normalizer: dict | None, refuse) -> str | None:

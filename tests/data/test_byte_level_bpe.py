@@ -190,3 +190,13 @@ def test_bert_and_roberta_post_processors_pack_as_tokenizers(tmp_path, processor
     assert inputs["token_ids"].numpy().tolist() == [encoding.ids]
     assert inputs["segment_ids"].numpy().tolist() == [encoding.type_ids]
 
+
+
+def test_stripping_tokens_beside_whitespace_tokens_are_refused(tmp_path):
+    # [MASK] (lstrip) and the runs of spaces matched in the same text: refused,
+    # as kbert would take the spaces into [MASK] where tokenizers keeps them.
+    path = _edited(tmp_path, lambda c: [t.update(normalized=True) for t in c["added_tokens"]])
+    with pytest.raises(ValueError, match=r"added_tokens '\[MASK\]' \(lstrip/rstrip\) and ' +' "
+                                         r"\(whitespace at an end\) are both matched in the "
+                                         r"normalized text"):
+        read_tokenizer_json(path)
