@@ -193,6 +193,10 @@ class TextPreprocessor(tf.Module):
             raise ValueError(f"pack takes one or two segments, got {len(segments)}.")
         template = self.templates[len(segments) - 1]
         budget = self.max_seq_length - (len(template) - len(segments))
+        if budget < 0:
+            raise ValueError(f"max_seq_length={self.max_seq_length} cannot hold the "
+                             f"{len(template) - len(segments)} special tokens of a pair; "
+                             "pass a larger max_seq_length.")
         if len(segments) == 1:
             kept = [segments[0][:, :budget]]
         else:
