@@ -50,6 +50,7 @@ ENCODERS = {name: _configurable(encoder, exclude=("shared_embeddings",))
 BertEncoder = ENCODERS["bert"]
 BertPretrainer = _configurable(models.BertPretrainer)
 ElectraPretrainer = _configurable(models.ElectraPretrainer)
+ModernBertPretrainer = _configurable(models.ModernBertPretrainer)
 
 
 def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras.Model:
