@@ -6,7 +6,7 @@ import math
 
 import keras
 import keras_hub
-import tensorflow as tf
+from keras import ops
 from keras_hub.layers import ReversibleEmbedding
 
 from kbert.layers import Dropout
@@ -240,12 +240,6 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
             dict: `sequence_output`, `pooled_output` (and `encoder_outputs`,
             `attention_scores` when the encoder outputs them).
         """
-        length = inputs["token_ids"].shape[1]
-        if length is not None and length > self.max_sequence_length:
-            raise ValueError(
-                f"ModernBertEncoder: inputs of {length} tokens exceed max_sequence_length="
-                f"{self.max_sequence_length}; shorten them or build the encoder with a larger "
-                "max_sequence_length.")
         packed = is_packed(inputs)
         if packed:
             check_packed_inputs(inputs)
@@ -283,15 +277,25 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
         if self.classifier_pooling == "cls":
             return gather_positions(x, inputs[CLS_POSITIONS]) if per_instance else x[:, 0, :]
         if per_instance:
-            count = tf.shape(inputs[CLS_POSITIONS])[1]
-            numbers = tf.range(1, count + 1, dtype=inputs["instance_ids"].dtype)
-            weights = tf.cast(tf.equal(inputs["instance_ids"][:, None, :], numbers[None, :, None]),
-                              x.dtype)  # [batch, instances, length]
+            count = ops.shape(inputs[CLS_POSITIONS])[1]
+            numbers = ops.arange(1, count + 1, dtype=inputs["instance_ids"].dtype)
+            weights = ops.cast(ops.equal(ops.expand_dims(inputs["instance_ids"], 1),
+                                         numbers[None, :, None]), x.dtype)
         else:
-            weights = tf.cast(inputs["padding_mask"], x.dtype)[:, None, :]
-        total = tf.einsum("bnt,bth->bnh", weights, x)
-        pooled = total / tf.maximum(tf.reduce_sum(weights, -1, keepdims=True), 1)
+            weights = ops.expand_dims(ops.cast(inputs["padding_mask"], x.dtype), 1)
+        # weights: [batch, instances (1 unpacked), length].
+        total = ops.einsum("bnt,bth->bnh", weights, x)
+        pooled = total / ops.maximum(ops.sum(weights, axis=-1, keepdims=True), 1.0)
         return pooled if per_instance else pooled[:, 0]
+
+    def call(self, inputs, training=None, mask=None):
+        length = inputs["token_ids"].shape[1] if isinstance(inputs, dict) else None
+        if length is not None and length > self.max_sequence_length:
+            raise ValueError(
+                f"ModernBertEncoder: inputs of {length} tokens exceed max_sequence_length="
+                f"{self.max_sequence_length}; shorten them or build the encoder with a larger "
+                "max_sequence_length.")
+        return super().call(inputs, training=training, mask=mask)
 
     def get_config(self):
         config = super().get_config()
