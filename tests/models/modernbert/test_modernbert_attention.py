@@ -135,3 +135,38 @@ def test_rope_is_the_closed_form_rotation(theta):
     # Without positions: 0, 1, 2, ... (the first row).
     np.testing.assert_allclose(RotaryEmbedding(max_wavelength=theta)(x).numpy()[0],
                                expected[0], atol=1e-5)
+
+
+# A forward pass of 8,192 tokens through a tiny 3-layer ModernBERT (one global,
+# two local layers), in a fresh process so its peak memory is its own.
+_LONG_FORWARD = """
+import resource, sys
+import numpy as np
+from kbert.models import ModernBertEncoder
+encoder = ModernBertEncoder(vocabulary_size=99, num_layers=3, num_heads=4, hidden_dim=64,
+                            intermediate_dim=96, max_sequence_length=8192)
+inputs = {name: np.ones((1, 8192), "int32") for name in ("token_ids", "padding_mask")}
+inputs["segment_ids"] = np.zeros((1, 8192), "int32")
+encoder({name: value[:, :16] for name, value in inputs.items()})
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+output = encoder(inputs)["sequence_output"].numpy()
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(*output.shape, bool(np.isfinite(output).all()), round(grown))
+"""
+
+
+@pytest.mark.slow
+def test_8192_tokens_run_in_a_fraction_of_full_attentions_memory():
+    """Full attention's scores alone would take 4 heads x 8192^2 x 4 bytes = 1 GiB per layer."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tests.training.pretraining_data import subprocess_env
+
+    result = subprocess.run([sys.executable, "-c", _LONG_FORWARD], cwd=REPO,
+                            env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    *shape, finite, grown_mib = result.stdout.split()
+    assert shape == ["1", "8192", "64"] and finite == "True"
+    assert int(grown_mib) < 512  # measured: 237 MiB on 2 CPU cores
