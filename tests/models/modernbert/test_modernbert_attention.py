@@ -14,7 +14,7 @@ BATCH, HEADS, HEAD_DIM = 2, 3, 4
 
 def _qkv(length, seed=0):
     rng = np.random.default_rng(seed)
-    return [tf.constant(rng.normal(0, 1.5, (BATCH, length, HEADS, HEAD_DIM)), tf.float32)
+    return [tf.constant(rng.normal(0, 1.5, (BATCH, HEADS, length, HEAD_DIM)), tf.float32)
             for _ in range(3)]
 
 
@@ -29,8 +29,12 @@ def _ids(length):
 
 
 def _naive(q, k, v, ids, radius):
-    """The formula with loops over queries, in float64: what all three must equal."""
-    q, k, v, ids = (np.asarray(t, np.float64) for t in (q, k, v, ids))
+    """The formula with loops over queries, in float64: what all three must equal.
+
+    Takes heads-first tensors and returns `[batch, length, heads, head_dim]`.
+    """
+    q, k, v = (np.asarray(t, np.float64).transpose(0, 2, 1, 3) for t in (q, k, v))
+    ids = np.asarray(ids)
     out = np.zeros_like(q)
     for b in range(q.shape[0]):
         for i in range(q.shape[1]):
@@ -49,13 +53,18 @@ def _real(ids):
     return np.asarray(ids) != 0
 
 
+def _time_major(outputs):
+    """`[batch, heads, length, head_dim]` -> `[batch, length, heads, head_dim]` numpy."""
+    return np.asarray(outputs).transpose(0, 2, 1, 3)
+
+
 @pytest.mark.parametrize("length,radius", [(1, 2), (7, 0), (13, 1), (13, 2), (16, 4), (11, 64)])
 def test_local_blocks_equal_the_plain_formula(length, radius):
     q, k, v = _qkv(length)
     ids = _ids(length)
     expected = _naive(q, k, v, ids, radius)
-    plain = plain_attention(q, k, v, ids, radius)[0].numpy()
-    blocks = local_block_attention(q, k, v, ids, radius).numpy()
+    plain = _time_major(plain_attention(q, k, v, ids, radius)[0])
+    blocks = _time_major(local_block_attention(q, k, v, ids, radius))
     real = _real(ids)
     np.testing.assert_allclose(plain[real], expected[real], atol=1e-5)
     np.testing.assert_allclose(blocks[real], expected[real], atol=1e-5)
@@ -68,9 +77,9 @@ def test_global_chunks_equal_the_plain_formula(length, chunk):
     ids = _ids(length)
     expected = _naive(q, k, v, ids, None)
     real = _real(ids)
-    np.testing.assert_allclose(plain_attention(q, k, v, ids)[0].numpy()[real], expected[real],
-                               atol=1e-5)
-    np.testing.assert_allclose(chunked_global_attention(q, k, v, ids, chunk).numpy()[real],
+    np.testing.assert_allclose(_time_major(plain_attention(q, k, v, ids)[0])[real],
+                               expected[real], atol=1e-5)
+    np.testing.assert_allclose(_time_major(chunked_global_attention(q, k, v, ids, chunk))[real],
                                expected[real], atol=1e-5)
 
 
@@ -79,7 +88,7 @@ def test_unknown_lengths_and_gradients_equal_the_plain_formula():
     length = 13
     q, k, v = _qkv(length, seed=2)
     ids = _ids(length)
-    spec = tf.TensorSpec([None, None, HEADS, HEAD_DIM], tf.float32)
+    spec = tf.TensorSpec([None, HEADS, None, HEAD_DIM], tf.float32)
 
     @tf.function(input_signature=[spec, spec, spec, tf.TensorSpec([None, None], tf.int32)])
     def scalable(q, k, v, ids):
@@ -87,19 +96,19 @@ def test_unknown_lengths_and_gradients_equal_the_plain_formula():
             tape.watch([q, k, v])
             out = (local_block_attention(q, k, v, ids, 2)
                    + chunked_global_attention(q, k, v, ids, 4))
-            loss = tf.reduce_sum(out * tf.cast(ids != 0, tf.float32)[:, :, None, None] ** 2)
+            loss = tf.reduce_sum(out * tf.cast(ids != 0, tf.float32)[:, None, :, None] ** 2)
         return out, tape.gradient(loss, [q, k, v])
 
     def plain(q, k, v, ids):
         with tf.GradientTape() as tape:
             tape.watch([q, k, v])
             out = plain_attention(q, k, v, ids, 2)[0] + plain_attention(q, k, v, ids)[0]
-            loss = tf.reduce_sum(out * tf.cast(ids != 0, tf.float32)[:, :, None, None] ** 2)
+            loss = tf.reduce_sum(out * tf.cast(ids != 0, tf.float32)[:, None, :, None] ** 2)
         return out, tape.gradient(loss, [q, k, v])
 
     (out, grads), (expected, expected_grads) = scalable(q, k, v, ids), plain(q, k, v, ids)
     real = _real(ids)
-    np.testing.assert_allclose(out.numpy()[real], expected.numpy()[real], atol=1e-5)
+    np.testing.assert_allclose(_time_major(out)[real], _time_major(expected)[real], atol=1e-5)
     for grad, expected_grad in zip(grads, expected_grads):
         np.testing.assert_allclose(grad.numpy(), expected_grad.numpy(), atol=1e-5)
 
@@ -107,7 +116,7 @@ def test_unknown_lengths_and_gradients_equal_the_plain_formula():
 def test_local_blocks_hold_no_length_squared_tensor():
     """The largest tensor of block-local attention grows linearly with the length."""
     def largest(length):
-        spec = tf.TensorSpec([1, length, HEADS, HEAD_DIM], tf.float32)
+        spec = tf.TensorSpec([1, HEADS, length, HEAD_DIM], tf.float32)
         graph = tf.function(lambda q, k, v, ids: local_block_attention(q, k, v, ids, 4)
                             ).get_concrete_function(spec, spec, spec,
                                                     tf.TensorSpec([1, length], tf.int32)).graph
