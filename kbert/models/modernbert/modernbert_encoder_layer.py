@@ -32,9 +32,11 @@ class ModernBertEncoderLayer(keras.layers.Layer):
     HF's `apply_rotary_pos_emb`) with the layer's theta.
 
     Weights and their Hugging Face names (kernels are HF's weights transposed):
-    `attention_norm` (`attn_norm`; none in HF's layer 0), `qkv` (`attn.Wqkv`,
-    output laid out `[3, heads, head_dim]`), `attention_output` (`attn.Wo`),
-    `mlp_norm`, `mlp_input` (`mlp.Wi`), `mlp_output` (`mlp.Wo`).
+    `attention_layer_norm` (`attn_norm`; none in HF's layer 0), `qkv`
+    (`attn.Wqkv`, output laid out `[3, heads, head_dim]`), `attention_output`
+    (`attn.Wo`), `mlp_layer_norm` (`mlp_norm`), `mlp_input` (`mlp.Wi`),
+    `mlp_output` (`mlp.Wo`). The norms' names contain `layer_norm` so that
+    `kbert.training.create_optimizer` exempts them from weight decay.
 
     Args:
         hidden_dim: int. Width of the block.
@@ -116,7 +118,7 @@ class ModernBertEncoderLayer(keras.layers.Layer):
             return keras.layers.Dense(units, use_bias=bias, kernel_initializer=initializer,
                                       dtype=self.dtype_policy, name=name)
 
-        self.attention_norm = norm("attention_norm") if attention_norm else None
+        self.attention_layer_norm = norm("attention_layer_norm") if attention_norm else None
         self.qkv = dense(3 * hidden_dim, attention_bias, self.kernel_initializer, "qkv")
         # On heads-first `[batch, heads, length, head_dim]` queries and keys.
         self.rotary_embedding = RotaryEmbedding(max_wavelength=rope_theta, sequence_axis=2,
@@ -125,7 +127,7 @@ class ModernBertEncoderLayer(keras.layers.Layer):
                                       "attention_output")
         self.attention_dropout = Dropout(dropout, dtype=self.dtype_policy,
                                          name="attention_dropout")
-        self.mlp_norm = norm("mlp_norm")
+        self.mlp_layer_norm = norm("mlp_layer_norm")
         self.mlp_input = dense(2 * intermediate_dim, mlp_bias, self.kernel_initializer,
                                "mlp_input")
         self.mlp_dropout = Dropout(dropout, dtype=self.dtype_policy, name="mlp_dropout")
@@ -139,11 +141,11 @@ class ModernBertEncoderLayer(keras.layers.Layer):
         return self.local_attention_window // 2
 
     def build(self, inputs_shape, *args, **kwargs):
-        if self.attention_norm is not None:
-            self.attention_norm.build(inputs_shape)
+        if self.attention_layer_norm is not None:
+            self.attention_layer_norm.build(inputs_shape)
         self.qkv.build(inputs_shape)
         self.attention_output.build(inputs_shape[:-1] + (self.hidden_dim,))
-        self.mlp_norm.build(inputs_shape)
+        self.mlp_layer_norm.build(inputs_shape)
         self.mlp_input.build(inputs_shape)
         self.mlp_output.build(inputs_shape[:-1] + (self.intermediate_dim,))
         self.built = True
@@ -167,7 +169,7 @@ class ModernBertEncoderLayer(keras.layers.Layer):
         Returns:
             `[batch, length, hidden_dim]`, and the probabilities when asked.
         """
-        x = inputs if self.attention_norm is None else self.attention_norm(inputs)
+        x = inputs if self.attention_layer_norm is None else self.attention_layer_norm(inputs)
         qkv = self.qkv(x)
         shape = tf.shape(qkv)
         # HF's Wqkv output is laid out [3, heads, head_dim]; heads first for the products.
@@ -194,7 +196,7 @@ class ModernBertEncoderLayer(keras.layers.Layer):
         attended = tf.reshape(tf.transpose(attended, [0, 2, 1, 3]),
                               [shape[0], shape[1], self.hidden_dim])
         x = inputs + self.attention_dropout(self.attention_output(attended), training=training)
-        gelu_input, gate = tf.split(self.mlp_input(self.mlp_norm(x)), 2, axis=-1)
+        gelu_input, gate = tf.split(self.mlp_input(self.mlp_layer_norm(x)), 2, axis=-1)
         hidden = self.mlp_dropout(self.activation_fn(gelu_input) * gate, training=training)
         outputs = x + self.mlp_output(hidden)
         if return_attention_scores:
@@ -219,7 +221,7 @@ class ModernBertEncoderLayer(keras.layers.Layer):
             "rope_theta": self.rope_theta,
             "activation": self.activation,
             "layer_norm_epsilon": self.layer_norm_epsilon,
-            "attention_norm": self.attention_norm is not None,
+            "attention_norm": self.attention_layer_norm is not None,
             "norm_bias": self.norm_bias,
             "attention_bias": self.attention_bias,
             "mlp_bias": self.mlp_bias,

@@ -21,11 +21,11 @@ def hf_weights(encoder, pretrainer=None):
                "model.final_norm": encoder.final_layer_norm}
     for i, layer in enumerate(encoder.transformer_layers):
         prefix = f"model.layers.{i}."
-        if layer.attention_norm is not None:
-            weights[prefix + "attn_norm"] = layer.attention_norm
+        if layer.attention_layer_norm is not None:
+            weights[prefix + "attn_norm"] = layer.attention_layer_norm
         weights[prefix + "attn.Wqkv"] = layer.qkv
         weights[prefix + "attn.Wo"] = layer.attention_output
-        weights[prefix + "mlp_norm"] = layer.mlp_norm
+        weights[prefix + "mlp_norm"] = layer.mlp_layer_norm
         weights[prefix + "mlp.Wi"] = layer.mlp_input
         weights[prefix + "mlp.Wo"] = layer.mlp_output
     if pretrainer is not None:

@@ -195,3 +195,16 @@ def test_bad_settings_are_one_line_naming_them():
         ModernBertEncoder(**TINY, classifier_pooling="max")
     with pytest.raises(ValueError, match=r"hidden_dim=36 / num_heads=4 must be a whole, even"):
         ModernBertEncoder(**{**TINY, "hidden_dim": 36})
+
+
+def test_weight_decay_spares_every_norm_and_bias():
+    """`create_optimizer` exempts variables by name: every ModernBERT norm carries `layer_norm`."""
+    from kbert.training import create_optimizer
+
+    pretrainer = _pretrainer(norm_bias=True, attention_bias=True, mlp_bias=True)
+    optimizer = create_optimizer(1e-4, num_train_steps=10)
+    decayed = {v.path for v in pretrainer.trainable_variables
+               if optimizer._use_weight_decay(v.value)}
+    assert not [path for path in decayed if path.endswith(("gamma", "beta", "bias"))]
+    kernels = [v.path for v in pretrainer.trainable_variables if v.path.endswith("kernel")]
+    assert decayed == {"token_embedding/embeddings", *kernels} and len(kernels) == 4 * 4 + 1
