@@ -1,4 +1,7 @@
-"""A tiny ModernBERT pre-trains through `run_pretraining` unchanged (gin, 30% dynamic masking, packing)."""
+"""A tiny ModernBERT pre-trains through `run_pretraining` unchanged: its recipe in gin.
+
+30% dynamic masking, packed rows, the warmup-stable-decay schedule (1-sqrt).
+"""
 
 import os
 import numpy as np
@@ -17,7 +20,8 @@ from tests.training.pretraining_data import read_losses
 GIN = ["ModernBertEncoder.local_attention_window = 4",
        'run_pretraining.masking = "dynamic"', "MaskingConfig.masked_lm_prob = 0.3",
        "run_pretraining.packing = @PackingConfig()", "PackingConfig.max_instances_per_row = 3",
-       "PackingConfig.window_size = 32"]
+       "PackingConfig.window_size = 32", "run_pretraining.stable_decay = @StableDecay()",
+       "StableDecay.decay_fraction = 0.5", 'StableDecay.decay_shape = "1-sqrt"']
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +54,9 @@ def test_tiny_modernbert_pretrains_with_its_recipe(dynamic_data, tmp_path):
     assert summary["next_sentence_accuracy"] is None
     progress = [line for line in lines if line.startswith("step ")]
     assert "mlm_acc" in progress[-1] and "nsp_acc" not in progress[-1]
+    # RUN warms up 2 steps, then holds 1e-3 until the 1-sqrt decay over the last 8 of 16.
+    rates = [float(line.split(" lr ")[1].split()[0]) for line in progress]
+    assert rates == pytest.approx([1e-3, 1e-3, 1e-3 * (1 - np.sqrt(0.5)), 0.0], rel=1e-3)
     encoder = load_encoder(str(tmp_path))
     assert type(encoder) is ModernBertEncoder and encoder.local_attention_window == 4
 
