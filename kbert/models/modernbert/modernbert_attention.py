@@ -152,8 +152,8 @@ def chunked_global_attention(query, key, value, attention_ids, chunk_size: int):
     A sequence no longer than `chunk_size` (known when the graph is built)
     is one plain computation; a longer or unknown one runs the chunks in a
     `tf.map_fn` loop one after the other, so at most `[batch, heads,
-    chunk_size, length]` scores exist at once. (Training keeps each chunk's
-    probabilities for the backward pass, as any attention does.)
+    chunk_size, length]` scores exist at once, in training too (each chunk is
+    recomputed in the backward pass rather than kept).
 
     Args:
         query: `[batch, heads, length, head_dim]`, RoPE applied.
@@ -184,12 +184,23 @@ def chunked_global_attention(query, key, value, attention_ids, chunk_size: int):
     query_ids = tf.transpose(tf.reshape(query_ids, [batch, num_chunks, chunk]), [1, 0, 2])
     scale = _scale(query)
 
+    # Recomputed in the backward pass instead of kept: training then holds no
+    # chunk's [batch, heads, chunk, length] probabilities beyond the one in use.
+    # Every tensor it reads is an argument: recompute_grad takes no gradient to,
+    # and no captured tensor from, the enclosing graph.
+    @tf.recompute_grad
+    def attend(chunk_query, chunk_ids, key, value, key_ids):
+        scores = tf.matmul(chunk_query, key, transpose_b=True) * scale
+        probabilities = _softmax(scores, _visible(chunk_ids, key_ids)[:, None], query.dtype)
+        return tf.matmul(probabilities, value)
+
+    # The ids as floats (small integers, compared exactly): recompute_grad
+    # watches its arguments and warns about integer ones.
+    key_ids = tf.cast(attention_ids, tf.float32)
+
     def one_chunk(chunk_inputs):
         chunk_query, chunk_ids = chunk_inputs
-        scores = tf.matmul(chunk_query, key, transpose_b=True) * scale
-        probabilities = _softmax(scores, _visible(chunk_ids, attention_ids)[:, None],
-                                 query.dtype)
-        return tf.matmul(probabilities, value)
+        return attend(chunk_query, tf.cast(chunk_ids, tf.float32), key, value, key_ids)
 
     # One chunk at a time (parallel_iterations=1) is what bounds the memory.
     outputs = tf.map_fn(one_chunk, (query, query_ids), parallel_iterations=1,
