@@ -51,6 +51,7 @@ ENCODERS = {name: _configurable(encoder, exclude=("shared_embeddings",))
 BertEncoder = ENCODERS["bert"]
 BertPretrainer = _configurable(models.BertPretrainer)
 ElectraPretrainer = _configurable(models.ElectraPretrainer)
+ModernBertPretrainer = _configurable(models.ModernBertPretrainer)
 
 
 def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras.Model:
@@ -93,6 +94,9 @@ run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAININ
 # `PackingConfig.max_instances_per_row = 3`.
 MaskingConfig = _configurable(data.MaskingConfig)
 PackingConfig = _configurable(data.PackingConfig)
+# The warmup-stable-decay schedule: `run_pretraining.stable_decay = @StableDecay()` with
+# `StableDecay.decay_fraction = 0.1` and `StableDecay.decay_shape = "1-sqrt"`.
+StableDecay = _configurable(training.StableDecay)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

@@ -10,3 +10,5 @@ from kbert.training.strategy import STRATEGIES
 from kbert.training.strategy import create_strategy
 from kbert.training.strategy import is_chief
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
+from kbert.training.warmup_stable_decay import StableDecay
+from kbert.training.warmup_stable_decay import WarmupStableDecay

@@ -60,6 +60,7 @@ from kbert.training.pretraining_state import build_state
 from kbert.training.pretraining_state import pretrainer_with_heads
 from kbert.training.pretraining_state import restore_checkpoint
 from kbert.training.pretraining_step import make_train_loop
+from kbert.training.warmup_stable_decay import StableDecay
 
 SUMMARY_FILE = "summary.json"
 
@@ -89,6 +90,7 @@ def run_pretraining(
     masking: str = "static",
     masking_config: MaskingConfig | None = None,
     packing: PackingConfig | None = None,
+    stable_decay: StableDecay | None = None,
     init_checkpoint: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
@@ -150,6 +152,10 @@ def run_pretraining(
         packing: `PackingConfig` or None. Pack several instances into each
             row of `max_seq_length` (`train_batch_size` then counts packed
             rows). Defaults to None (one padded instance per row).
+        stable_decay: `StableDecay` or None. The warmup-stable-decay schedule
+            (the peak rate held, then a linear or 1-sqrt decay over the last
+            `decay_fraction` of the steps). Defaults to None: BERT's linear
+            decay from step 0.
         init_checkpoint: str or None. Pre-trained directory to start from
             (weights only); ignored when `model_dir` has a checkpoint.
         vocab_file: str or None. Copied into `model_dir` at the end. Defaults
@@ -203,9 +209,10 @@ def run_pretraining(
         gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
         masking=masking, masking_config=masking_config, packing=packing,
-        init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
-        print_fn=print_fn, eval_input_file=eval_input_file, eval_every_steps=eval_every_steps,
-        max_eval_steps=max_eval_steps, eval_batch_size=eval_batch_size, do_train=do_train)
+        stable_decay=stable_decay, init_checkpoint=init_checkpoint, vocab_file=vocab_file,
+        do_lower_case=do_lower_case, print_fn=print_fn, eval_input_file=eval_input_file,
+        eval_every_steps=eval_every_steps, max_eval_steps=max_eval_steps,
+        eval_batch_size=eval_batch_size, do_train=do_train)
     fresh_model_dir = _is_missing_or_empty(model_dir)
     # Mistakes that need no model to find (settings, data files, the sidecar,
     # an unwritable model_dir) fail here, before anything is built.

@@ -19,6 +19,7 @@ import tensorflow as tf
 from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.training.strategy import is_chief
+from kbert.training.warmup_stable_decay import StableDecay
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -58,6 +59,7 @@ class PretrainingSettings:
     masking: str
     masking_config: MaskingConfig | None
     packing: PackingConfig | None
+    stable_decay: StableDecay | None
     init_checkpoint: str | None
     vocab_file: str | None
     do_lower_case: bool | None

@@ -172,7 +172,7 @@ def _build_in_scope(settings: PretrainingSettings
             optimizer = create_optimizer(
                 settings.learning_rate, steps, min(settings.num_warmup_steps, steps),
                 settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
-                dtype_policy=dtype_policy)
+                dtype_policy=dtype_policy, stable_decay=settings.stable_decay)
             optimizer.build(pretrainer.trainable_variables)
             global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
