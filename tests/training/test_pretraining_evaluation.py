@@ -23,6 +23,7 @@ from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
+from tests.training.pretraining_data import kill_at_line
 from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import subprocess_env
 from tests.training.pretraining_data import write_pretraining_data
@@ -233,14 +234,7 @@ def test_resume_after_sigkill_repeats_the_losses_and_the_eval_history(runs, data
     with open(tmp_path / "stderr.txt", "w") as stderr:
         killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
-        try:
-            for line in killed.stdout:
-                if line.startswith("step 10/16"):  # after the evaluation of step 8
-                    killed.send_signal(signal.SIGKILL)
-                    break
-        finally:
-            killed.kill()
-            killed.wait(timeout=60)
+        kill_at_line(killed, "step 10/16")  # after the evaluation of step 8
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
     resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
                              text=True, timeout=300)
