@@ -168,6 +168,9 @@ def write_guide_lines(documents, path, chars=600):
 def prepare(args):
     """Corpus split, vocabulary, eval TFRecords and (b)'s and (c)'s training TFRecords."""
     work = args.work_dir
+    done = os.path.join(work, "data_sizes.json")
+    if args.reuse_data and os.path.exists(done):
+        return json.load(open(done)), os.path.join(work, "vocab.txt")
     documents = corpus_documents()
     order = list(range(len(documents)))
     random.Random(args.seed).shuffle(order)
@@ -204,6 +207,8 @@ def prepare(args):
         sizes[f"{name}_instances"] = result["counts"]["instances"]
         sizes[f"{name}_tokens"] = result["counts"]["tokens"]
     sizes["vocabulary_size"] = vocabulary_size
+    with open(done, "w") as f:
+        json.dump(sizes, f, indent=2)
     return sizes, vocab_file
 
 
@@ -298,7 +303,7 @@ def evaluate_kbert(model_dir, eval_file, next_sentence):
         evaluate_pretrainer = None
     if evaluate_pretrainer is not None:
         return evaluate_pretrainer(pretrainer, eval_file, 64)
-    outputs = lambda features: pretrainer(features, training=False)["mlm"]  # noqa: E731
+    outputs = tf.function(lambda features: pretrainer(features, training=False)["mlm"])
     return weighted_mlm(outputs, eval_file, zero_segments=False)
 
 
@@ -333,6 +338,7 @@ class TimedEvaluation(keras.callbacks.Callback):
         super().__init__()
         self.eval_file, self.budget, self.interval = eval_file, budget, interval
         self.train_seconds, self.next_eval, self.step, self.history = 0.0, interval, 0, []
+        self.predict = None
 
     def on_train_batch_begin(self, batch, logs=None):
         self.started = time.perf_counter()
@@ -349,8 +355,9 @@ class TimedEvaluation(keras.callbacks.Callback):
 
     def evaluate(self):
         start = time.perf_counter()
-        metrics = weighted_mlm(lambda f: self.model(f, training=False), self.eval_file,
-                               zero_segments=True)
+        if self.predict is None:  # traced once: an eager call per batch is several times slower
+            self.predict = tf.function(lambda f: self.model(f, training=False))
+        metrics = weighted_mlm(self.predict, self.eval_file, zero_segments=True)
         self.history.append({"step": self.step, "train_seconds": self.train_seconds, **metrics})
         print(f"  keras_hub: step {self.step}, {self.train_seconds:.0f} s: held-out MLM accuracy "
               f"{metrics['masked_lm_accuracy']:.4f}, loss {metrics['masked_lm_loss']:.3f} "
@@ -467,6 +474,8 @@ def main():
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
     parser.add_argument("--finetune_learning_rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--reuse_data", action="store_true",
+                        help="keep the corpus split, vocabulary and TFRecords of --work_dir")
     parser.add_argument("--recipes", default="keras_hub,classic,budget",
                         help="pre-training runs to do (comma-separated)")
     args = parser.parse_args()
@@ -523,6 +532,12 @@ def main():
                f"{hit['train_seconds'] / target['train_seconds']:.2f}x (a)'s time" if hit
                else "not reached"), flush=True)
 
+    if args.finetune_seeds == 0:  # pre-training only (e.g. tuning a recipe)
+        with open(os.path.join(args.work_dir, "results.json"), "w") as f:
+            json.dump({"args": vars(args), "corpus": sizes, "reach": reach,
+                       "runs": {k: {n: v for n, v in r.items() if n != "model_dir"}
+                                for k, r in runs.items()}}, f, indent=2)
+        return
     sst2_dir, sst2_rows = glue_subset("SST-2", os.path.join(args.work_dir, "data", "sst2"),
                                       args.sst2_train, args.seed)
     stsb_dir, stsb_rows = glue_subset("STS-B", os.path.join(args.work_dir, "data", "stsb"),
