@@ -438,15 +438,20 @@ def glue_subset(folder, target, train_size, seed):
     return target, len(rows)
 
 
-def finetune(name, pretrained_dir, task_name, data_dir, metric, seed, args):
+def finetune(name, pretrained_dir, task_name, data_dir, metric, seeds, args):
+    """Dev scores of one fine-tuning per seed. One `run_finetuning` call trains every seed
+    (`num_restarts`: seeds seed, seed + 1, ...; each restart's last-epoch dev score is
+    recorded), so the data is read and tokenized once per encoder and task."""
     results = run_finetuning(
-        "glue", pretrained_dir,
-        os.path.join(args.work_dir, "finetune", f"{task_name}_{name}_{seed}"),
+        "glue", pretrained_dir, os.path.join(args.work_dir, "finetune", f"{task_name}_{name}"),
         task_name=task_name, data_dir=data_dir, train_batch_size=32, eval_batch_size=128,
         learning_rate=args.finetune_learning_rate, num_train_epochs=args.finetune_epochs,
-        warmup_proportion=0.1, max_seq_length=64, seed=seed, keep_best_checkpoint=False,
-        verbose=0)
-    return float(results[metric])
+        warmup_proportion=0.1, max_seq_length=64, seed=seeds[0], num_restarts=len(seeds),
+        keep_best_checkpoint=False, verbose=0)
+    if len(seeds) == 1:
+        return [float(results[metric])]
+    assert [r["seed"] for r in results["restarts"]] == seeds
+    return [float(r[metric]) for r in results["restarts"]]
 
 
 def mean_std(values):
@@ -545,15 +550,12 @@ def main():
     seeds = [args.seed + i for i in range(args.finetune_seeds)]
     scores = {}
     for name, run in runs.items():
-        scores[name] = {"sst2": [], "stsb": []}
-        for seed in seeds:
-            start = time.time()
-            scores[name]["sst2"].append(finetune(name, run["model_dir"], "sst-2", sst2_dir,
-                                                 "accuracy", seed, args))
-            scores[name]["stsb"].append(finetune(name, run["model_dir"], "sts-b", stsb_dir,
-                                                 "spearman", seed, args))
-            print(f"  {name} seed {seed}: SST-2 {scores[name]['sst2'][-1]:.4f}, STS-B Spearman "
-                  f"{scores[name]['stsb'][-1]:.4f} ({time.time() - start:.0f} s)", flush=True)
+        start = time.time()
+        scores[name] = {
+            "sst2": finetune(name, run["model_dir"], "sst-2", sst2_dir, "accuracy", seeds, args),
+            "stsb": finetune(name, run["model_dir"], "sts-b", stsb_dir, "spearman", seeds, args)}
+        print(f"  {name}: SST-2 {scores[name]['sst2']}, STS-B Spearman {scores[name]['stsb']} "
+              f"({time.time() - start:.0f} s)", flush=True)
 
     print(f"\ndownstream, {len(seeds)} fine-tuning seeds (mean +- std): SST-2 dev accuracy "
           f"({sst2_rows} training sentences), STS-B dev Spearman ({stsb_rows} training pairs)")
