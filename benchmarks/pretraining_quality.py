@@ -16,7 +16,7 @@ text with the same vocabulary, and are scored on the same held-out masked-LM set
   (b) kbert, the classic BERT recipe (gin/pretrain.gin): static 15% masks written by
       create_pretraining_data, NSP, AdamW with 1% warmup then linear decay, peak 1e-4 at
       batch 128 (pretrain.gin's peak for batch 256, kept rather than halved).
-  (c) kbert, gin/pretrain_budget.gin: MLM only, dynamic 30% masks, batch 64, peak 1e-3, 6%
+  (c) kbert, gin/pretrain_budget.gin: MLM only, dynamic 30% masks, batch 32, peak 1e-3, 6%
       warmup then linear decay (see the gin file for the argument).
 
 Corpus: /work/shared/data/corpus (13 Gutenberg books cut into ~20 kB sections at paragraph

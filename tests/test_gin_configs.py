@@ -133,8 +133,8 @@ def test_budget_recipe_overlays_a_size_file_and_builds_an_mlm_only_pretrainer():
         "masking", "max_predictions_per_seq", "train_batch_size", "learning_rate",
         "num_train_steps", "num_warmup_steps", "max_seq_length")}
     assert settings == {"masking": "dynamic", "max_predictions_per_seq": 40,
-                        "train_batch_size": 64, "learning_rate": 1e-3, "num_train_steps": 5000,
-                        "num_warmup_steps": 300, "max_seq_length": 128}
+                        "train_batch_size": 32, "learning_rate": 1e-3, "num_train_steps": 10000,
+                        "num_warmup_steps": 600, "max_seq_length": 128}
     # 30% of 128 tokens fit in the 40 prediction slots.
     assert gin.query_parameter("MaskingConfig.masked_lm_prob") * 128 <= 40
     pretrainer = configurables.BertPretrainer()
