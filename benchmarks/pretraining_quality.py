@@ -70,7 +70,6 @@ sys.path.insert(0, REPO)
 import gin  # noqa: E402
 import keras  # noqa: E402
 import keras_hub  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from kbert import configurables  # noqa: E402
@@ -128,7 +127,8 @@ def corpus_documents(section_chars: int = 20000) -> list[list[str]]:
             documents.append(section)
     for split in ("valid", "test"):
         article = None
-        with open(os.path.join(DATA, "corpus", "wikitext-2", f"{split}.txt"), encoding="utf-8") as f:
+        path = os.path.join(DATA, "corpus", "wikitext-2", f"{split}.txt")
+        with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
                 if re.fullmatch(r"= [^=].* =", line):  # an article title starts a document
@@ -409,15 +409,32 @@ def keras_hub_run(args, vocab_file, vocabulary_size, eval_file):
 
 
 def random_run(args, vocab_file, vocabulary_size):
-    """A never-pre-trained encoder of the same shape, as a kbert directory."""
+    """A never-pre-trained encoder of the same shape, as a kbert directory: kbert-pretrain at
+    num_train_steps = 0 (the baseline anyone can make), else `save_pretrained` of a new one."""
     model_dir = os.path.join(args.work_dir, "random")
+    try:
+        kbert_pretrain("random", [], classic_bindings(args),
+                       os.path.join(args.work_dir, "classic-*.tfrecord"), None, args,
+                       vocabulary_size, steps=0, warmup=0, model_dir=model_dir, evaluate=False)
+        return {"model_dir": model_dir, "made_by": "run_pretraining(num_train_steps=0)"}
+    except ValueError as e:  # run_pretraining before issue 30 refuses 0 steps
+        if "num_train_steps" not in str(e):
+            raise
     keras.utils.set_random_seed(args.seed)
     encoder = BertEncoder(vocabulary_size=vocabulary_size, num_layers=GUIDE["layers"],
                           num_heads=GUIDE["heads"], hidden_dim=GUIDE["hidden"],
                           intermediate_dim=GUIDE["intermediate"], max_sequence_length=SEQ,
                           dropout=GUIDE["dropout"])
     save_pretrained(model_dir, encoder, vocab_file=vocab_file, do_lower_case=True)
-    return {"model_dir": model_dir}
+    return {"model_dir": model_dir, "made_by": "save_pretrained"}
+
+
+def classic_bindings(args):
+    """(b): pretrain.gin's BERT recipe at the benchmark's batch and learning rate."""
+    return ["BertPretrainer.next_sentence = True",
+            f"run_pretraining.train_batch_size = {args.classic_batch}",
+            f"run_pretraining.learning_rate = {args.classic_learning_rate}",
+            "run_pretraining.masking = 'static'"]
 
 
 # ------------------------------------------------------------------------------ fine-tuning
@@ -496,8 +513,8 @@ def main():
           f" MB), {sizes['heldout_documents']} held out ({sizes['heldout_bytes']/1e6:.2f} MB; "
           f"{sizes['eval_instances']} eval instances, static 15% masks); vocabulary "
           f"{vocabulary_size}; classic {sizes['classic_instances']} instances, budget "
-          f"{sizes['budget_instances']} (dupe_factor {args.dupe_factor}); ({time.time() - began:.0f}"
-          " s)", flush=True)
+          f"{sizes['budget_instances']} (dupe_factor {args.dupe_factor}); "
+          f"({time.time() - began:.0f} s)", flush=True)
     eval_file = os.path.join(args.work_dir, "eval.tfrecord")
     recipes = args.recipes.split(",")
     runs = {}
@@ -505,10 +522,7 @@ def main():
         runs["keras_hub"] = keras_hub_run(args, vocab_file, vocabulary_size, eval_file)
     if "classic" in recipes:
         runs["classic"] = kbert_run(
-            "classic", [], [f"BertPretrainer.next_sentence = True",
-                            f"run_pretraining.train_batch_size = {args.classic_batch}",
-                            f"run_pretraining.learning_rate = {args.classic_learning_rate}",
-                            "run_pretraining.masking = 'static'"],
+            "classic", [], classic_bindings(args),
             os.path.join(args.work_dir, "classic-*.tfrecord"), eval_file, args, vocabulary_size)
     if "budget" in recipes:
         runs["budget"] = kbert_run(
@@ -571,9 +585,9 @@ def main():
             standard_error = math.sqrt(sst2[1] ** 2 / n + random_std ** 2 / n)
             row["sst2_minus_random"] = sst2[0] - random_mean
             row["beats_random"] = (sst2[0] - random_mean) > 2 * standard_error
+            beats = "beats" if row["beats_random"] else "does not beat"
             verdict = (f"  SST-2 - random {sst2[0] - random_mean:+.4f} (2 SE "
-                       f"{2 * standard_error:.4f}): {'beats' if row['beats_random'] else 'does not beat'}"
-                       " random")
+                       f"{2 * standard_error:.4f}): {beats} random")
         history = runs[name].get("history")
         heldout = f"held-out MLM acc {history[-1]['masked_lm_accuracy']:.4f}" if history else \
             "held-out MLM acc      -"
