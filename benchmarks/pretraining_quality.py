@@ -460,16 +460,18 @@ def glue_subset(folder, target, train_size, seed):
     return target, len(rows)
 
 
-def finetune(name, pretrained_dir, task_name, data_dir, metric, seeds, args):
+def finetune(name, pretrained_dir, task_name, data_dir, rows, metric, seeds, args):
     """Dev scores of one fine-tuning per seed. One `run_finetuning` call trains every seed
-    (`num_restarts`: seeds seed, seed + 1, ...; each restart's last-epoch dev score is
-    recorded), so the data is read and tokenized once per encoder and task."""
+    (`num_restarts`: seeds seed, seed + 1, ...; each restart's final dev score is recorded),
+    so the data is read and tokenized once per encoder and task; the dev set is scored once,
+    at the end (eval_every_steps = the run's steps)."""
+    total_steps = max(1, round(math.ceil(rows / 32) * args.finetune_epochs))
     results = run_finetuning(
         "glue", pretrained_dir, os.path.join(args.work_dir, "finetune", f"{task_name}_{name}"),
         task_name=task_name, data_dir=data_dir, train_batch_size=32, eval_batch_size=128,
         learning_rate=args.finetune_learning_rate, num_train_epochs=args.finetune_epochs,
         warmup_proportion=0.1, max_seq_length=64, seed=seeds[0], num_restarts=len(seeds),
-        keep_best_checkpoint=False, verbose=0)
+        eval_every_steps=total_steps, keep_best_checkpoint=False, verbose=0)
     if len(seeds) == 1:
         return [float(results[metric])]
     assert [r["seed"] for r in results["restarts"]] == seeds
@@ -487,16 +489,18 @@ def main():
     parser.add_argument("--work_dir", required=True)
     parser.add_argument("--budget_minutes", type=float, default=10.0,
                         help="training wall-clock per recipe, evaluation excluded")
-    parser.add_argument("--evaluations", type=int, default=10, help="held-out evaluations per run")
+    parser.add_argument("--evaluations", type=int, default=8,
+                        help="held-out evaluations per run")
     parser.add_argument("--heldout_fraction", type=float, default=0.05)
     parser.add_argument("--vocab_size", type=int, default=8192)
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--classic_batch", type=int, default=GUIDE["batch"])
     parser.add_argument("--classic_learning_rate", type=float, default=1e-4)
     parser.add_argument("--budget_gin", default=os.path.join(REPO, "gin", "pretrain_budget.gin"))
-    parser.add_argument("--calibration_steps", type=int, default=20)
+    parser.add_argument("--calibration_steps", type=int, default=12,
+                        help="steps of the timing run (the first, traced, is not timed)")
     parser.add_argument("--sst2_train", type=int, default=4000)
-    parser.add_argument("--stsb_train", type=int, default=3000)
+    parser.add_argument("--stsb_train", type=int, default=2000)
     parser.add_argument("--finetune_seeds", type=int, default=3)
     parser.add_argument("--finetune_epochs", type=float, default=3.0)
     parser.add_argument("--finetune_learning_rate", type=float, default=1e-4)
@@ -576,8 +580,10 @@ def main():
     for name, run in runs.items():
         start = time.time()
         scores[name] = {
-            "sst2": finetune(name, run["model_dir"], "sst-2", sst2_dir, "accuracy", seeds, args),
-            "stsb": finetune(name, run["model_dir"], "sts-b", stsb_dir, "spearman", seeds, args)}
+            "sst2": finetune(name, run["model_dir"], "sst-2", sst2_dir, sst2_rows, "accuracy",
+                             seeds, args),
+            "stsb": finetune(name, run["model_dir"], "sts-b", stsb_dir, stsb_rows, "spearman",
+                             seeds, args)}
         print(f"  {name}: SST-2 {scores[name]['sst2']}, STS-B Spearman {scores[name]['stsb']} "
               f"({time.time() - start:.0f} s)", flush=True)
 
