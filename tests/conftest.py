@@ -1,6 +1,9 @@
-"""Shared test settings: quiet TF, tiny sizes in one place, shared built models."""
+"""Shared test settings: quiet TF, tiny sizes in one place, shared built models, one temp dir."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -44,24 +47,59 @@ def tiny_encoder():
     return BertEncoder(**tiny_encoder_kwargs())
 
 
+def pytest_configure(config):
+    """One temporary directory for the run; a GPU, where visible, set up for parity tests.
+
+    pytest's tmp_path, the serving tests' shared exports, kbert-serve logs and
+    the files of subprocesses (they inherit TMPDIR) land there; it is removed
+    when the run passes (pytest_unconfigure), so nothing is left in /tmp. A
+    failed run keeps it, named in its last line, to be looked at.
+    """
+    root = tempfile.mkdtemp(prefix="kbert-tests-")
+    config.stash[_TEMP_ROOT] = root
+    os.environ["TMPDIR"] = tempfile.tempdir = root
+    # Where a GPU is visible (pytest and every subprocess a test starts read
+    # these; set here, not at import, so scripts importing tests.* keep theirs):
+    # full float32 matmuls, since TF32's 10-bit mantissa would break the parity
+    # tests' float32 tolerances on Ampere and later; and GPU memory taken as
+    # needed, so the servers and workers that tests start beside pytest share
+    # the GPU instead of the first process taking all of it.
+    os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
+    os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
+
 def pytest_sessionfinish(session, exitstatus):
-    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+    session.config.stash[_SESSION] = session
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
-    """Leaves the process at once, with pytest's exit status, once pytest has reported.
+    """Cleans up and leaves at once, with pytest's exit status, once pytest has reported.
 
-    Why: at interpreter shutdown TensorFlow 2.21 can block for good while it
-    destroys tf.data iterators that outlived their tests (their thread pool
-    waits on a worker thread; seen twice on this suite after "N passed" was
-    printed, never inside a test). Everything pytest writes is written by now.
+    Why at once: at interpreter shutdown TensorFlow 2.21 can block for good
+    while it destroys tf.data iterators that outlived their tests (their thread
+    pool waits on a worker thread; seen twice on this suite after "N passed" was
+    printed, never inside a test). So the `atexit` clean-ups (the serving tests'
+    shared exports) run here, then the run's temporary directory goes, then
+    `os._exit`. Where no session ran (`pytest --markers`), pytest exits its own way.
     """
     import sys
 
+    root = config.stash[_TEMP_ROOT]
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    status = int(session.exitstatus)
+    atexit._run_exitfuncs()  # pylint: disable=protected-access
+    if status in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        print(f"(this run's temporary files are kept in {root})", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(config.stash.get(_EXIT_STATUS, 0))
+    os._exit(status)
 
 
-_EXIT_STATUS = pytest.StashKey[int]()
+_SESSION = pytest.StashKey[pytest.Session]()
+_TEMP_ROOT = pytest.StashKey[str]()

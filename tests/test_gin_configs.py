@@ -60,8 +60,12 @@ def electra_parameters(L, H, I, E, generator_fraction=0.25, V=30522, P=512, S=2)
     return discriminator, discriminator + generator + mlm_head + rtd_head
 
 
+# Built and counted against Hugging Face's numbers in tests/models/modernbert/.
+MODERNBERT_SIZES = {"modernbert_base.gin", "modernbert_large.gin", "modernbert_tiny.gin"}
+
+
 def test_every_gin_file_is_covered():
-    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS | set(ELECTRA_SIZES))
+    assert GIN_FILES == sorted(set(SIZES) | RUN_SETTINGS | set(ELECTRA_SIZES) | MODERNBERT_SIZES)
 
 
 def test_distill_gin_binds_every_distillation_hyperparameter_and_takes_a_student_size_file():
@@ -185,3 +189,45 @@ def test_misspelled_binding_is_named():
 def test_runtime_data_cannot_be_bound_with_gin():
     with pytest.raises(ValueError, match="model_dir"):
         configurables.parse_gin(["tiny.gin"], ["run_pretraining.model_dir = '/tmp/x'"])
+
+
+def test_vocabulary_size_comes_from_the_data_unless_the_user_sets_it(tmp_path):
+    from tests.training.pretraining_data import write_pretraining_data
+
+    with_sidecar = write_pretraining_data(str(tmp_path / "a.tfrecord"), num_examples=2,
+                                          sidecar={"vocab_size": 99, "max_seq_length": 16})
+    configurables.parse_gin(["tiny.gin"])
+    assert configurables.vocabulary_size_from_data(with_sidecar, None, ["tiny.gin"], []) == 99
+    assert configurables.BertPretrainer().encoder.vocabulary_size == 99
+    # A value the user binds is kept (the data checks then compare it with the sidecar).
+    configurables.parse_gin(["tiny.gin"], ["BertEncoder.vocabulary_size = 1000"])
+    assert configurables.vocabulary_size_from_data(
+        with_sidecar, None, ["tiny.gin"], ["BertEncoder.vocabulary_size = 1000"]) is None
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 1000
+    own = tmp_path / "mine.gin"
+    own.write_text("include 'tiny.gin'\nBertEncoder.vocabulary_size = 500\n")
+    configurables.parse_gin([str(own)])
+    assert configurables.vocabulary_size_from_data(with_sidecar, None, [str(own)], []) is None
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 500
+    # Without a sidecar, the lines of --vocab_file.
+    without = write_pretraining_data(str(tmp_path / "b.tfrecord"), num_examples=2)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("".join(f"w{i}\n" for i in range(77)))
+    configurables.parse_gin(["tiny.gin"])
+    assert configurables.vocabulary_size_from_data(without, str(vocab), ["tiny.gin"], []) == 77
+    assert gin.query_parameter("BertEncoder.vocabulary_size") == 77
+
+
+def test_gin_file_in_another_directory_is_never_the_repos_file_of_that_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    # A mistyped experiment directory: gin/base.gin exists, myexp/base.gin does not.
+    with pytest.raises(FileNotFoundError, match=r"^--gin_file=myexp/base.gin: gin file "
+                                                r"'myexp/base.gin' not found; searched: "):
+        configurables.parse_gin(["myexp/base.gin"])
+    # `gin/<name>` still names the repo's file from any working directory.
+    configurables.parse_gin(["gin/tiny.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 2
+    (tmp_path / "myexp").mkdir()
+    (tmp_path / "myexp" / "base.gin").write_text("include 'tiny.gin'\nBertEncoder.num_layers = 3\n")
+    configurables.parse_gin(["myexp/base.gin"])
+    assert gin.query_parameter("BertEncoder.num_layers") == 3

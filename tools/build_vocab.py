@@ -46,8 +46,9 @@ flags.DEFINE_integer(
 flags.DEFINE_string(
     "runner", None,
     "Count the corpus with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
-    "FlinkRunner, SparkRunner; needs kbert[beam]), then learn here; other options on the command "
-    "line go to Beam. Default: read the corpus here. Does not change the output.",
+    "FlinkRunner, SparkRunner; needs the beam extra: pip install -e '.[beam]'), then learn here; "
+    "other options on the command line go to Beam. Default: read the corpus here. Does not "
+    "change the output.",
 )
 
 

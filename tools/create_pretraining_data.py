@@ -77,8 +77,8 @@ flags.DEFINE_bool("verbose", False, "Print the first 20 instances in readable fo
 flags.DEFINE_string(
     "runner", None,
     "Run as an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, FlinkRunner, "
-    "SparkRunner; needs kbert[beam]); other options on the command line go to Beam. Default: "
-    "this machine's cores (--num_workers). Does not change the output.",
+    "SparkRunner; needs the beam extra: pip install -e '.[beam]'); other options on the command "
+    "line go to Beam. Default: this machine's cores (--num_workers). Does not change the output.",
 )
 
 

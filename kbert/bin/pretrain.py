@@ -3,11 +3,18 @@
     kbert-pretrain --gin_file=gin/base.gin --dry_run
     kbert-pretrain --gin_file=gin/electra_small.gin --input_file=... --model_dir=out/electra
     kbert-pretrain --gin_file=gin/tiny.gin --input_file='data/train-*.tfrecord' \\
-        --model_dir=out/tiny --vocab_file=vocab.txt --do_lower_case \\
+        --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/tiny \\
         --gin_params='run_pretraining.num_train_steps = 10000'
+    kbert-pretrain --nodo_train --do_eval --init_checkpoint=out/converted \\
+        --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/eval_converted
 
 Re-running the same command after a crash resumes from the last checkpoint in
-`--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin).
+`--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin); the
+encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
+unless your own gin file or `--gin_params` sets `BertEncoder.vocabulary_size`.
+`--eval_input_file` evaluates held-out data every `run_pretraining.eval_every_steps`
+(default: each checkpoint) and at the end (see docs/pretraining.md, "Is my
+pre-training working?").
 """
 
 from __future__ import annotations
@@ -40,6 +47,14 @@ flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fi
                     "export find it (default: the one named by the data's sidecar).")
 flags.DEFINE_bool("do_lower_case", None, "Whether the data was lower-cased; recorded in "
                   "--model_dir (default: the data's sidecar value).")
+flags.DEFINE_string(
+    "eval_input_file", None, "Held-out pre-training TFRecords (comma-separated files or globs, "
+    "gs:// works) evaluated every run_pretraining.eval_every_steps and at the end; results in "
+    "--model_dir/eval_results.json, eval_history.jsonl and TensorBoard's eval/.")
+flags.DEFINE_bool("do_train", True, "Train (google-research/bert's flag). --nodo_train --do_eval "
+                  "evaluates --model_dir's latest checkpoint or --init_checkpoint and exits.")
+flags.DEFINE_bool("do_eval", False, "Evaluate --eval_input_file (--eval_input_file alone "
+                  "already turns on the periodic evaluation while training).")
 flags.DEFINE_bool(
     "dry_run", False, "Build the pre-trainer from the gin config without data, print its "
     "parameter table and operative config, and exit."
@@ -73,9 +88,19 @@ def train() -> None:
     from kbert import training
     from kbert.files import write_text
 
-    for name in ("input_file", "model_dir"):
+    required = ("input_file", "model_dir") if FLAGS.do_train else ("model_dir",)
+    for name in required:
         if not FLAGS[name].value:
             raise ValueError(f"--{name} is required (or pass --dry_run).")
+    if FLAGS.do_eval and not FLAGS.eval_input_file:
+        raise ValueError("--do_eval needs --eval_input_file (held-out TFRecords made by "
+                         "tools/create_pretraining_data.py).")
+    if not FLAGS.do_train and not FLAGS.do_eval:
+        raise ValueError("--nodo_train leaves nothing to do; add --do_eval "
+                         "--eval_input_file=... to evaluate a checkpoint.")
+    if FLAGS.input_file:
+        configurables.vocabulary_size_from_data(FLAGS.input_file, FLAGS.vocab_file,
+                                                FLAGS.gin_file, FLAGS.gin_params)
     strategy = training.create_strategy(FLAGS.strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus,
                                         num_cpu_devices=FLAGS.num_cpu_devices)
     chief = training.is_chief(strategy)
@@ -97,19 +122,23 @@ def train() -> None:
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
         print_fn=functools.partial(print, flush=True),
+        eval_input_file=FLAGS.eval_input_file,
+        do_train=FLAGS.do_train,
     )
 
 
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
-    if not FLAGS.gin_file:
+    # Evaluating a pre-trained directory builds the model from it: no gin file needed.
+    evaluates_directory = not FLAGS.do_train and FLAGS.init_checkpoint
+    if not FLAGS.gin_file and not evaluates_directory:
         raise ValueError("--gin_file is required, e.g. --gin_file=gin/base.gin")
     from kbert import configurables
 
     # TF logs every checkpoint write at INFO; progress lines go to stdout.
     logging.set_verbosity(logging.WARNING)
-    configurables.parse_gin(FLAGS.gin_file, FLAGS.gin_params)
+    configurables.parse_gin(FLAGS.gin_file or [], FLAGS.gin_params)
     if FLAGS.dry_run:
         dry_run()
         return

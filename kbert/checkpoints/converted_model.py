@@ -23,6 +23,7 @@ from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import read_sentence_config
 from kbert.checkpoints.pretrained import read_tokenizer_config
 from kbert.checkpoints.pretrained import save_pretrained
+from kbert.checkpoints.pretrained import tokenizer_file_name
 
 
 @dataclasses.dataclass
@@ -187,7 +188,10 @@ def load_kbert(directory: str) -> ConvertedModel:
     >>> kbert.checkpoints.save_bert_tf1(kbert.checkpoints.load_kbert("minilm/"), "minilm_tf1/")
     """
     settings = read_tokenizer_config(directory)
-    vocabulary = read_vocab(settings["vocab_file"]) if settings["vocab_file"] else None
+    vocab_file = settings["vocab_file"]
+    # A byte-level BPE `tokenizer.json` is no WordPiece vocabulary for these formats.
+    vocabulary = (read_vocab(vocab_file) if vocab_file and tokenizer_file_name(vocab_file) == VOCAB
+                  else None)
     pretrainer = None
     if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
         # The file doesn't record whether the NSP head was saved; the weights

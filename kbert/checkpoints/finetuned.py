@@ -107,7 +107,8 @@ def save_finetuned(
         model_dir: str. Created if missing (`gs://` works).
         model: the fine-tuned task model (its `encoder` is saved too).
         task_config: `TaskConfig`.
-        vocab_file: str. The WordPiece vocabulary, copied to `vocab.txt`.
+        vocab_file: str. The WordPiece vocabulary, copied to `vocab.txt` (or a byte-level
+            BPE `.json`, copied to `tokenizer.json`).
 
     Example:
 

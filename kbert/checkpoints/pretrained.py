@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from kbert.checkpoints.config_files import read_encoder_config
 from kbert.checkpoints.config_files import write_encoder_config
+from kbert.data.tokenizer_json import TOKENIZER_JSON
 from kbert.files import copy_file
 from kbert.files import local_copy
 from kbert.files import local_output
@@ -72,7 +73,15 @@ def _save_weights(model: keras.Model, path: str) -> None:
 
 def _load_weights(model: keras.Model, path: str) -> None:
     with local_copy(path) as local_path:
-        model.load_weights(local_path)
+        try:
+            model.load_weights(local_path)
+        except OSError as e:
+            # h5py's OSError for a cut or foreign file ("truncated file: eof = 100, ...
+            # stored_eof = 170176", "file signature not found"): one line naming the file.
+            reason = (str(e).splitlines() or [type(e).__name__])[0]
+            raise ValueError(
+                f"{path} is not a readable Keras weights file ({reason}); it may have been cut "
+                "short in a copy: copy the model directory again, or save it again.") from None
 
 
 def save_pretrained(
@@ -89,7 +98,8 @@ def save_pretrained(
         directory: str. Created if missing (`gs://` works).
         encoder: `BertEncoder` or another registered `kbert.models.Encoder`.
             Its config and weights are saved (for ELECTRA, the discriminator).
-        vocab_file: str or None. Copied to `vocab.txt` when given.
+        vocab_file: str or None. Copied to `vocab.txt` when given (to
+            `tokenizer.json` when it is a byte-level BPE `.json` file).
         do_lower_case: bool or None. Written to `tokenizer_config.json` when given.
         pretrainer: `BertPretrainer`, `ElectraPretrainer` or None. When given,
             its weights (heads and generator included) go to
@@ -107,7 +117,7 @@ def save_pretrained(
     tf.io.gfile.makedirs(directory)
     write_encoder_config(encoder, os.path.join(directory, BERT_CONFIG))
     if vocab_file is not None:
-        copy_file(vocab_file, os.path.join(directory, VOCAB))
+        copy_file(vocab_file, os.path.join(directory, tokenizer_file_name(vocab_file)))
     if do_lower_case is not None:
         write_text(os.path.join(directory, TOKENIZER_CONFIG),
                    json.dumps({"do_lower_case": bool(do_lower_case)}) + "\n")
@@ -228,16 +238,28 @@ def read_tokenizer_config(directory: str) -> dict:
         directory: str. A pre-trained model directory.
 
     Returns:
-        A dict with `vocab_file` (path or None) and `do_lower_case` (bool or
-        None when not recorded).
+        A dict with `vocab_file` (the `vocab.txt`, else a byte-level BPE
+        `tokenizer.json`, else None) and `do_lower_case` (bool or None when
+        not recorded).
     """
-    vocab_file = os.path.join(directory, VOCAB)
-    settings = {"vocab_file": vocab_file if tf.io.gfile.exists(vocab_file) else None,
-                "do_lower_case": None}
+    vocab_file = None
+    for name in (VOCAB, TOKENIZER_JSON):
+        if vocab_file is None and tf.io.gfile.exists(os.path.join(directory, name)):
+            vocab_file = os.path.join(directory, name)
+    settings = {"vocab_file": vocab_file, "do_lower_case": None}
     path = os.path.join(directory, TOKENIZER_CONFIG)
     if tf.io.gfile.exists(path):
         settings["do_lower_case"] = read_json(path).get("do_lower_case")
     return settings
+
+
+def tokenizer_file_name(vocab_file: str) -> str:
+    """The name a tokenizer file has in a model directory: `tokenizer.json` or `vocab.txt`.
+
+    A `.json` file is a Hugging Face `tokenizer.json` (byte-level BPE); any
+    other is a WordPiece `vocab.txt`.
+    """
+    return TOKENIZER_JSON if vocab_file.endswith(".json") else VOCAB
 
 
 def read_sentence_config(directory: str) -> dict | None:

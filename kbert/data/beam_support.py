@@ -5,7 +5,8 @@ when given `--runner` (the DirectRunner here; Dataflow, Flink or Spark at scale)
 every other command-line option after kbert's own flags goes to Beam as a
 pipeline option (`--direct_num_workers`, `--temp_location`, `--project`, ...).
 
-Apache Beam is an optional dependency (`pip install kbert[beam]`): this module
+Apache Beam is an optional dependency (the `beam` extra: `pip install -e '.[beam]'` in a
+checkout of kbert): this module
 imports it only inside functions, and the pipeline modules
 (`kbert.data.pretraining.beam_pipeline`, `kbert.data.vocab.beam`) are imported
 only when a runner is asked for, so `kbert.data` imports without it.
@@ -32,8 +33,9 @@ def check_beam_installed(runner: str) -> None:
         import apache_beam  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     except ImportError:
         raise ValueError(
-            f"--runner={runner} needs Apache Beam: pip install 'kbert[beam]' (or apache-beam), "
-            "or leave --runner out to run on this machine's cores."
+            f"--runner={runner} needs Apache Beam: pip install -e '.[beam]' in the kbert checkout "
+            "(or pip install 'apache-beam>=2.77,<3'), or leave --runner out to run on this "
+            "machine's cores."
         ) from None
 
 

@@ -44,8 +44,7 @@ def read_vocab(vocab_file: str, required_tokens: Sequence[str] = (),
     >>> kbert.data.read_vocab("vocab.txt", required_tokens=kbert.data.INPUT_TOKENS)[:3]
     ['[PAD]', '[unused0]', '[unused1]']
     """
-    if not tf.io.gfile.exists(vocab_file):
-        raise FileNotFoundError(f"vocabulary file {vocab_file!r} does not exist.")
+    _check_is_file(vocab_file)
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         data = f.read()
     try:
@@ -69,8 +68,20 @@ def read_vocab(vocab_file: str, required_tokens: Sequence[str] = (),
 
 def vocab_sha256(vocab_file: str) -> str:
     """Returns the hex sha256 of a vocabulary file's bytes (recorded in data sidecars)."""
+    _check_is_file(vocab_file)
     with tf.io.gfile.GFile(vocab_file, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def _check_is_file(vocab_file: str) -> None:
+    """Raises for a missing path, or a directory (where GFile would raise a raw op error)."""
+    if not tf.io.gfile.exists(vocab_file):
+        raise FileNotFoundError(f"vocabulary file {vocab_file!r} does not exist.")
+    if tf.io.gfile.isdir(vocab_file):
+        inside = tf.io.gfile.join(vocab_file, "vocab.txt")
+        hint = (f"pass {inside}" if tf.io.gfile.exists(inside)
+                else "pass the vocab.txt itself (tools/build_vocab.py writes one)")
+        raise ValueError(f"vocabulary file {vocab_file!r} is a directory, not a vocab.txt; {hint}.")
 
 
 def _check_unique(tokens: list[str], vocab_file: str) -> None:

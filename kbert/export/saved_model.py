@@ -2,7 +2,8 @@
 
 A version is written into a temporary directory beside its final place, checked
 (`ops_check`), then renamed, so a server polling `export_dir` never sees half a
-model. Besides the SavedModel, `assets.extra/` keeps `vocab.txt` and
+model. Besides the SavedModel, `assets.extra/` keeps `vocab.txt` (or a
+byte-level BPE model's `tokenizer.json`) and
 `kbert_export.json` (what the model is, its settings and signatures) for people
 and tools; TF Serving ignores it.
 """
@@ -20,6 +21,7 @@ import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.model_dir import open_model_dir
+from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.export.ops_check import check_ops
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
@@ -100,7 +102,8 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
     tf.saved_model.save(module, directory, signatures=signatures)
     extra = os.path.join(directory, "assets.extra")
     os.makedirs(extra, exist_ok=True)
-    tf.io.gfile.copy(vocab_file, os.path.join(extra, "vocab.txt"), overwrite=True)
+    tf.io.gfile.copy(vocab_file, os.path.join(extra, tokenizer_file_name(vocab_file)),
+                     overwrite=True)
     info = dict(info, signatures=sorted(signatures))
     with open(os.path.join(extra, EXPORT_INFO), "w", encoding="utf-8") as f:
         f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")

@@ -17,8 +17,10 @@ import keras
 
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
+from kbert.data.tokenizer_json import TOKENIZER_JSON
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
 from kbert.tasks import Task
@@ -100,7 +102,7 @@ def task_model_serving_module(model: keras.Model, task_config: TaskConfig,
     Args:
         model: the task model (`BertClassifier`, `BertSpanLabeler`, ...).
         task_config: its `TaskConfig`: the task, length and tokenizer setting.
-        vocab_file: str. Its `vocab.txt`.
+        vocab_file: str. Its `vocab.txt` (or byte-level BPE `tokenizer.json`).
 
     Returns:
         The task's `ServingModule`.
@@ -121,7 +123,7 @@ def encoder_serving_module(encoder: keras.Model, vocab_file: str, do_lower_case:
 
     Args:
         encoder: `BertEncoder`.
-        vocab_file: str. Its `vocab.txt`.
+        vocab_file: str. Its `vocab.txt` (or byte-level BPE `tokenizer.json`).
         do_lower_case: bool. Tokenizer setting.
         max_seq_length: int. Longest input in pieces.
         sentence_config: dict or None. The pooling to use (`sentence_config.json`);
@@ -145,6 +147,8 @@ def _preprocessor(encoder, vocab_file: str, do_lower_case: bool,
                   max_seq_length: int) -> TextPreprocessor:
     """A preprocessor over a model in memory, its length checked against the encoder's positions."""
     check_max_seq_length(max_seq_length, getattr(encoder, "max_sequence_length", None))
+    if tokenizer_file_name(vocab_file) == TOKENIZER_JSON:
+        return TextPreprocessor.from_tokenizer_json(vocab_file, max_seq_length)
     return TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case, max_seq_length)
 
 

@@ -5,7 +5,7 @@ files in `assets.extra/` (see `kbert.index.metadata`). With the exact back-end
 the document vectors live inside the SavedModel, whose `search` signature takes
 query text and returns the top-k ids, scores and texts (`tf.matmul` +
 `tf.math.top_k`), so `kbert-serve` or stock TF Serving serve the index like any
-model. With the faiss back-end (`pip install kbert-tf[ann]`) the SavedModel
+model. With the faiss back-end (the `ann` extra: `pip install -e '.[ann]'`) the SavedModel
 embeds queries and `index.faiss` finds neighbours; `kbert-serve --index_dir`
 adds a search endpoint for it. `kbert-index` is the command-line front end
 (docs/retrieval.md).

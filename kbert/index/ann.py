@@ -3,8 +3,8 @@
 Why faiss: measured here beside TF 2.21, faiss-cpu installs as a wheel with
 no compiler and reaches recall@10 0.97 at about 530 queries/s on 100k x 384
 vectors (HNSW); ScaNN's wheel does not load beside TF 2.21 today, and hnswlib
-builds from source (it needs a compiler). It is the optional extra
-`kbert-tf[ann]` (faiss-cpu); the index is persisted with faiss's own
+builds from source (it needs a compiler). It is the optional `ann` extra
+(faiss-cpu: `pip install -e '.[ann]'`); the index is persisted with faiss's own
 `write_index`/`read_index`.
 
 Defaults follow the corpus size: HNSW (M=32, efConstruction=200,
@@ -30,8 +30,8 @@ def import_faiss():
     try:
         import faiss
     except ImportError:
-        raise ImportError("--backend=faiss needs faiss-cpu: pip install 'kbert-tf[ann]' (or "
-                          "pip install faiss-cpu).") from None
+        raise ImportError("--backend=faiss needs faiss-cpu: pip install -e '.[ann]' in the kbert "
+                          "checkout (or pip install 'faiss-cpu>=1.8').") from None
     return faiss
 
 

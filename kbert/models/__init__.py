@@ -18,6 +18,8 @@ from kbert.models.electra_pretrainer import ElectraPretrainer
 from kbert.models.encoder import Encoder
 from kbert.models.encoder import Pretrainer
 from kbert.models.encoder import encoder_sizes
+from kbert.models.modernbert import ModernBertEncoder
+from kbert.models.modernbert import ModernBertPretrainer
 from kbert.models.registry import ENCODERS
 from kbert.models.registry import encoder_architecture
 from kbert.models.registry import get_encoder_class

@@ -128,10 +128,17 @@ class BertPretrainer(PackedRows, BertTask):
             optimizer: optimizer or "auto" (AdamW, learning rate 1e-4, weight
                 decay 0.01 except LayerNorm and biases, epsilon 1e-6, global
                 norm clipping 1.0).
-            loss: loss dict or "auto" (weighted MLM and NSP cross-entropy).
-            metrics: metrics or "auto" (`next_sentence_accuracy`).
-            weighted_metrics: metrics or "auto" (`masked_lm_accuracy`, weighted
-                by `masked_lm_weights`).
+            loss: loss dict or "auto": the MLM cross-entropy averaged over the
+                `masked_lm_weights` plus the NSP cross-entropy averaged over
+                the NSP weights; `evaluate` and `fit` report them as
+                `mlm_loss` and `nsp_loss`, each averaged over every masked
+                position (every instance) of the data seen, exactly as
+                `kbert-pretrain --eval_input_file` does.
+            metrics: metrics or "auto" (none beyond the weighted ones).
+            weighted_metrics: metrics or "auto" (`masked_lm_accuracy` weighted
+                by `masked_lm_weights`, `next_sentence_accuracy` by the NSP
+                weights; Keras reports them as `mlm_masked_lm_accuracy` and
+                `nsp_next_sentence_accuracy`).
             **kwargs: passed to `keras.Model.compile`, such as
                 `steps_per_execution` and `jit_compile`.
         """
@@ -140,28 +147,26 @@ class BertPretrainer(PackedRows, BertTask):
                 learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0
             )
             optimizer.exclude_from_weight_decay(var_names=["layer_norm", "bias"])
-        if loss == "auto":
-            loss = {
-                # Averaged over the sum of masked_lm_weights as in the original,
-                # so padded prediction slots don't dilute the loss.
-                "mlm": keras.losses.SparseCategoricalCrossentropy(
-                    from_logits=True, reduction="mean_with_sample_weight"
-                )
-            }
+        # "auto": `compute_loss` computes the losses itself, weighted by the data's
+        # `masked_lm_weights` (and NSP weights), and tracks `mlm_loss` / `nsp_loss`
+        # as sums over every evaluated position: Keras' per-output loss trackers
+        # average per-batch means, which is not the loss of the data.
+        self._pretraining_loss = loss == "auto"
+        if self._pretraining_loss:
+            loss = None
+            self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
             if self.next_sentence:
-                # Weighted mean: packed rows carry empty NSP slots of weight 0.
-                loss["nsp"] = keras.losses.SparseCategoricalCrossentropy(
-                    from_logits=True, reduction="mean_with_sample_weight")
+                self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
         if metrics == "auto":
-            metrics = (
-                {"nsp": [keras.metrics.SparseCategoricalAccuracy(name="next_sentence_accuracy")]}
-                if self.next_sentence
-                else None
-            )
+            metrics = None
         if weighted_metrics == "auto":
             weighted_metrics = {
                 "mlm": [keras.metrics.SparseCategoricalAccuracy(name="masked_lm_accuracy")]
             }
+            if self.next_sentence:
+                # Weighted: packed rows carry empty NSP slots of weight 0.
+                weighted_metrics["nsp"] = [
+                    keras.metrics.SparseCategoricalAccuracy(name="next_sentence_accuracy")]
         super().compile(
             optimizer=optimizer,
             loss=loss,
@@ -169,6 +174,37 @@ class BertPretrainer(PackedRows, BertTask):
             weighted_metrics=weighted_metrics,
             **kwargs,
         )
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The pre-training loss when compiled with `loss="auto"`; tracks `mlm_loss` and `nsp_loss`.
+
+        Each loss is this batch's weighted mean, as in `pretraining_losses`.
+        The trackers are weighted `keras.metrics.Mean`s of the per-position
+        cross-entropies, so an epoch's `mlm_loss` is the mean over all its
+        masked positions (`masked_lm_weights`), not a mean of per-batch means.
+        """
+        if not getattr(self, "_pretraining_loss", False):
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        weights = _ones_if_none(sample_weight, "mlm", y["mlm"])
+        mlm_losses = keras.losses.sparse_categorical_crossentropy(
+            y["mlm"], y_pred["mlm"], from_logits=True)
+        loss = tf.math.divide_no_nan(tf.reduce_sum(mlm_losses * weights), tf.reduce_sum(weights))
+        self.mlm_loss_tracker.update_state(mlm_losses, sample_weight=weights)
+        if self.next_sentence:
+            nsp_labels = tf.reshape(y["nsp"], [-1])
+            nsp_weights = tf.reshape(_ones_if_none(sample_weight, "nsp", nsp_labels), [-1])
+            nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                nsp_labels, tf.reshape(y_pred["nsp"], [-1, 2]))
+            loss += tf.math.divide_no_nan(tf.reduce_sum(nsp_losses * nsp_weights),
+                                          tf.reduce_sum(nsp_weights))
+            self.nsp_loss_tracker.update_state(nsp_losses, sample_weight=nsp_weights)
+        if self.losses:
+            loss += tf.add_n(self.losses)
+        # Keras sums the replicas' gradients: each replica contributes its share.
+        context = tf.distribute.get_replica_context()
+        if context is not None and context.num_replicas_in_sync > 1:
+            loss /= context.num_replicas_in_sync
+        return loss
 
     def loss_normalizers(self, features, labels, sample_weights) -> dict[str, tf.Tensor]:
         """This batch's part of what the losses are averaged over.
@@ -236,7 +272,9 @@ class BertPretrainer(PackedRows, BertTask):
             nsp_weights = tf.reshape(_nsp_weights(labels, sample_weights), [-1])
             nsp_logits = tf.reshape(outputs["nsp"], [-1, 2])
             nsp_losses = tf.nn.sparse_softmax_cross_entropy_with_logits(nsp_labels, nsp_logits)
-            loss += tf.reduce_sum(nsp_losses * nsp_weights) / totals["nsp_weight"]
+            nsp_loss = tf.reduce_sum(nsp_losses * nsp_weights)
+            loss += tf.math.divide_no_nan(nsp_loss, totals["nsp_weight"])
+            statistics["nsp_loss"] = nsp_loss
             predicted = tf.argmax(nsp_logits, axis=-1, output_type=tf.int32)
             statistics["nsp_correct"] = tf.reduce_sum(
                 tf.cast(tf.equal(predicted, nsp_labels), tf.float32) * nsp_weights)
@@ -251,16 +289,26 @@ class BertPretrainer(PackedRows, BertTask):
                 of a reporting interval.
 
         Returns:
-            `masked_lm_accuracy`, `masked_lm_loss` and `next_sentence_accuracy`
-            (None without the NSP head).
+            `masked_lm_accuracy`, `masked_lm_loss`, `next_sentence_accuracy`
+            and `next_sentence_loss` (the last two None without the NSP head).
         """
         weight = max(float(sums["mlm_weight"]), 1e-9)
+        nsp_weight = max(float(sums["nsp_weight"]), 1e-9) if self.next_sentence else None
         return {
             "masked_lm_accuracy": float(sums["mlm_correct"]) / weight,
             "masked_lm_loss": float(sums["mlm_loss"]) / weight,
-            "next_sentence_accuracy": (float(sums["nsp_correct"]) / max(float(sums["nsp_weight"]), 1e-9)
+            "next_sentence_accuracy": (float(sums["nsp_correct"]) / nsp_weight
                                        if self.next_sentence else None),
+            "next_sentence_loss": (float(sums["nsp_loss"]) / nsp_weight
+                                   if self.next_sentence else None),
         }
+
+
+def _ones_if_none(sample_weight, key: str, like: tf.Tensor) -> tf.Tensor:
+    """`sample_weight[key]` as float32, or ones shaped like `like` when not given."""
+    if sample_weight is None or (isinstance(sample_weight, dict) and key not in sample_weight):
+        return tf.ones_like(like, tf.float32)
+    return tf.reshape(tf.cast(sample_weight[key], tf.float32), tf.shape(like))
 
 
 def _nsp_weights(labels, sample_weights) -> tf.Tensor:

@@ -10,6 +10,7 @@ keeping the `kbert.models.encoder.Encoder` contract, plus one line here.
 from __future__ import annotations
 
 from kbert.models.bert_encoder import BertEncoder
+from kbert.models.modernbert import ModernBertEncoder
 
 # The architecture of a directory whose config has no `model_type`.
 DEFAULT_ARCHITECTURE = "bert"
@@ -17,6 +18,7 @@ DEFAULT_ARCHITECTURE = "bert"
 # Registry: architecture name -> encoder class.
 ENCODERS: dict[str, type] = {
     "bert": BertEncoder,
+    "modernbert": ModernBertEncoder,
 }
 
 

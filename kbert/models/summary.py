@@ -42,7 +42,8 @@ def parameter_table(model: keras.Model) -> list[tuple[str, int]]:
     add("embeddings", [w for layer in embedding_layers for w in layer.weights])
     for layer in encoder.transformer_layers:
         add(layer.name, layer.weights)
-    add("pooler", encoder.pooled_dense.weights)
+    if getattr(encoder, "pooled_dense", None) is not None:  # ModernBERT pools without weights
+        add("pooler", encoder.pooled_dense.weights)
     for layer in encoder.layers:  # what another architecture has besides (a final LayerNorm)
         add(layer.name, layer.weights)
     for layer in model.layers if model is not encoder else []:

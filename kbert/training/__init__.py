@@ -5,7 +5,10 @@ from kbert.training.finetuning import run_finetuning
 from kbert.training.fused_adamw import FusedAdamW
 from kbert.training.optimizer import create_optimizer
 from kbert.training.pretraining import run_pretraining
+from kbert.training.pretraining_evaluation import evaluate_pretrainer
 from kbert.training.strategy import STRATEGIES
 from kbert.training.strategy import create_strategy
 from kbert.training.strategy import is_chief
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
+from kbert.training.warmup_stable_decay import StableDecay
+from kbert.training.warmup_stable_decay import WarmupStableDecay

@@ -6,6 +6,8 @@ import keras
 
 from kbert.training.fused_adamw import FusedAdamW
 from kbert.training.warmup_linear_decay import WarmupLinearDecay
+from kbert.training.warmup_stable_decay import StableDecay
+from kbert.training.warmup_stable_decay import WarmupStableDecay
 
 OPTIMIZERS = ("adamw", "lamb")
 # As in google-research/bert: LayerNorm scales/offsets and biases get no weight
@@ -25,6 +27,7 @@ def create_optimizer(
     beta_2: float = 0.999,
     global_clipnorm: float | None = 1.0,
     dtype_policy: str | None = None,
+    stable_decay: StableDecay | None = None,
 ) -> keras.optimizers.Optimizer:
     """Returns BERT's pre-training optimizer with linear warmup and linear decay.
 
@@ -51,6 +54,10 @@ def create_optimizer(
         dtype_policy: str or None. With `"mixed_float16"` the optimizer is
             wrapped in `keras.optimizers.LossScaleOptimizer` (dynamic loss
             scaling); other policies need none. Defaults to None.
+        stable_decay: `StableDecay` or None. Warmup, then the peak rate held
+            until a decay over the last `decay_fraction` of the steps
+            (`WarmupStableDecay`). Defaults to None: BERT's linear decay
+            from step 0 (`WarmupLinearDecay`).
 
     Returns:
         A `keras.optimizers.Optimizer`.
@@ -73,7 +80,11 @@ def create_optimizer(
             f"num_warmup_steps={num_warmup_steps} exceeds num_train_steps={num_train_steps}; "
             "warmup is usually about 1% to 10% of training."
         )
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    if stable_decay is None:
+        schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    else:
+        schedule = WarmupStableDecay(learning_rate, num_train_steps, num_warmup_steps,
+                                     stable_decay.decay_fraction, stable_decay.decay_shape)
     kwargs = dict(
         learning_rate=schedule,
         weight_decay=weight_decay_rate or None,

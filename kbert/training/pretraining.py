@@ -12,8 +12,11 @@ optimizer, input and checkpoint built (`pretraining_state.py`), an exact
 resume or `init_checkpoint` restored, the loop `_train` (its compiled step is
 `pretraining_step.py`; progress lines, TensorBoard scalars and the summary are
 `pretraining_progress.py`), then the pre-trained directory and `summary.json`
-saved. This module also keeps `model_dir` tidy: a run that fails before its
-first checkpoint leaves no directory behind.
+saved. With `eval_input_file` the held-out data is evaluated every
+`eval_every_steps` and at the end (`pretraining_evaluation.py`); with
+`do_train=False` a checkpoint is evaluated and nothing trained. This module
+also keeps `model_dir` tidy: a run that fails before its first checkpoint
+leaves no directory behind.
 
 The loop knows no objective: the pre-trainer supplies it, keeping the
 `kbert.models.Pretrainer` contract (`kbert/models/encoder.py`; `BertPretrainer`
@@ -47,11 +50,17 @@ from kbert.training.pretraining_progress import Interval
 from kbert.training.pretraining_progress import Progress
 from kbert.training.pretraining_progress import current_learning_rate
 from kbert.training.pretraining_progress import write_step_losses
+from kbert.training.pretraining_evaluation import EVAL_RESULTS_FILE
+from kbert.training.pretraining_evaluation import EvalData
+from kbert.training.pretraining_evaluation import PeriodicEvaluation
 from kbert.training.pretraining_settings import PretrainingSettings
 from kbert.training.pretraining_state import TrainingState
+from kbert.training.pretraining_state import build_pretrainer_in_scope
 from kbert.training.pretraining_state import build_state
+from kbert.training.pretraining_state import pretrainer_with_heads
 from kbert.training.pretraining_state import restore_checkpoint
 from kbert.training.pretraining_step import make_train_loop
+from kbert.training.warmup_stable_decay import StableDecay
 
 SUMMARY_FILE = "summary.json"
 
@@ -81,10 +90,16 @@ def run_pretraining(
     masking: str = "static",
     masking_config: MaskingConfig | None = None,
     packing: PackingConfig | None = None,
+    stable_decay: StableDecay | None = None,
     init_checkpoint: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
     print_fn: Callable[[str], None] = print,
+    eval_input_file: str | list[str] | None = None,
+    eval_every_steps: int | None = None,
+    max_eval_steps: int | None = None,
+    eval_batch_size: int | None = None,
+    do_train: bool = True,
 ) -> dict[str, Any]:
     """Pre-trains a `BertPretrainer` or `ElectraPretrainer` on TFRecords, resuming exactly.
 
@@ -137,6 +152,10 @@ def run_pretraining(
         packing: `PackingConfig` or None. Pack several instances into each
             row of `max_seq_length` (`train_batch_size` then counts packed
             rows). Defaults to None (one padded instance per row).
+        stable_decay: `StableDecay` or None. The warmup-stable-decay schedule
+            (the peak rate held, then a linear or 1-sqrt decay over the last
+            `decay_fraction` of the steps). Defaults to None: BERT's linear
+            decay from step 0.
         init_checkpoint: str or None. Pre-trained directory to start from
             (weights only); ignored when `model_dir` has a checkpoint.
         vocab_file: str or None. Copied into `model_dir` at the end. Defaults
@@ -144,6 +163,22 @@ def run_pretraining(
         do_lower_case: bool or None. Recorded in `model_dir`. Defaults to the
             data's sidecar value.
         print_fn: callable taking a str. Receives progress lines.
+        eval_input_file: str, list of str or None. Held-out TFRecords
+            (comma-separated files or globs) evaluated every
+            `eval_every_steps` and at the end (see
+            `kbert.training.pretraining_evaluation`): each evaluation is a
+            line of `model_dir/eval_history.jsonl`, TensorBoard scalars under
+            `model_dir/eval`, and the last one `model_dir/eval_results.json`.
+            Defaults to None (no evaluation).
+        eval_every_steps: int or None. Defaults to `save_checkpoints_steps`.
+        max_eval_steps: int or None. Eval batches per evaluation (None: the
+            whole eval set).
+        eval_batch_size: int or None. Global eval batch size (None:
+            `train_batch_size`).
+        do_train: bool. False evaluates without training (needs
+            `eval_input_file`): the latest checkpoint in `model_dir`, else
+            the pre-trained directory `init_checkpoint` with its masked-LM
+            head; writes `model_dir/eval_results.json`. Defaults to True.
 
     Returns:
         The summary dict also written to `model_dir/summary.json`:
@@ -151,7 +186,9 @@ def run_pretraining(
         (None for an MLM-only model), the pre-trainer's other metrics
         (`masked_lm_loss`; ELECTRA's `discriminator_loss`,
         `discriminator_accuracy`, `discriminator_auc`, `replaced_fraction`),
-        `examples_per_second`, `resumed_from_step`, `wall_seconds`.
+        `examples_per_second`, `resumed_from_step`, `wall_seconds`, and
+        `eval_results` (the last evaluation) with `eval_input_file`. With
+        `do_train=False`, the evaluation's results (`eval_results.json`).
 
     Example:
 
@@ -172,16 +209,28 @@ def run_pretraining(
         gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
         masking=masking, masking_config=masking_config, packing=packing,
-        init_checkpoint=init_checkpoint, vocab_file=vocab_file, do_lower_case=do_lower_case,
-        print_fn=print_fn)
+        stable_decay=stable_decay, init_checkpoint=init_checkpoint, vocab_file=vocab_file,
+        do_lower_case=do_lower_case, print_fn=print_fn, eval_input_file=eval_input_file,
+        eval_every_steps=eval_every_steps, max_eval_steps=max_eval_steps,
+        eval_batch_size=eval_batch_size, do_train=do_train)
     fresh_model_dir = _is_missing_or_empty(model_dir)
     # Mistakes that need no model to find (settings, data files, the sidecar,
     # an unwritable model_dir) fail here, before anything is built.
     settings.validate()
-    files, metadata = check_pretraining_data(input_file, max_seq_length, max_predictions_per_seq,
-                                             masking)
+    files, metadata = [], None
+    if do_train or input_file:
+        files, metadata = check_pretraining_data(input_file, max_seq_length,
+                                                 max_predictions_per_seq, masking)
+    eval_data = (EvalData.from_files(eval_input_file, max_seq_length, max_predictions_per_seq,
+                                     masking) if settings.evaluates else None)
     _check_writable(model_dir)
     settings = settings.with_sidecar_defaults(metadata)
+    if not do_train:
+        try:
+            return _evaluate_only(settings, files, eval_data, start)
+        except BaseException:
+            _remove_if_fresh(model_dir, fresh_model_dir and settings.chief)
+            raise
     try:
         state = build_state(settings, files, metadata)
         resumed_from_step = restore_checkpoint(settings, state)
@@ -192,7 +241,9 @@ def run_pretraining(
         finished = _finished_summary(settings, resumed_from_step)
         if finished is not None:
             return finished
-        progress = _train(settings, state, resumed_from_step)
+        evaluation = (PeriodicEvaluation(settings, state.pretrainer, files, eval_data,
+                                         resumed_from_step) if eval_data else None)
+        progress = _train(settings, state, resumed_from_step, evaluation)
         if not settings.chief and tf.io.gfile.exists(settings.write_dir):
             tf.io.gfile.rmtree(settings.write_dir)
     except BaseException as e:
@@ -204,6 +255,8 @@ def run_pretraining(
     finally:
         state.release()
     summary = progress.summary(resumed_from_step, wall_seconds=time.time() - start)
+    if evaluation is not None and evaluation.last is not None:
+        summary["eval_results"] = evaluation.last
     if settings.chief:
         save_pretrained(model_dir, state.pretrainer.encoder, vocab_file=settings.vocab_file,
                         do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer)
@@ -212,6 +265,44 @@ def run_pretraining(
         state.writer.flush()
     print_fn("summary: " + json.dumps(summary))
     return summary
+
+
+def _evaluate_only(settings: PretrainingSettings, train_files: list[str],
+                   eval_data: EvalData, start: float) -> dict[str, Any]:
+    """`--nodo_train --do_eval`: evaluates a checkpoint and writes `eval_results.json`.
+
+    The weights are `model_dir`'s latest training checkpoint (the gin-built
+    pre-trainer, as the periodic evaluation saw it) or, without one, the
+    pre-trained directory `init_checkpoint` with its masked-LM head.
+    """
+    latest = tf.train.latest_checkpoint(settings.model_dir)
+    if latest:
+        pretrainer = build_pretrainer_in_scope(settings)
+        checkpoint_step = tf.Variable(0, dtype=tf.int64)
+        tf.train.Checkpoint(model=pretrainer, step=checkpoint_step).restore(
+            latest).expect_partial()
+        step, source = int(checkpoint_step.numpy()), latest
+    elif settings.init_checkpoint:
+        pretrainer = pretrainer_with_heads(settings.init_checkpoint, eval_data.next_sentence,
+                                           settings.strategy)
+        # The step the directory was trained to, when its run recorded it.
+        summary_path = os.path.join(settings.init_checkpoint, SUMMARY_FILE)
+        step = (int(read_json(summary_path).get("global_step") or 0)
+                if tf.io.gfile.exists(summary_path) else 0)
+        source = settings.init_checkpoint
+    else:
+        raise ValueError(f"--nodo_train --do_eval evaluates a checkpoint, but --model_dir="
+                         f"{settings.model_dir} holds none and no --init_checkpoint was given; "
+                         "pass --init_checkpoint=<pre-trained directory>.")
+    settings.print_fn(f"evaluating {source} on {', '.join(eval_data.files)}")
+    evaluation = PeriodicEvaluation(settings, pretrainer, train_files, eval_data,
+                                    resumed_from_step=-1)
+    results = {**evaluation(step), "checkpoint": source,
+               "wall_seconds": time.time() - start}
+    if settings.chief:
+        write_text(os.path.join(settings.model_dir, EVAL_RESULTS_FILE),
+                   json.dumps(results, indent=2, sort_keys=True) + "\n")
+    return results
 
 
 def _finished_summary(settings: PretrainingSettings,
@@ -227,7 +318,7 @@ def _finished_summary(settings: PretrainingSettings,
 
 
 def _train(settings: PretrainingSettings, state: TrainingState,
-           resumed_from_step: int) -> Progress:
+           resumed_from_step: int, evaluation: PeriodicEvaluation | None = None) -> Progress:
     """Steps to `num_train_steps`, checkpointing, writing scalars and printing progress lines.
 
     Only `state` holds the input, the checkpoint and the traced loop (no local
@@ -243,12 +334,20 @@ def _train(settings: PretrainingSettings, state: TrainingState,
     save_every, log_every = settings.save_checkpoints_steps, settings.log_every_steps
     progress = Progress(step=resumed_from_step)
     step, interval, first_call = resumed_from_step, Interval(state.pretrainer, layout), True
+    # A run killed between a checkpoint and its evaluation evaluates it on resume.
+    if evaluation is not None and step > 0 and evaluation.due(step):
+        evaluation(step)
     while step < num_train_steps:
         next_save = (step // save_every + 1) * save_every
-        num_steps = min(settings.steps_per_execution, next_save - step, num_train_steps - step)
+        next_stop = next_save
+        if evaluation is not None:
+            next_stop = min(next_save, (step // settings.eval_interval + 1) * settings.eval_interval)
+        num_steps = min(settings.steps_per_execution, next_stop - step, num_train_steps - step)
         call_start = time.time()
         losses, statistics = (t.numpy() for t in state.train_loop(tf.constant(num_steps, tf.int32)))
         seconds = time.time() - call_start
+        if evaluation is not None:
+            evaluation.train_seconds += seconds
         if not first_call:  # The first call traces the step function.
             progress.timed_examples += num_steps * batch_size
             progress.timed_seconds += seconds
@@ -264,6 +363,10 @@ def _train(settings: PretrainingSettings, state: TrainingState,
                                             float(current_learning_rate(state.optimizer)),
                                             state.writer, settings.print_fn)
             interval = Interval(state.pretrainer, layout)
+        if evaluation is not None and evaluation.due(step):
+            evaluation(step)
+    if evaluation is not None and evaluation.due(step):  # num_train_steps = 0
+        evaluation(step)
     progress.step = step
     return progress
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.training.strategy import is_chief
+from kbert.training.warmup_stable_decay import StableDecay
 
 DTYPE_POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
@@ -58,10 +59,16 @@ class PretrainingSettings:
     masking: str
     masking_config: MaskingConfig | None
     packing: PackingConfig | None
+    stable_decay: StableDecay | None
     init_checkpoint: str | None
     vocab_file: str | None
     do_lower_case: bool | None
     print_fn: Callable[[str], None]
+    eval_input_file: str | list[str] | None = None
+    eval_every_steps: int | None = None
+    max_eval_steps: int | None = None
+    eval_batch_size: int | None = None
+    do_train: bool = True
 
     def validate(self) -> None:
         """Refuses settings that are wrong whatever the data: counts, dtype policy, batch split.
@@ -70,12 +77,21 @@ class PretrainingSettings:
             ValueError: naming the binding, its value and what it must be.
         """
         _check_positive(train_batch_size=self.train_batch_size,
-                        num_train_steps=self.num_train_steps,
                         save_checkpoints_steps=self.save_checkpoints_steps,
                         log_every_steps=self.log_every_steps,
                         steps_per_execution=self.steps_per_execution,
                         keep_checkpoint_max=self.keep_checkpoint_max,
                         gradient_accumulation_steps=self.gradient_accumulation_steps)
+        # 0 steps writes the never-pre-trained model: a baseline for comparisons.
+        if not isinstance(self.num_train_steps, int) or self.num_train_steps < 0:
+            raise ValueError(f"run_pretraining.num_train_steps={self.num_train_steps!r} must be "
+                             "0 (write the never-pre-trained model) or a positive integer.")
+        _check_positive(**{name: value for name, value in (
+            ("eval_every_steps", self.eval_every_steps), ("max_eval_steps", self.max_eval_steps),
+            ("eval_batch_size", self.eval_batch_size)) if value is not None})
+        if not self.do_train and not self.eval_input_file:
+            raise ValueError("--nodo_train needs --do_eval with --eval_input_file (the held-out "
+                             "TFRecords to evaluate); there is nothing else to do.")
         if self.dtype_policy not in DTYPE_POLICIES:
             raise ValueError(f"run_pretraining.dtype_policy={self.dtype_policy!r} is not one of "
                              f"{', '.join(DTYPE_POLICIES)}.")
@@ -104,6 +120,16 @@ class PretrainingSettings:
             self, vocab_file=self.vocab_file or _sidecar_vocab(metadata),
             do_lower_case=(metadata.get("do_lower_case") if self.do_lower_case is None
                            else self.do_lower_case))
+
+    @property
+    def evaluates(self) -> bool:
+        """Whether held-out data is evaluated (`--eval_input_file`)."""
+        return bool(self.eval_input_file)
+
+    @property
+    def eval_interval(self) -> int:
+        """Steps between evaluations: `eval_every_steps`, else every checkpoint."""
+        return self.eval_every_steps or self.save_checkpoints_steps
 
     @property
     def chief(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 from typing import Any
 from typing import Callable
 
@@ -18,6 +19,8 @@ import keras
 import tensorflow as tf
 
 from kbert.checkpoints import load_encoder
+from kbert.checkpoints import load_pretrainer
+from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.checkpoints import load_pretrainer_weights
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
@@ -94,6 +97,58 @@ def build_state(settings: PretrainingSettings, files: list[str],
                          manager, latest)
 
 
+def build_pretrainer_in_scope(settings: PretrainingSettings) -> keras.Model:
+    """Builds the gin-configured pre-trainer alone (no optimizer), as a training run builds it.
+
+    Args:
+        settings: the run's `PretrainingSettings`.
+
+    Returns:
+        The pre-trainer, built in the strategy's scope under the dtype policy.
+    """
+    previous_policy = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(settings.dtype_policy)
+    keras.utils.set_random_seed(settings.seed)
+    try:
+        with settings.strategy.scope():
+            return settings.build_pretrainer()
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def pretrainer_with_heads(directory: str, next_sentence: bool,
+                          strategy: tf.distribute.Strategy) -> keras.Model:
+    """The `BertPretrainer` of a pre-trained directory, refusing one without its masked-LM head.
+
+    Args:
+        directory: str. A pre-trained directory (`kbert-pretrain` or `kbert-convert` output).
+        next_sentence: bool. Whether the data has NSP labels; the NSP head is
+            evaluated when the directory has one too.
+        strategy: `tf.distribute.Strategy` to build it in.
+
+    Returns:
+        The pre-trainer with the directory's encoder and heads.
+
+    Raises:
+        ValueError: the directory has no masked-LM head weights, naming it.
+    """
+    # `load_pretrainer`, not `open_model_dir`: evaluating TFRecords needs no vocabulary.
+    load_encoder(directory)  # a clear error for a directory that is not a pre-trained one
+    heads = os.path.join(directory, PRETRAINER_WEIGHTS)
+    if not tf.io.gfile.exists(heads):
+        raise ValueError(
+            f"--init_checkpoint={directory} has no masked-LM head weights ({PRETRAINER_WEIGHTS}); "
+            "evaluating pre-training needs them: convert the checkpoint with its heads "
+            "(kbert-convert keeps them when the source has them) or use another directory.")
+    with strategy.scope():
+        if next_sentence:
+            try:
+                return load_pretrainer(directory, next_sentence=True)
+            except ValueError:
+                pass  # heads saved without the NSP head: evaluate the masked LM only
+        return load_pretrainer(directory, next_sentence=False)
+
+
 def _build_in_scope(settings: PretrainingSettings
                     ) -> tuple[keras.Model, keras.optimizers.Optimizer, tf.Variable]:
     """Builds the pre-trainer, optimizer and step counter in the strategy's scope and dtype."""
@@ -111,10 +166,13 @@ def _build_in_scope(settings: PretrainingSettings
     try:
         with strategy.scope():
             pretrainer = settings.build_pretrainer()
+            # A 0-step run (the never-pre-trained baseline) never steps its
+            # optimizer; it still needs a valid schedule to be built.
+            steps = max(settings.num_train_steps, 1)
             optimizer = create_optimizer(
-                settings.learning_rate, settings.num_train_steps, settings.num_warmup_steps,
+                settings.learning_rate, steps, min(settings.num_warmup_steps, steps),
                 settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
-                dtype_policy=dtype_policy)
+                dtype_policy=dtype_policy, stable_decay=settings.stable_decay)
             optimizer.build(pretrainer.trainable_variables)
             global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)

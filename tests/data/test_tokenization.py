@@ -224,3 +224,16 @@ def test_tokenize_text_blank_lines_and_truncation(vocab_file):
     cut = tokenizer.tokenize_to_ids(["ababab", "éééééé"])
     rows = [got.flat_ids[got.row_splits[i] : got.row_splits[i + 1]].tolist() for i in (5, 6)]
     assert rows == cut
+
+
+def test_vocab_path_that_is_a_directory_is_named_with_the_file_inside(tmp_path):
+    from kbert.data.vocabulary import vocab_sha256
+
+    with pytest.raises(ValueError, match=rf"^vocabulary file '{tmp_path}' is a directory, not a "
+                                         r"vocab.txt; pass the vocab.txt itself"):
+        BertTokenizer(str(tmp_path))
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n")
+    for read in (BertTokenizer, vocab_sha256):
+        with pytest.raises(ValueError, match=rf"is a directory, not a vocab.txt; pass "
+                                             rf"{tmp_path}/vocab.txt\.$"):
+            read(str(tmp_path))

@@ -24,6 +24,7 @@ from kbert.models import ENCODERS
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.models import ElectraPretrainer
+from kbert.models import ModernBertEncoder
 from kbert.models import encoder_architecture
 from kbert.models import encoder_sizes
 from kbert.training import run_finetuning
@@ -40,7 +41,7 @@ def _toy_encoder(**overrides):
 
 
 def test_the_registry_lists_bert_and_names_the_unknown():
-    assert ENCODERS == {"bert": BertEncoder}
+    assert ENCODERS == {"bert": BertEncoder, "modernbert": ModernBertEncoder}
     assert encoder_architecture(BertEncoder) == "bert"
     with pytest.raises(ValueError, match=r"PreNormEncoder is not a registered encoder "
                                          r"architecture; add it to kbert.models.registry"):
@@ -70,7 +71,8 @@ def test_a_directory_naming_an_unknown_architecture_is_refused(tmp_path):
     (tmp_path / "bert_config.json").write_text(json.dumps({"model_type": "nope", "hidden_dim": 8}))
     (tmp_path / "encoder.weights.h5").write_text("")
     with pytest.raises(ValueError, match=r"bert_config.json: model_type='nope' is not a kbert "
-                                         r"encoder architecture; expected one of \('bert',\)"):
+                                         r"encoder architecture; expected one of "
+                                         r"\('bert', 'modernbert'\)"):
         load_encoder(str(tmp_path))
 
 

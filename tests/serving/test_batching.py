@@ -43,7 +43,7 @@ def test_scheduler_merges_concurrent_requests_and_returns_each_its_rows():
 
     def client(i):
         try:
-            started.wait()
+            started.wait(timeout=30)
             results[i] = scheduler.run("key", run, {"x": np.array([i])}, 1)["y"].tolist()
         except Exception as e:  # recorded, asserted below
             errors.append(e)

@@ -37,7 +37,7 @@ def served(tmp_path_factory):
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
     cli = subprocess.run([sys.executable, "-m", "kbert.bin.index", "search", f"--index_dir={index_dir}",
                           f"--queries={queries}", "--top_k=5", f"--output={run}"],
-                         capture_output=True, text=True, env=env, cwd=REPO)
+                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]
     server = start_server([f"--index_dir={index_dir}", "--index_name=emma", "--model_name=emma_model",
                            f"--model_base_path={index_dir}"])

@@ -3,6 +3,7 @@
     python distributed_run.py mirrored DATA OUT_DIR        # 2 logical CPUs
     TF_CONFIG=... python distributed_run.py multi_worker DATA OUT_DIR
     MODEL=electra python distributed_run.py mirrored DATA OUT_DIR   # ElectraPretrainer, packed
+    EVAL_INPUT_FILE=HELDOUT python distributed_run.py mirrored DATA OUT_DIR  # and evaluate
 
 Writes OUT_DIR/result_<task>.json with the per-step losses, the final step and
 a checksum of the weights, for tests to compare with the default strategy.
@@ -67,6 +68,10 @@ if mode == "mirrored":
         refusal = None
     except ValueError as e:
         refusal = str(e)
+if os.environ.get("EVAL_INPUT_FILE"):
+    # Held-out evaluation every 2 steps must not change training.
+    settings.update(eval_input_file=os.environ["EVAL_INPUT_FILE"], eval_every_steps=2,
+                    eval_batch_size=6)
 summary = run_pretraining(data_file, os.path.join(out_dir, "model"), build, strategy,
                           print_fn=losses.append, **settings)
 weights = np.concatenate([w.ravel() for w in built[0].get_weights()])

@@ -9,6 +9,9 @@ import collections
 import json
 import os
 import re
+import signal
+import threading
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -105,3 +108,48 @@ def read_losses(model_dir, tag="loss"):
 def subprocess_env(**extra):
     """The environment of a test's `kbert-pretrain` or `distributed_run.py` subprocess."""
     return dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+
+
+def cpu_only_env(**extra):
+    """`subprocess_env` with GPUs hidden, for runs over logical CPU devices.
+
+    `distributed_run.py` replicates over 2 logical CPUs or 2 worker processes;
+    with a GPU visible, 2 workers would share it (NCCL refuses one GPU for 2
+    ranks) and TF would place the replicas' ops on it.
+    """
+    return subprocess_env(CUDA_VISIBLE_DEVICES="", **extra)
+
+
+def kill_at_line(process, prefix, timeout_s=300.0):
+    """SIGKILLs `process` as soon as its stdout prints a line starting with `prefix`.
+
+    Reads in a thread, so a run that hangs or never prints the line fails the
+    test after `timeout_s` instead of blocking it; the process is killed and
+    waited for either way.
+
+    Args:
+        process: `subprocess.Popen` with `stdout=PIPE` in text mode.
+        prefix: str. The line to kill at, e.g. `"step 6/16"`.
+        timeout_s: float. Seconds to wait for that line.
+
+    Raises:
+        AssertionError: no such line within `timeout_s` (with the last lines read).
+    """
+    found, lines = threading.Event(), []
+
+    def read():
+        for line in process.stdout:  # bounded by the deadline below
+            lines.append(line)
+            if line.startswith(prefix):
+                found.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    while not found.wait(0.2) and reader.is_alive() and time.monotonic() < deadline:
+        pass
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=60)
+    reader.join(timeout=60)
+    assert found.is_set(), f"no line starting with {prefix!r} in {timeout_s:g} s; last: {lines[-5:]}"

@@ -15,6 +15,7 @@ from tests.finetune_testing import TESTDATA as FINETUNE_DATA
 from tests.finetune_testing import character_vocabulary
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import TESTDATA
+from tests.training.pretraining_data import cpu_only_env
 from tests.training.pretraining_data import read_losses
 
 from kbert.checkpoints import load_encoder
@@ -167,8 +168,7 @@ def test_the_saved_discriminator_fine_tunes(reference, tmp_path):
 def test_mirrored_over_two_cpus_trains_electra_on_packed_rows(data_file, tmp_path):
     subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
                     data_file, str(tmp_path)], check=True, timeout=300,
-                   env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3",
-                            MODEL="electra"))
+                   env=cpu_only_env(MODEL="electra"))
     result = json.load(open(tmp_path / "result_0.json"))
     assert result["replicas"] == 2 and result["global_step"] == 6
     summary = json.load(open(tmp_path / "model" / "summary.json"))

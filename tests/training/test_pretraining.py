@@ -22,6 +22,7 @@ from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
+from tests.training.pretraining_data import kill_at_line
 from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import subprocess_env
 from tests.training.pretraining_data import write_pretraining_data
@@ -103,11 +104,7 @@ def test_resume_after_sigkill_repeats_the_uninterrupted_losses(reference, data_f
     with open(tmp_path / "stderr.txt", "w") as stderr:
         killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
-        for line in killed.stdout:
-            if line.startswith("step 6/16"):
-                killed.send_signal(signal.SIGKILL)
-                break
-        killed.wait(timeout=60)
+        kill_at_line(killed, "step 6/16")
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
     resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
                              text=True, timeout=300)
@@ -369,11 +366,7 @@ def test_resume_after_sigkill_with_dynamic_masking_repeats_the_uninterrupted_los
     with open(tmp_path / "stderr.txt", "w") as stderr:
         killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
-        for line in killed.stdout:
-            if line.startswith("step 6/16"):
-                killed.send_signal(signal.SIGKILL)
-                break
-        killed.wait(timeout=60)
+        kill_at_line(killed, "step 6/16")
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
     resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
                              text=True, timeout=300)

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import read_losses
-from tests.training.pretraining_data import subprocess_env
+from tests.training.pretraining_data import cpu_only_env
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import pretraining_dataset
@@ -51,14 +51,27 @@ def test_gradient_accumulation_matches_the_full_batch(data_file, no_dropout, tmp
 
 @pytest.mark.slow
 def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, tmp_path):
+    # With held-out evaluation (the data file again, 64 examples in batches of 6: the
+    # last batch of 4 is shared unevenly by the replicas), which must not change training.
     subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
-                    data_file, str(tmp_path)], check=True, timeout=300, env=subprocess_env())
+                    data_file, str(tmp_path)], check=True, timeout=300,
+                   env=cpu_only_env(EVAL_INPUT_FILE=data_file))
     result = json.load(open(tmp_path / "result_0.json"))
     assert result["replicas"] == 2 and result["global_step"] == 6
     assert result["refusal"] == (
         "run_pretraining.train_batch_size=7 is not divisible by 2 replica(s) x "
         "gradient_accumulation_steps=1; use a multiple of 2.")
     np.testing.assert_allclose(read_losses(str(tmp_path / "model"))[0], no_dropout, atol=1e-4)
+    history = [json.loads(line) for line in open(tmp_path / "model" / "eval_history.jsonl")]
+    assert [h["step"] for h in history] == [2, 4, 6]
+    # The default strategy's evaluation of the mirrored run's final weights.
+    from kbert.checkpoints import load_pretrainer
+    from kbert.training import evaluate_pretrainer
+
+    expected = evaluate_pretrainer(load_pretrainer(str(tmp_path / "model")), data_file,
+                                   batch_size=6, max_seq_length=16)
+    for key in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "eval_masked_tokens"):
+        assert history[-1][key] == pytest.approx(expected[key], rel=1e-5), key
 
 
 @pytest.mark.slow
@@ -70,9 +83,13 @@ def test_two_workers_finish_with_the_same_step_and_weights(data_file, tmp_path):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         workers.append(subprocess.Popen(
             [sys.executable, os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file,
-             str(tmp_path)], env=subprocess_env(TF_CONFIG=tf_config, STEPS="4"),
+             str(tmp_path)], env=cpu_only_env(TF_CONFIG=tf_config, STEPS="4"),
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    try:
+        outputs = [worker.communicate(timeout=300)[0] for worker in workers]
+    finally:  # a worker that outlived its timeout (or its peer's) is not left running
+        for worker in workers:
+            worker.kill()
     assert [worker.returncode for worker in workers] == [0, 0], outputs
     results = [json.load(open(tmp_path / f"result_{i}.json")) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]

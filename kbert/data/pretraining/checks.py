@@ -14,7 +14,6 @@ data on its own and calls `check_masking_mode`, `check_recorded_lengths` and
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import tensorflow as tf
@@ -23,6 +22,7 @@ from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.instances import MASKING_MODES
 from kbert.data.pretraining.metadata import read_pretraining_metadata
 from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.vocabulary import vocab_sha256
 
 
 def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
@@ -63,8 +63,15 @@ def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
     return files, metadata
 
 
-def list_input_files(input_file: str | list[str]) -> list[str]:
+def list_input_files(input_file: str | list[str], flag: str = "--input_file") -> list[str]:
     """The TFRecord files of `--input_file` (comma-separated files or globs; sidecars skipped).
+
+    Args:
+        input_file: str or list of str. Files or globs, comma-separated.
+        flag: str. The flag (or argument) named when nothing matches.
+
+    Returns:
+        list of str: the files, sorted within each pattern.
 
     Raises:
         FileNotFoundError: nothing matches; the message names the flag.
@@ -77,7 +84,7 @@ def list_input_files(input_file: str | list[str]) -> list[str]:
             files += [f for f in sorted(tf.io.gfile.glob(pattern)) if not f.endswith(".json")]
     if not files:
         raise FileNotFoundError(
-            f"--input_file={','.join(patterns) if isinstance(input_file, (list, tuple)) else input_file!r} "
+            f"{flag}={','.join(patterns) if isinstance(input_file, (list, tuple)) else input_file!r} "
             "matches no files; pass TFRecord files or globs made by tools/create_pretraining_data.py."
         )
     return files
@@ -242,8 +249,7 @@ def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab
             "False' for MLM-only training or regenerate the data with --next_sentence=nsp or sop."
         )
     if vocab_file and metadata.get("vocab_sha256"):
-        with tf.io.gfile.GFile(vocab_file, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
+        digest = vocab_sha256(vocab_file)
         if digest != metadata["vocab_sha256"]:
             raise ValueError(
                 f"--vocab_file={vocab_file} has sha256 {digest[:12]}... but {where} records "

@@ -68,8 +68,8 @@ def pretraining_feature_spec(
 def pretraining_dataset(
     file_pattern: str | list[str],
     batch_size: int,
-    max_seq_length: int = 128,
-    max_predictions_per_seq: int = 20,
+    max_seq_length: int | None = None,
+    max_predictions_per_seq: int | None = None,
     next_sentence: bool = True,
     is_training: bool = True,
     shuffle_buffer_size: int = 1000,
@@ -92,9 +92,11 @@ def pretraining_dataset(
         batch_size: int. Batch size of this input pipeline (per replica when
             called from `distribute_datasets_from_function`); packed rows
             with `packing`.
-        max_seq_length: int. Must match the data. Defaults to 128.
-        max_predictions_per_seq: int. Must match static data; the width of
-            the masks dynamic masking draws. Defaults to 20.
+        max_seq_length: int or None. Must match the data. Defaults to the
+            sidecar's, else 128.
+        max_predictions_per_seq: int or None. Must match static data; the
+            width of the masks dynamic masking draws. Defaults to the
+            sidecar's, else 20.
         next_sentence: bool. Whether to read and yield the NSP labels. Defaults
             to True.
         is_training: bool. Repeat forever and shuffle. Defaults to True.
@@ -133,6 +135,10 @@ def pretraining_dataset(
     """
     files = list_data_files(file_pattern)
     metadata = read_pretraining_metadata(files)
+    if max_seq_length is None:
+        max_seq_length = (metadata or {}).get("max_seq_length") or 128
+    if max_predictions_per_seq is None:
+        max_predictions_per_seq = (metadata or {}).get("max_predictions_per_seq") or 20
     check_masking_mode(masking)
     check_recorded_lengths(metadata, max_seq_length, packing=packing)
     check_recorded_masking(metadata, masking)
@@ -143,6 +149,11 @@ def pretraining_dataset(
         dataset = records.batch(batch_size, drop_remainder=is_training).enumerate()
         dataset = dataset.map(lambda n, serialized: _to_model_inputs(read(serialized, n)),
                               num_parallel_calls=tf.data.AUTOTUNE)
+        if not is_training and not (input_context and input_context.num_input_pipelines > 1):
+            # A known length: Keras' evaluate()/fit(validation_data=...) then ends
+            # the pass without an "input ran out of data" warning.
+            batches = -(-_count_records(files) // batch_size)
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(batches))
     else:
         packing.validate()
         pack = _packer(packing, max_seq_length, max_predictions_per_seq, next_sentence)
@@ -179,6 +190,18 @@ def _records(files: list[str], is_training: bool, shuffle_buffer_size: int, cycl
     if is_training:
         dataset = dataset.shuffle(shuffle_buffer_size, seed=seed)
     return dataset
+
+
+def _count_records(files: list[str]) -> int:
+    """The number of records in `files` (per-file sidecars' counts, else one pass over them)."""
+    total = 0
+    for path in files:
+        recorded = (read_pretraining_metadata([path]) or {}).get("num_instances_in_file")
+        if recorded is None:
+            recorded = int(tf.data.TFRecordDataset(path).reduce(
+                tf.constant(0, tf.int64), lambda count, _: count + 1))
+        total += int(recorded)
+    return total
 
 
 def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence, masking,

@@ -219,8 +219,8 @@ def create_pretraining_data(
         runner: str or None. None runs the tasks here (`num_workers`
             processes); an Apache Beam runner's name (`"DirectRunner"`,
             `"DataflowRunner"`, `"FlinkRunner"`, `"SparkRunner"`) runs them
-            as a Beam pipeline (`kbert.data.pretraining.beam_pipeline`, needs
-            `pip install kbert[beam]`): the same records, grouped the same
+            as a Beam pipeline (`kbert.data.pretraining.beam_pipeline`, needs the
+            `beam` extra: `pip install -e '.[beam]'`): the same records, grouped the same
             way into the same files. Defaults to None.
         pipeline_args: list of str. Beam's own pipeline options with
             `runner`, such as `["--direct_num_workers=2",

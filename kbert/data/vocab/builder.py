@@ -50,8 +50,8 @@ def build_vocab(
             ties go to the lower code point). Defaults to 1000.
         runner: str or None. None reads the corpus here; an Apache Beam
             runner's name (`"DirectRunner"`, `"DataflowRunner"`, ...) counts
-            it with a Beam pipeline (`kbert.data.vocab.beam`, needs
-            `pip install kbert[beam]`) and learns from the counts here: the
+            it with a Beam pipeline (`kbert.data.vocab.beam`, needs the `beam`
+            extra: `pip install -e '.[beam]'`) and learns from the counts here: the
             same `vocab.txt`. Defaults to None.
         pipeline_args: list of str. Beam's own pipeline options with `runner`.
 

@@ -1,0 +1,261 @@
+"""Byte-level BPE (ModernBERT, GPT-2, RoBERTa) as TensorFlow ops, with the Hugging Face `tokenizers` ids.
+
+`ByteLevelBpeTokenizer` tokenizes inside `tf.data` and inside an exported
+SavedModel (core TensorFlow and tensorflow-text ops only, so it serves from a
+stock `tensorflow_model_server`) exactly as `tokenizers` does with the same
+`tokenizer.json` (`kbert.data.read_tokenizer_json`):
+
+1. added tokens matched in the raw text (`normalized: false`, such as `[CLS]`
+   or `[MASK]` with its `lstrip`), leftmost-longest;
+2. the rest normalized (NFC for ModernBERT), then split on the added tokens
+   matched in normalized text (ModernBERT's runs of spaces);
+3. the rest pre-tokenized with GPT-2's regex;
+4. each piece's bytes merged by the BPE merge rules.
+
+Why not keras-hub's `BytePairTokenizer`: its TF path approximates GPT-2's
+regex with a marker character (U+0966 in the text breaks it), differs from
+`tokenizers` on runs of whitespace, knows neither normalizers nor added
+tokens' `lstrip` and normalized/raw matching, and caches every word it has
+seen in a `MutableHashTable` that would grow without bound in a server. So the
+steps are written here with core ops: GPT-2's regex (whose `\\s+(?!\\S)`
+RE2 cannot express) as boundaries between characters plus one RE2 split,
+and the merges over integer ids, every occurrence of a word's best pair per
+step (`tokenizers`' one-at-a-time order gives the same result for merge lists
+in learned order, which `read_tokenizer_json` checks).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
+
+from kbert.data.tokenizer_json import BYTE_SYMBOLS
+from kbert.data.tokenizer_json import TokenizerJson
+from kbert.data.tokenizer_json import normalize_added_content
+
+# Unicode White_Space, what `tokenizers` (Oniguruma's `\s`, Rust's
+# `char::is_whitespace`) calls whitespace; RE2's `\s` is ASCII only.
+_WHITESPACE_RANGES = ((0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+                      (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+                      (0x3000, 0x3000))
+# The same as the inside of an RE2 character class.
+WHITESPACE = "".join(rf"\x{{{a:X}}}" + (rf"-\x{{{b:X}}}" if b > a else "")
+                     for a, b in _WHITESPACE_RANGES)
+# GPT-2's pre-tokenizer regex without its whitespace alternatives
+# (`\s+(?!\S)|\s+`), applied to a run of non-whitespace with at most one
+# space before it; whitespace is split by `_split_whitespace`.
+_WORD_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+"
+                 rf"| ?[^{WHITESPACE}\p{{L}}\p{{N}}]+")
+
+
+class ByteLevelBpeTokenizer(tf.Module):
+    """A Hugging Face byte-level BPE `tokenizer.json` as TensorFlow ops.
+
+    Args:
+        spec: `TokenizerJson` from `kbert.data.read_tokenizer_json`.
+        token_out_type: `tf.DType`. `tf.int32` or `tf.int64`. Defaults to `tf.int32`.
+        name: str. Module name.
+
+    Example:
+
+    >>> tokenizer = ByteLevelBpeTokenizer(kbert.data.read_tokenizer_json("tokenizer.json"))
+    >>> tokenizer.tokenize(tf.constant(["Hello world", "[MASK] it"]))
+    <tf.RaggedTensor [[9707, 1879], [50284, 352]]>
+    """
+
+    def __init__(self, spec: TokenizerJson, token_out_type: tf.DType = tf.int32,
+                 name: str = "byte_level_bpe_tokenizer"):
+        super().__init__(name=name)
+        self.token_out_type = token_out_type
+        self.normalization = spec.normalization
+        self.add_prefix_space = spec.add_prefix_space
+        raw = [token for token in spec.added_tokens if not token.normalized]
+        normalized = [token for token in spec.added_tokens if token.normalized]
+        self._raw_added = _AddedTokens(raw, None)
+        self._normalized_added = _AddedTokens(normalized, spec.normalization)
+        self._byte_ids = tf.constant([spec.vocab[symbol] for symbol in BYTE_SYMBOLS], tf.int64)
+        # A merge (a, b) is looked up by the key a * size + b of its two ids.
+        self._size = max(spec.vocab.values()) + 1
+        keys = [spec.vocab[a] * self._size + spec.vocab[b] for a, b in spec.merges]
+        self._merge_rank = _int_table(keys, range(len(keys)), -1)
+        self._merge_result = _int_table(keys, [spec.vocab[a + b] for a, b in spec.merges], -1)
+
+    # Plain TensorFlow ops with no Python control flow on tensors, so
+    # AutoGraph has nothing to convert; skipping it halves tracing time.
+    @tf.autograph.experimental.do_not_convert
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Returns the ids of each string, `[batch] -> [batch, (tokens)]`.
+
+        Args:
+            texts: string `[batch]` of valid UTF-8.
+
+        Returns:
+            Ragged `[batch, (tokens)]` ids of `token_out_type`, as
+            `tokenizers`' `encode(text, add_special_tokens=False).ids`.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        pieces, raw_ids = self._raw_added.split(texts)
+        flat = pieces.flat_values
+        if self.normalization:
+            flat = tf_text.normalize_utf8(flat, self.normalization)
+        parts, normalized_ids = self._normalized_added.split(flat)
+        ids = self._pre_tokenize_and_merge(parts.flat_values)
+        ids = _with_added(parts.with_flat_values(ids), normalized_ids)
+        ids = _with_added(pieces.with_flat_values(ids), raw_ids)
+        return tf.cast(ids, self.token_out_type)
+
+    def _pre_tokenize_and_merge(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Pre-tokenizes and BPE-merges texts free of added tokens: `[n] -> [n, (ids)]`."""
+        if self.add_prefix_space:
+            # As `tokenizers`: a space before every piece that does not start with one.
+            prefix = (tf.strings.substr(texts, 0, 1) != " ") & (texts != "")
+            texts = tf.where(prefix, tf.strings.join([" ", texts]), texts)
+        runs = _split_whitespace(texts)
+        words = _regex_split(runs.flat_values, _WORD_PATTERN)
+        ids = self._merge(words.flat_values)
+        return runs.with_flat_values(words.with_flat_values(ids).merge_dims(1, 2)).merge_dims(1, 2)
+
+    def _merge(self, words: tf.Tensor) -> tf.RaggedTensor:
+        """BPE over each word's bytes: `[n] -> [n, (ids)]` int64."""
+        # Latin-1 decoding gives one code point per byte: the byte values.
+        splits, byte_values = tf.raw_ops.UnicodeDecode(input=words, input_encoding="ISO-8859-1")
+        size = tf.constant(self._size, tf.int64)
+
+        def step(values, row_splits, _):
+            rows = tf.RaggedTensor.from_row_splits(values, row_splits, validate=False)
+            row = rows.value_rowids()
+            n = tf.size(values, out_type=tf.int64)
+            # Pair p is (values[p], values[p + 1]) when both are in one row.
+            same_row = tf.concat([row[1:] == row[:-1], [False]], 0)
+            following = tf.concat([values[1:], [0]], 0)
+            rank = tf.where(same_row, self._merge_rank.lookup(values * size + following), -1)
+            big = tf.constant(2**62, tf.int64)
+            best = tf.math.unsorted_segment_min(tf.where(rank >= 0, rank, big), row,
+                                                rows.nrows())
+            chosen = (rank >= 0) & (rank == tf.gather(best, row))
+            # Overlapping occurrences (a run "a a a" of pair (a, a)) merge left
+            # to right: every other pair of a run of chosen pairs, from its start.
+            starts = chosen & ~tf.concat([[False], chosen[:-1]], 0)
+            run = tf.maximum(tf.cumsum(tf.cast(starts, tf.int64)) - 1, 0)
+            index = tf.range(n)
+            run_start = tf.gather(tf.math.segment_max(tf.where(starts, index, -1), run), run)
+            merge = chosen & ((index - run_start) % 2 == 0)
+            merged = tf.where(merge, self._merge_result.lookup(values * size + following), values)
+            keep = ~tf.concat([[False], merge[:-1]], 0)  # The right half of a merged pair goes.
+            kept_per_row = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), row, rows.nrows())
+            new_values = tf.boolean_mask(merged, keep)
+            splits = tf.concat([[0], tf.cumsum(kept_per_row)], 0)
+            return new_values, splits, tf.reduce_any(merge)
+
+        values, splits, _ = tf.while_loop(
+            lambda values, splits, changed: changed, step,
+            (tf.gather(self._byte_ids, byte_values), splits, tf.constant(True)),
+            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
+        return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
+
+
+class _AddedTokens(tf.Module):
+    """Splits texts on a set of added tokens, leftmost-longest as `tokenizers` matches them."""
+
+    def __init__(self, tokens, normalization):
+        super().__init__()
+        self.empty = not tokens
+        if self.empty:
+            return
+        contents = [normalize_added_content(token.content, normalization) for token in tokens]
+        # RE2 tries alternatives in order, so longest first gives the longest
+        # match at the leftmost position.
+        order = sorted(range(len(tokens)), key=lambda i: -len(contents[i]))
+        alternatives = []
+        for i in order:
+            token = tokens[i]
+            alternatives.append((f"[{WHITESPACE}]*" if token.lstrip else "") + _literal(contents[i])
+                                + (f"[{WHITESPACE}]*" if token.rstrip else ""))
+        self.pattern = "|".join(alternatives)
+        self.exact = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(contents), tf.constant([token.id for token in tokens], tf.int64)), -1)
+        self.strip = rf"^[{WHITESPACE}]+|[{WHITESPACE}]+$"
+
+    def split(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor]:
+        """Returns `(pieces, ids)`: `[n, (pieces)]` strings, the added token pieces
+        replaced by "", and `ids` `[pieces]` int64, an added token's id or -1."""
+        if self.empty:
+            # Each text is its one piece; an empty text has none.
+            present = texts != ""
+            pieces = tf.RaggedTensor.from_row_lengths(
+                tf.boolean_mask(texts, present), tf.cast(present, tf.int64), validate=False)
+            return pieces, tf.fill(tf.shape(pieces.flat_values, out_type=tf.int64),
+                                   tf.constant(-1, tf.int64))
+        pieces = _regex_split(texts, self.pattern)
+        flat = pieces.flat_values
+        is_added = tf.strings.regex_full_match(flat, self.pattern)
+        # A match that took whitespace (lstrip, rstrip) is found without it.
+        ids = self.exact.lookup(flat)
+        ids = tf.where(ids >= 0, ids, self.exact.lookup(tf.strings.regex_replace(flat, self.strip, "")))
+        ids = tf.where(is_added, ids, -1)
+        return pieces.with_flat_values(tf.where(is_added, "", flat)), ids
+
+
+def _split_whitespace(texts: tf.Tensor) -> tf.RaggedTensor:
+    """GPT-2's whitespace rule as boundaries between characters: `[n] -> [n, (runs)]`.
+
+    `\\s+(?!\\S)|\\s+` after the word alternatives means: a whitespace run
+    before a non-space loses its last character, which, when it is a space,
+    starts the next word (" world"); a run at the end stays whole. So a new
+    run starts at a text's start, at whitespace after non-whitespace, at the
+    last whitespace before non-whitespace, and at non-whitespace after
+    whitespace other than a space. `_WORD_PATTERN` then splits each run.
+    """
+    # Raw ops: the ragged wrappers add hundreds of validation nodes to the graph.
+    splits, code_points = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="UTF-8")
+    n = tf.size(code_points, out_type=tf.int64)
+    chars = tf.raw_ops.UnicodeEncode(input_values=code_points, input_splits=tf.range(n + 1),
+                                     output_encoding="UTF-8")
+    row = tf.RaggedTensor.from_row_splits(code_points, splits, validate=False).value_rowids()
+    position = tf.range(n) - tf.gather(splits, row)
+    first = position == 0
+    last = position == tf.gather(splits[1:] - splits[:-1], row) - 1
+    space = tf.zeros_like(first)
+    for low, high in _WHITESPACE_RANGES:
+        space |= (code_points >= low) & (code_points <= high)
+    previous = tf.concat([[False], space[:-1]], 0) & ~first
+    previous_is_space = tf.concat([[False], code_points[:-1] == 0x20], 0) & ~first
+    following = tf.concat([space[1:], [False]], 0)
+    starts = (first | (space & ~previous) | (space & previous & ~last & ~following)
+              | (~space & previous & ~previous_is_space))
+    run = tf.cumsum(tf.cast(starts, tf.int64)) - 1
+    joined = tf.strings.unsorted_segment_join(chars, run, tf.reduce_sum(tf.cast(starts, tf.int64)))
+    runs_per_text = tf.math.unsorted_segment_sum(tf.cast(starts, tf.int64), row, tf.size(texts))
+    return tf.RaggedTensor.from_row_lengths(joined, runs_per_text, validate=False)
+
+
+def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
+    """`tensorflow_text.regex_split(texts, pattern, pattern)`: `[n] -> [n, (pieces)]`.
+
+    The same op, called directly: tensorflow-text's wrapper also builds
+    validated ragged offsets, about 300 graph nodes a call, which made tracing
+    and tf.data's graph optimization several times slower.
+    """
+    pattern = f"({pattern})".encode("utf-8")
+    pieces, _, _, row_splits = gen_regex_split_ops.regex_split_with_offsets(texts, pattern, pattern)
+    return tf.RaggedTensor.from_row_splits(pieces, row_splits, validate=False)
+
+
+def _with_added(ids: tf.RaggedTensor, added: tf.Tensor) -> tf.RaggedTensor:
+    """`[n, (pieces), (ids)]` to `[n, (ids)]`, an added token's piece (no ids) replaced by its id."""
+    is_added = added >= 0
+    tokens = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(added, is_added),
+                                              tf.cast(is_added, tf.int64), validate=False)
+    per_piece = tf.concat([tokens, ids.values], axis=1)
+    return ids.with_values(per_piece).merge_dims(1, 2)
+
+
+def _literal(text: str) -> str:
+    """An RE2 pattern matching `text` literally."""
+    return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):X}}}" for c in text)
+
+
+def _int_table(keys, values, default: int) -> tf.lookup.StaticHashTable:
+    return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(list(keys), tf.int64), tf.constant(list(values), tf.int64)), default)

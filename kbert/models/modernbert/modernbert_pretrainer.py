@@ -1,0 +1,86 @@
+"""ModernBERT pre-training model: encoder + masked-LM head (no next-sentence prediction)."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+
+from kbert.layers import get_activation
+from kbert.models.bert_encoder import bert_initializer
+from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.modernbert.modernbert_masked_lm_head import ModernBertMaskedLMHead
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class ModernBertPretrainer(BertPretrainer):
+    """Masked-LM pre-training of a `ModernBertEncoder`, as Hugging Face's `ModernBertForMaskedLM`.
+
+    The head is ModernBERT's (`ModernBertMaskedLMHead`: dense without bias,
+    exact GELU, LayerNorm without bias, decoder tied to the token embedding
+    with a bias of its own), run on the masked positions only; its logits
+    equal `ModernBertForMaskedLM`'s there. ModernBERT has no NSP, so there is
+    no NSP head or output and the data need no NSP labels.
+
+    Everything training uses is `BertPretrainer`'s with `next_sentence=False`
+    (`kbert.models.Pretrainer`: `loss_normalizers`, `pretraining_losses`,
+    `pretraining_metrics`, `compile`, packed rows through `_forward`), so
+    `kbert.training.run_pretraining` and `kbert-pretrain` take it unchanged:
+    `pretrainer.model = @ModernBertPretrainer` (gin/modernbert_base.gin).
+
+    Args:
+        encoder: a `kbert.models.ModernBertEncoder`.
+        activation: str. The head's activation (HF's `classifier_activation`),
+            a `kbert.layers.get_activation` name. Defaults to `"gelu_exact"`.
+        dense_bias: bool. Bias of the head's dense layer (HF's
+            `classifier_bias`). Defaults to False.
+        **kwargs: passed to `keras.Model`, such as `name`.
+
+    Example:
+
+    >>> encoder = kbert.models.ModernBertEncoder(
+    ...     vocabulary_size=1000, num_layers=3, num_heads=4, hidden_dim=64,
+    ...     intermediate_dim=96, local_attention_window=16)
+    >>> pretrainer = kbert.models.ModernBertPretrainer(encoder)
+    >>> logits = pretrainer({**inputs, "mask_positions": positions})["mlm"]
+
+    Reference:
+        - [Warner et al., 2024](https://arxiv.org/abs/2412.13663)
+    """
+
+    _config_keys = ("activation", "dense_bias")
+    progress_labels = {"masked_lm_accuracy": "mlm_acc"}
+    # No NSP: the data need no labels for it and the losses have no NSP term.
+    next_sentence = False
+
+    def __init__(self, encoder, activation: str = "gelu_exact", dense_bias: bool = False,
+                 **kwargs):
+        # === Layers ===
+        self.encoder = encoder
+        # HF initialises the head's dense layer as the blocks' output projections.
+        stddev = encoder.initializer_range / math.sqrt(2.0 * encoder.num_layers)
+        self.masked_lm_head = ModernBertMaskedLMHead(
+            token_embedding=encoder.token_embedding,
+            intermediate_activation=get_activation(activation),
+            layer_norm_epsilon=encoder.layer_norm_epsilon,
+            dense_bias=dense_bias,
+            norm_bias=encoder.norm_bias,
+            kernel_initializer=bert_initializer(stddev),
+            dtype=encoder.dtype_policy,
+            name="masked_lm_head",
+        )
+        self.masked_lm_logits = keras.layers.Activation(
+            "linear", dtype="float32", name="masked_lm_logits")
+        self.next_sentence_head = None
+
+        # === Functional model ===
+        inputs = self._encoder_inputs()
+        inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
+        # BertPretrainer's __init__ builds BERT's heads; this model has its own,
+        # so the functional model is made directly (the losses stay BertPretrainer's).
+        super(BertPretrainer, self).__init__(inputs=inputs, outputs=self._forward(inputs),
+                                             **kwargs)
+
+        # === Config ===
+        self.activation = activation
+        self.dense_bias = dense_bias

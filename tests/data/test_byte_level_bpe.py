@@ -1,0 +1,202 @@
+"""Byte-level BPE `tokenizer.json` in the graph: the Hugging Face `tokenizers` ids, packing, errors.
+
+The reference is the `tokenizers` library itself on tests/testdata/bpe_tokenizer.json,
+a small tokenizer laid out like ModernBERT's (tests/testdata/make_bpe_tokenizer.py).
+"""
+
+import json
+import os
+import random
+
+import pytest
+import tensorflow as tf
+from tokenizers import Tokenizer
+
+from kbert.data import ByteLevelBpeTokenizer
+from kbert.data import TextPreprocessor
+from kbert.data import read_tokenizer_json
+
+TOKENIZER_JSON = os.path.join(os.path.dirname(__file__), "..", "testdata", "bpe_tokenizer.json")
+
+TRICKY = [
+    "", " ", "Hello world", "  leading spaces", "trailing   ", "a  b", "a\n\nb", "a \n b\n",
+    "It's John's; they'll 've  'sx 'S", "[CLS] special tokens in text [SEP] [PAD]", "a [MASK] b",
+    "a   [MASK]b", "[MASK]", "x[MASK]", "[unused0][UNK]<|endoftext|><|padding|>",
+    "Café naïve Zürich", "Cafe\u0301 written with a combining accent", "東京は日本の首都です。",
+    "Emoji 😀👍🏽 🇫🇷 ❤️", "1234567890 3.14159 100% 2024-12-19", "!!!???... ---", "a" + " " * 30 + "b",
+    "|||IP_ADDRESS||| and |||EMAIL_ADDRESS|||", "tab\tand\u00a0nbsp\u3000ideographic\u2009thin",
+    "\u0966 Devanagari digit six \u0966", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "\u2028line separator\u0085next line", "a\u200bb zero width", "ﬁne ½ Ⅻ ² full-width ＡＢＣ",
+]
+
+
+@pytest.fixture(scope="module")
+def hf():
+    return Tokenizer.from_file(TOKENIZER_JSON)
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return read_tokenizer_json(TOKENIZER_JSON)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(spec):
+    return ByteLevelBpeTokenizer(spec)
+
+
+def _hf_ids(hf, texts):
+    return [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+
+
+def test_the_test_tokenizer_is_shaped_like_modernbert_s(spec, hf):
+    assert spec.normalization == "NFC" and not spec.add_prefix_space
+    assert len(spec.vocabulary) == hf.get_vocab_size(with_added_tokens=True) == 1135
+    assert [spec.token_id(t) for t in ("|||IP_ADDRESS|||", "<|padding|>", "[CLS]", "[MASK]")] == [
+        0, 1, 1127, 1130]
+    mask = [token for token in spec.added_tokens if token.content == "[MASK]"][0]
+    assert mask.lstrip and mask.special and not mask.normalized
+    assert spec.single == ((1127, 0), ("A", 0), (1128, 0))
+    assert spec.pair == ((1127, 0), ("A", 0), (1128, 0), ("B", 1), (1128, 1))
+
+
+def test_ids_equal_tokenizers_on_tricky_strings(tokenizer, hf):
+    ids = tokenizer.tokenize(tf.constant(TRICKY)).to_list()
+    for text, got, want in zip(TRICKY, ids, _hf_ids(hf, TRICKY)):
+        assert got == want, text
+    # The cases that matter are really there: spaces merge, special tokens
+    # are one id, [MASK] takes the spaces before it.
+    mask_line = ids[TRICKY.index("a   [MASK]b")]
+    assert mask_line == [hf.token_to_id("a"), 1130, hf.token_to_id("b")]
+    assert ids[TRICKY.index("")] == []
+
+
+def test_ids_equal_tokenizers_on_random_strings(tokenizer, hf):
+    # Every rule meets every other: whitespace kinds before words and at the
+    # end, contractions after spaces, special tokens next to text, NFC.
+    rng = random.Random(0)
+    alphabet = list("  \n\t\r\u00a0\u3000'sdtmlrevaAbc09.,!-") + [
+        "'s", "'ll", "[MASK]", "[CLS]", "|||IP_ADDRESS|||", "é", "e\u0301", "東", "😀", "६",
+        "\u200b", "\x1c", "\x85", "     ", "ﬁ", "²"]
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) for _ in range(400)]
+    ids = tokenizer.tokenize(tf.constant(texts)).to_list()
+    for text, got, want in zip(texts, ids, _hf_ids(hf, texts)):
+        assert got == want, text
+
+
+def test_every_character_class_splits_as_tokenizers(tokenizer, hf):
+    # One character of each kind in the first 0x3100 code points (letters,
+    # marks, digits, punctuation, whitespace, controls) between words.
+    texts = [f"a{chr(c)} b{chr(c)}{chr(c)} {chr(c)}" for c in range(1, 0x3100)
+             if not 0xD800 <= c < 0xE000]
+    ids = tokenizer.tokenize(tf.constant(texts)).to_list()
+    wrong = [text for text, got, want in zip(texts, ids, _hf_ids(hf, texts)) if got != want]
+    assert wrong == []
+
+
+def test_a_long_text_is_tokenized_whole_and_the_same_in_a_graph(tokenizer, hf):
+    with open(os.path.join(os.path.dirname(TOKENIZER_JSON), "emma_chapter1.txt"),
+              encoding="utf-8") as f:
+        text = f.read()
+    graph = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+    got = graph(tf.constant([text, "a  b"])).to_list()
+    assert got == _hf_ids(hf, [text, "a  b"])
+    assert len(got[0]) > 1500
+
+
+def test_the_preprocessor_packs_single_texts_and_pairs_as_tokenizers(hf):
+    preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=64)
+    texts, pairs = ["Hello world", "[MASK] is here", ""], ["It's  fine", "x", "東京"]
+    for inputs, encodings in ((preprocessor(tf.constant(texts)), hf.encode_batch(texts)),
+                              (preprocessor(tf.constant(texts), tf.constant(pairs)),
+                               hf.encode_batch(list(zip(texts, pairs))))):
+        length = max(len(e.ids) for e in encodings)
+        assert inputs["token_ids"].shape == (3, length)
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            assert inputs["token_ids"][row].numpy().tolist() == encoding.ids + [1129] * (length - n)
+            assert inputs["segment_ids"][row, :n].numpy().tolist() == encoding.type_ids
+            assert inputs["padding_mask"][row].numpy().tolist() == [1] * n + [0] * (length - n)
+    assert (preprocessor.cls_id, preprocessor.sep_id, preprocessor.pad_id) == (1127, 1128, 1129)
+    assert not preprocessor.do_lower_case and preprocessor.vocabulary_size == 1135
+
+
+def test_long_texts_are_truncated_as_tokenizers_and_pairs_as_run_classifier(hf):
+    preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=12)
+    long_text = "Persuasion, by Jane Austen: Sir Walter Elliot, of Kellynch Hall."
+    inputs = preprocessor(tf.constant([long_text]))
+    truncating = Tokenizer.from_file(TOKENIZER_JSON)
+    truncating.enable_truncation(max_length=12)
+    assert inputs["token_ids"].numpy().tolist() == [truncating.encode(long_text).ids]
+    # Pairs lose tokens from the longer segment first (google-research/bert).
+    a, b = _hf_ids(hf, [long_text, "a short one"])
+    token_ids = preprocessor(tf.constant([long_text]), tf.constant(["a short one"]))["token_ids"]
+    kept_b = min(len(b), max(9 - len(a), 9 // 2))
+    assert token_ids.numpy().tolist() == [[1127] + a[:9 - kept_b] + [1128] + b[:kept_b] + [1128]]
+
+
+def test_offsets_are_refused_with_a_clear_error():
+    preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=12)
+    with pytest.raises(NotImplementedError, match="byte-level BPE"):
+        preprocessor.tokenize_with_offsets(tf.constant(["a"]))
+
+
+def _edited(tmp_path, edit):
+    with open(TOKENIZER_JSON, encoding="utf-8") as f:
+        config = json.load(f)
+    edit(config)
+    path = str(tmp_path / "tokenizer.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(config, f)
+    return path
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda c: c["model"].update(type="WordPiece"), 'model.type="WordPiece" is not supported'),
+    (lambda c: c.update(normalizer={"type": "Lowercase"}), "normalizer="),
+    (lambda c: c.update(pre_tokenizer={"type": "Metaspace"}), "pre_tokenizer="),
+    (lambda c: c["model"].update(dropout=0.1), "model.dropout=0.1"),
+    (lambda c: c["model"]["merges"].reverse(), r"model.merges\[0\] uses"),
+    (lambda c: c["model"]["vocab"].pop("Ġ"), "lacks the byte-level symbols"),
+    (lambda c: c["added_tokens"][-1].update(single_word=True), r"\[unused3\]'\]\.single_word"),
+    (lambda c: c.update(post_processor=None), "post_processor=null is not supported"),
+])
+def test_unsupported_settings_are_refused_naming_the_field(tmp_path, edit, message):
+    with pytest.raises(ValueError, match=message) as error:
+        read_tokenizer_json(_edited(tmp_path, edit))
+    assert "tokenizer.json" in str(error.value)
+
+
+def test_a_prefix_space_is_added_as_tokenizers_adds_it(tmp_path):
+    path = _edited(tmp_path, lambda c: c["pre_tokenizer"].update(add_prefix_space=True))
+    texts = TRICKY + ["[CLS]x", "x[SEP] y", " ", "a\n", "[CLS] "]
+    ids = ByteLevelBpeTokenizer(read_tokenizer_json(path)).tokenize(tf.constant(texts)).to_list()
+    assert ids == _hf_ids(Tokenizer.from_file(path), texts)
+    plain = Tokenizer.from_file(TOKENIZER_JSON)
+    assert ids[TRICKY.index("Hello world")] == _hf_ids(plain, [" Hello world"])[0]
+    assert ids[TRICKY.index("Hello world")] != _hf_ids(plain, ["Hello world"])[0]
+
+
+@pytest.mark.parametrize("processor", [
+    {"type": "BertProcessing", "sep": ["[SEP]", 1128], "cls": ["[CLS]", 1127]},
+    {"type": "RobertaProcessing", "sep": ["[SEP]", 1128], "cls": ["[CLS]", 1127],
+     "trim_offsets": True, "add_prefix_space": False},
+])
+def test_bert_and_roberta_post_processors_pack_as_tokenizers(tmp_path, processor):
+    path = _edited(tmp_path, lambda c: c.update(post_processor=processor))
+    preprocessor = TextPreprocessor.from_tokenizer_json(path, max_seq_length=64)
+    inputs = preprocessor(tf.constant(["Hello world"]), tf.constant(["It's  fine"]))
+    encoding = Tokenizer.from_file(path).encode("Hello world", "It's  fine")
+    assert inputs["token_ids"].numpy().tolist() == [encoding.ids]
+    assert inputs["segment_ids"].numpy().tolist() == [encoding.type_ids]
+
+
+
+def test_stripping_tokens_beside_whitespace_tokens_are_refused(tmp_path):
+    # [MASK] (lstrip) and the runs of spaces matched in the same text: refused,
+    # as kbert would take the spaces into [MASK] where tokenizers keeps them.
+    path = _edited(tmp_path, lambda c: [t.update(normalized=True) for t in c["added_tokens"]])
+    with pytest.raises(ValueError, match=r"added_tokens '\[MASK\]' \(lstrip/rstrip\) and ' +' "
+                                         r"\(whitespace at an end\) are both matched in the "
+                                         r"normalized text"):
+        read_tokenizer_json(path)

@@ -1,0 +1,77 @@
+"""A tiny ModernBERT pre-trains through `run_pretraining` unchanged: its recipe in gin.
+
+30% dynamic masking, packed rows, the warmup-stable-decay schedule (1-sqrt).
+"""
+
+import os
+import numpy as np
+import pytest
+
+from kbert import configurables
+from kbert.checkpoints import load_encoder
+from kbert.data import create_pretraining_data
+from kbert.models import ModernBertEncoder
+from tests.training.pretraining_data import RUN
+from tests.training.pretraining_data import TESTDATA
+from tests.training.pretraining_data import build_vocab
+from tests.training.pretraining_data import read_losses
+
+# gin/modernbert_tiny.gin with a window of 4 (radius 2) on rows of 16, so local layers are local.
+GIN = ["ModernBertEncoder.local_attention_window = 4",
+       'run_pretraining.masking = "dynamic"', "MaskingConfig.masked_lm_prob = 0.3",
+       "run_pretraining.packing = @PackingConfig()", "PackingConfig.max_instances_per_row = 3",
+       "PackingConfig.window_size = 32", "run_pretraining.stable_decay = @StableDecay()",
+       "StableDecay.decay_fraction = 0.5", 'StableDecay.decay_shape = "1-sqrt"']
+
+
+@pytest.fixture(scope="module")
+def dynamic_data(tmp_path_factory):
+    """Unmasked data from the data tool (--masking=dynamic) and its vocabulary (99 words)."""
+    directory = tmp_path_factory.mktemp("modernbert_data")
+    vocab_file = directory / "vocab.txt"
+    vocab_file.write_text("\n".join(build_vocab(99)[0]) + "\n")
+    path = str(directory / "train.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), path, str(vocab_file),
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=6, dupe_factor=1,
+        num_workers=1, masking="dynamic")
+    return path, str(vocab_file)
+
+
+def test_tiny_modernbert_pretrains_with_its_recipe(dynamic_data, tmp_path):
+    data, vocab_file = dynamic_data
+    run = {**RUN, "max_predictions_per_seq": 6}
+    configurables.parse_gin(["modernbert_tiny.gin"],
+                            GIN + [f"run_pretraining.{k} = {v!r}" for k, v in run.items()])
+    lines = []
+    summary = configurables.run_pretraining(
+        input_file=data, model_dir=str(tmp_path), build_pretrainer=configurables.pretrainer,
+        vocab_file=vocab_file, do_lower_case=True, print_fn=lines.append)
+    losses, steps = read_losses(str(tmp_path))
+    assert steps == list(range(1, 17))
+    assert np.mean(losses[-4:]) < np.mean(losses[:4]) - 0.15
+    assert 0.0 <= summary["masked_lm_accuracy"] <= 1.0
+    assert summary["next_sentence_accuracy"] is None
+    progress = [line for line in lines if line.startswith("step ")]
+    assert "mlm_acc" in progress[-1] and "nsp_acc" not in progress[-1]
+    # RUN warms up 2 steps, then holds 1e-3 until the 1-sqrt decay over the last 8 of 16.
+    rates = [float(line.split(" lr ")[1].split()[0]) for line in progress]
+    assert rates == pytest.approx([1e-3, 1e-3, 1e-3 * (1 - np.sqrt(0.5)), 0.0], rel=1e-3)
+    encoder = load_encoder(str(tmp_path))
+    assert type(encoder) is ModernBertEncoder and encoder.local_attention_window == 4
+
+
+def test_dry_run_prints_the_counts_of_the_closed_form(capsys):
+    """`kbert-pretrain --gin_file=gin/modernbert_tiny.gin --dry_run`'s report (in process)."""
+    from kbert.bin import pretrain
+
+    V, L, H, I = 99, 3, 64, 96
+    layer = 3 * H * H + H * H + H * 2 * I + I * H + 2 * H
+    encoder = V * H + H + L * layer - H + H  # layer 0 has no attention norm
+    pretrainer = encoder + H * H + H + V  # head dense and norm, decoder bias (tied)
+    configurables.parse_gin(["gin/modernbert_tiny.gin"])
+    pretrain.dry_run()
+    output = capsys.readouterr().out
+    assert output.splitlines()[-1] == f"parameters: encoder={encoder} pretrainer={pretrainer}"
+    assert "pretrainer.model = @ModernBertPretrainer" in output
+    assert f"{'masked_lm_head':<32s}{H * H + H + V:>14,d}" in output
