@@ -27,13 +27,16 @@ keeps the MLM head (the costliest layer at this size) 3.7x smaller than BERT's 3
 every embedding row gets trained. The held-out part is written once by create_pretraining_data
 with static 15% masks (NSP-style pairs, so (b) also reports NSP); every recipe is scored on it
 with the weighted definition: masked_lm_loss/accuracy = sum(x * weight) / sum(weight) over
-every real masked position of the whole set. (a) is fed zero segment ids there (the guide's
-model has no segment input and (a) never trained segment 1).
+every real masked position of the whole set: kbert-pretrain's own held-out evaluation
+(`eval_input_file`, `eval_history.jsonl`) for (b) and (c), a Keras callback computing the same
+sums for (a), which is fed zero segment ids there (the guide's model has no segment input and
+(a) never trained segment 1). kbert's unigram baseline (training-file frequencies) is printed.
 
 Budget: (a) stops on time (a callback sums the seconds of training batches; evaluation is
 timed apart). (b) and (c) need their step count up front (the schedule decays to zero at the
 end): a short timed run calibrates the step time, and num_train_steps = budget / step time.
 Each run is evaluated about `--evaluations` times; the actual training seconds are reported.
+The never-pre-trained encoder is kbert-pretrain's 0-step directory.
 
 Downstream: the same fine-tuning, hyperparameters fixed before any score was seen, from (a),
 (b), (c) and a never-pre-trained encoder of the same shape: SST-2 (`--sst2_train` seeded
@@ -54,7 +57,6 @@ downstream table; writes `results.json` under `--work_dir`. Smoke test:
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import math
 import os
@@ -81,7 +83,6 @@ from kbert.data import build_vocab  # noqa: E402
 from kbert.data import create_pretraining_data  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
-from kbert.training import run_pretraining  # noqa: E402
 from kbert.training.finetuning import run_finetuning  # noqa: E402
 
 DATA = "/work/shared/data"
@@ -95,7 +96,6 @@ SIZE_BINDINGS = [  # the guide's model as kbert gin bindings (vocabulary size ad
     f"BertEncoder.hidden_dim = {GUIDE['hidden']}",
     f"BertEncoder.intermediate_dim = {GUIDE['intermediate']}",
     f"BertEncoder.max_sequence_length = {SEQ}", f"BertEncoder.dropout = {GUIDE['dropout']}"]
-HAS_EVAL = "eval_input_file" in inspect.signature(run_pretraining).parameters
 
 
 # ---------------------------------------------------------------------------- corpus and data
@@ -243,10 +243,8 @@ def kbert_pretrain(name, gin_files, bindings, data_glob, eval_file, args, vocabu
         gin.bind_parameter("run_pretraining.num_warmup_steps", warmup)
     steps = gin.query_parameter("run_pretraining.num_train_steps")
     model_dir = model_dir or os.path.join(args.work_dir, name)
-    extra = {}
     interval = max(1, steps // args.evaluations)
-    if evaluate and HAS_EVAL:
-        extra = dict(eval_input_file=eval_file, eval_every_steps=interval)
+    extra = dict(eval_input_file=eval_file, eval_every_steps=interval) if evaluate else {}
     lines = []
 
     def log(line):
@@ -284,29 +282,12 @@ def kbert_run(name, gin_files, bindings, data_glob, eval_file, args, vocabulary_
     summary = kbert_pretrain(name, gin_files, bindings, data_glob, eval_file, args,
                              vocabulary_size, steps=steps, warmup=warmup)
     wall = time.time() - start
-    history_file = os.path.join(model_dir, "eval_history.jsonl")
-    if HAS_EVAL and os.path.exists(history_file):
-        history = [json.loads(line) for line in open(history_file) if line.strip()]
-    else:  # run_pretraining without held-out evaluation: one evaluation of the end state
-        history = [dict(step=steps, train_seconds=summary["wall_seconds"],
-                        **evaluate_kbert(model_dir, eval_file, recipe["next_sentence"]))]
+    # run_pretraining's held-out evaluation: a line per evaluation, train_seconds excluding it.
+    with open(os.path.join(model_dir, "eval_history.jsonl")) as f:
+        history = [json.loads(line) for line in f if line.strip()]
     recipe.update(num_train_steps=steps, num_warmup_steps=warmup)
     return {"model_dir": model_dir, "recipe": recipe, "step_seconds": step_seconds,
             "summary": summary, "wall_seconds": wall, "history": history}
-
-
-def evaluate_kbert(model_dir, eval_file, next_sentence):
-    """Held-out MLM metrics of a kbert run (kbert.training.evaluate_pretrainer when present)."""
-    from kbert.checkpoints import load_pretrainer
-    pretrainer = load_pretrainer(model_dir, next_sentence=next_sentence)
-    try:
-        from kbert.training import evaluate_pretrainer
-    except ImportError:
-        evaluate_pretrainer = None
-    if evaluate_pretrainer is not None:
-        return evaluate_pretrainer(pretrainer, eval_file, 64)
-    outputs = tf.function(lambda features: pretrainer(features, training=False)["mlm"])
-    return weighted_mlm(outputs, eval_file, zero_segments=False)
 
 
 def weighted_mlm(mlm_logits, eval_file, zero_segments):
@@ -531,8 +512,7 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.time()
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, keras-hub "
-          f"{keras_hub.__version__}; held-out evaluation in run_pretraining: {HAS_EVAL}",
-          flush=True)
+          f"{keras_hub.__version__}", flush=True)
 
     sizes, vocab_file = prepare(args)
     vocabulary_size = sizes["vocabulary_size"]
