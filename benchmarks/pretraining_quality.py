@@ -82,7 +82,6 @@ from kbert.checkpoints import save_pretrained  # noqa: E402
 from kbert.data import build_vocab  # noqa: E402
 from kbert.data import create_pretraining_data  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
-from kbert.models import BertEncoder  # noqa: E402
 from kbert.training.finetuning import run_finetuning  # noqa: E402
 
 DATA = "/work/shared/data"
@@ -408,27 +407,16 @@ def reused_run(name, args):
             "history": [json.loads(line) for line in open(history_file) if line.strip()]}
 
 
-def random_run(args, vocab_file, vocabulary_size):
-    """A never-pre-trained encoder of the same shape, as a kbert directory: kbert-pretrain at
-    num_train_steps = 0 (the baseline anyone can make), else `save_pretrained` of a new one."""
+def random_run(args, vocabulary_size):
+    """A never-pre-trained encoder of the same shape: kbert-pretrain at num_train_steps = 0
+    (the baseline anyone can make), with (b)'s settings."""
     model_dir = os.path.join(args.work_dir, "random")
-    if tf.io.gfile.exists(model_dir):
+    if tf.io.gfile.exists(model_dir):  # else it would "resume" an earlier invocation's
         tf.io.gfile.rmtree(model_dir)
-    try:
-        kbert_pretrain("random", [], classic_bindings(args),
-                       os.path.join(args.work_dir, "classic-*.tfrecord"), None, args,
-                       vocabulary_size, steps=0, warmup=0, model_dir=model_dir, evaluate=False)
-        return {"model_dir": model_dir, "made_by": "run_pretraining(num_train_steps=0)"}
-    except ValueError as e:  # run_pretraining before issue 30 refuses 0 steps
-        if "num_train_steps" not in str(e):
-            raise
-    keras.utils.set_random_seed(args.seed)
-    encoder = BertEncoder(vocabulary_size=vocabulary_size, num_layers=GUIDE["layers"],
-                          num_heads=GUIDE["heads"], hidden_dim=GUIDE["hidden"],
-                          intermediate_dim=GUIDE["intermediate"], max_sequence_length=SEQ,
-                          dropout=GUIDE["dropout"])
-    save_pretrained(model_dir, encoder, vocab_file=vocab_file, do_lower_case=True)
-    return {"model_dir": model_dir, "made_by": "save_pretrained"}
+    kbert_pretrain("random", [], classic_bindings(args),
+                   os.path.join(args.work_dir, "classic-*.tfrecord"), None, args,
+                   vocabulary_size, steps=0, warmup=0, model_dir=model_dir, evaluate=False)
+    return {"model_dir": model_dir}
 
 
 def classic_bindings(args):
@@ -536,7 +524,7 @@ def main():
         runs["budget"] = reused_run("budget", args) or kbert_run(
             "budget", [args.budget_gin], [], os.path.join(args.work_dir, "budget-*.tfrecord"),
             eval_file, args, vocabulary_size)
-    runs["random"] = random_run(args, vocab_file, vocabulary_size)
+    runs["random"] = random_run(args, vocabulary_size)
     pretrained_seconds = time.time() - began
 
     print("\nheld-out MLM accuracy (loss) against training seconds:")
