@@ -10,7 +10,8 @@ from kbert import configurables
 
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
 # Run settings (not model sizes), included by base.gin.
-RUN_SETTINGS = {"pretrain.gin", "finetune.gin", "distill.gin"}  # run settings, not model sizes
+RUN_SETTINGS = {"pretrain.gin", "finetune.gin", "distill.gin",  # run settings, not model sizes
+                "pretrain_budget.gin"}
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),
@@ -127,6 +128,24 @@ def test_run_settings_are_the_papers_base_recipe():
                         "num_warmup_steps": 10_000, "learning_rate": 1e-4, "max_seq_length": 128,
                         "max_predictions_per_seq": 20, "optimizer": "adamw",
                         "dtype_policy": "float32", "jit_compile": False}
+
+
+def test_budget_recipe_overlays_a_size_file_and_builds_an_mlm_only_pretrainer():
+    # gin/pretrain_budget.gin is an overlay: the size comes from the file before it.
+    configurables.parse_gin(["gin/mini.gin", "gin/pretrain_budget.gin"])
+    settings = {name: gin.query_parameter(f"run_pretraining.{name}") for name in (
+        "masking", "max_predictions_per_seq", "train_batch_size", "learning_rate",
+        "num_train_steps", "num_warmup_steps", "max_seq_length")}
+    assert settings == {"masking": "dynamic", "max_predictions_per_seq": 40,
+                        "train_batch_size": 32, "learning_rate": 1e-3, "num_train_steps": 10000,
+                        "num_warmup_steps": 600, "max_seq_length": 128}
+    # 30% of 128 tokens fit in the 40 prediction slots.
+    assert gin.query_parameter("MaskingConfig.masked_lm_prob") * 128 <= 40
+    pretrainer = configurables.BertPretrainer()
+    assert not pretrainer.next_sentence
+    L, H, A, I = SIZES["mini.gin"]
+    assert pretrainer.encoder.count_params() == encoder_parameters(L, H, I)
+    gin.clear_config()
 
 
 def test_closed_form_matches_the_paper():
