@@ -13,6 +13,9 @@
     kbert-convert --source=kbert --kbert_dir=bert_base_uncased --to=keras_hub --output_dir=kh
     kbert-convert --source=kbert --kbert_dir=bert_base_uncased --to=bert_tf1 --output_dir=tf1
     kbert-convert --source=kbert --kbert_dir=electra_out --to=electra_tf1 --output_dir=electra_tf1
+    # Hugging Face ModernBERT (model_type modernbert, tokenizer.json) in, and back out
+    kbert-convert --source=hf --hf_dir=ModernBERT-base --output_dir=modernbert_base
+    kbert-convert --source=kbert --kbert_dir=modernbert_base --to=hf --output_dir=hf_out
 
 See docs/convert.md.
 """
@@ -31,11 +34,12 @@ flags.DEFINE_enum(
     "pre-trained directory (--kbert_dir) or a keras-hub preset (--keras_hub_preset).",
 )
 flags.DEFINE_enum(
-    "to", "kbert", ["kbert", "bert_tf1", "electra_tf1", "keras_hub"],
+    "to", "kbert", ["kbert", "bert_tf1", "electra_tf1", "keras_hub", "hf"],
     "What to write to --output_dir: a kbert pre-trained directory (for --init_checkpoint and "
     "kbert.checkpoints.load_encoder), an original-layout TF1 checkpoint with bert_config.json "
-    "(google-research/bert's names, or google-research/electra's discriminator names), or a "
-    "keras-hub preset (BertBackbone + BertTokenizer).",
+    "(google-research/bert's names, or google-research/electra's discriminator names), a "
+    "keras-hub preset (BertBackbone + BertTokenizer), or, for a ModernBERT, a Hugging Face "
+    "directory (config.json, model.safetensors, tokenizer.json) that transformers loads.",
 )
 flags.DEFINE_string("output_dir", None, "Directory to create; written atomically.")
 flags.DEFINE_bool("overwrite", False, "Replace --output_dir if it exists.")
@@ -53,7 +57,8 @@ flags.DEFINE_bool(
     "checkpoint, else guessed from the vocabulary (uncased ones have no upper-case tokens).",
 )
 flags.DEFINE_string("hf_dir", None, "--source=hf: directory with config.json, "
-                    "model.safetensors and vocab.txt or tokenizer.json.")
+                    "model.safetensors and vocab.txt or tokenizer.json (BERT, or ModernBERT "
+                    "when config.json says model_type: modernbert).")
 flags.DEFINE_string("kbert_dir", None, "--source=kbert: a kbert pre-trained directory.")
 flags.DEFINE_string("keras_hub_preset", None, "--source=keras_hub: a keras-hub preset "
                     "directory or handle (e.g. bert_base_en_uncased).")
@@ -104,10 +109,15 @@ def main(argv: list[str]) -> None:
         raise ValueError("--output_dir is required.")
     from kbert import checkpoints
     from kbert import files
+    from kbert import models
 
     files.check_output_dir(FLAGS.output_dir, FLAGS.overwrite)  # before the slow part
     converted = _read()
     print(converted.summary())
+    architecture = models.encoder_architecture(converted.encoder)
+    if FLAGS.to in ("bert_tf1", "electra_tf1", "keras_hub") and architecture != "bert":
+        raise ValueError(f"--to={FLAGS.to} writes BERT encoders; this model is {architecture}: "
+                         "use --to=kbert or --to=hf.")
     notes = []
     if FLAGS.to == "kbert":
         converted.save_pretrained(FLAGS.output_dir, FLAGS.overwrite)
@@ -115,6 +125,9 @@ def main(argv: list[str]) -> None:
         notes = checkpoints.save_bert_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
     elif FLAGS.to == "electra_tf1":
         notes = checkpoints.save_electra_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
+    elif FLAGS.to == "hf":
+        notes = checkpoints.save_huggingface_modernbert(converted, FLAGS.output_dir,
+                                                        FLAGS.overwrite)
     else:
         checkpoints.save_keras_hub_preset(converted, FLAGS.output_dir, FLAGS.overwrite,
                                      FLAGS.allow_numeric_mismatch)

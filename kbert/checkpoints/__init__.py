@@ -11,7 +11,7 @@ return a `ConvertedModel`; writers take one:
     load_electra_tf1(checkpoint, ...) ->  save_bert_tf1(converted, dir)
     load_huggingface(hf_dir)          ->  save_electra_tf1(converted, dir)
     load_keras_hub(preset)            ->  save_keras_hub_preset(converted, dir)
-    load_kbert(dir)
+    load_kbert(dir)                   ->  save_huggingface_modernbert(converted, dir)
 
 `kbert-convert` is the command-line front end (see docs/convert.md).
 
@@ -38,6 +38,8 @@ from kbert.checkpoints.finetuned import read_task_config
 from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.huggingface import hf_to_tf1_name
 from kbert.checkpoints.huggingface import load_huggingface
+from kbert.checkpoints.huggingface_modernbert import load_huggingface_modernbert
+from kbert.checkpoints.huggingface_modernbert import save_huggingface_modernbert
 from kbert.checkpoints.keras_hub_interop import from_keras_hub
 from kbert.checkpoints.keras_hub_interop import load_keras_hub
 from kbert.checkpoints.keras_hub_interop import save_keras_hub_preset

@@ -36,9 +36,11 @@ class ConvertedModel:
     takes one, so any source converts to any target.
 
     Args:
-        encoder: `kbert.models.BertEncoder`. The encoder, weights loaded.
-        pretrainer: `kbert.models.BertPretrainer` or None. Set when the source
-            had the masked-LM head (and the NSP head, when `pretrainer.next_sentence`).
+        encoder: `kbert.models.BertEncoder` (or `ModernBertEncoder`). The
+            encoder, weights loaded.
+        pretrainer: `kbert.models.BertPretrainer` (or `ModernBertPretrainer`)
+            or None. Set when the source had the masked-LM head (and the NSP
+            head, when `pretrainer.next_sentence`).
         vocabulary: list of str or None. WordPiece tokens in id order.
         do_lower_case: bool or None. Whether text is lower-cased (and accents
             stripped) before WordPiece, as the source's tokenizer did.
@@ -50,6 +52,9 @@ class ConvertedModel:
             written as `sentence_config.json`.
         notes: list of str. What the reader had to decide or leave out (a
             config inferred from shapes, a layer the source lacks).
+        tokenizer_file: str or None. A byte-level BPE `tokenizer.json` (a
+            ModernBERT's), copied into the directory as it is; set instead of
+            `vocabulary`.
 
     Example:
 
@@ -65,6 +70,7 @@ class ConvertedModel:
     skipped: list[str] = dataclasses.field(default_factory=list)
     sentence_config: dict | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    tokenizer_file: str | None = None
 
     def __post_init__(self):
         if self.vocabulary is not None:
@@ -85,7 +91,7 @@ class ConvertedModel:
             overwrite: bool. Replace an existing directory. Defaults to False.
         """
         with atomic_directory(output_dir, overwrite) as temporary:
-            vocab_file = None
+            vocab_file = self.tokenizer_file
             if self.vocabulary is not None:
                 vocab_file = os.path.join(temporary, VOCAB)
                 write_vocab(self.vocabulary, vocab_file)
@@ -98,18 +104,21 @@ class ConvertedModel:
         e = self.encoder
         heads = "none"
         if self.pretrainer is not None:
-            heads = "masked LM + next sentence" if self.pretrainer.next_sentence else "masked LM"
+            heads = ("masked LM + next sentence" if getattr(self.pretrainer, "next_sentence", False)
+                     else "masked LM")
         lines = [
             f"source: {self.source}",
             f"encoder: L={e.num_layers} H={e.hidden_dim} A={e.num_heads} "
             f"I={e.intermediate_dim} V={e.vocabulary_size} P={e.max_sequence_length} "
-            + (f"E={e.embedding_dim} " if e.embeddings_projection is not None else "") +
+            + (f"E={e.embedding_dim} "
+               if getattr(e, "embeddings_projection", None) is not None else "") +
             f"activation={e.activation} layer_norm_epsilon={e.layer_norm_epsilon:g}",
             f"parameters: encoder={e.count_params():,}"
             + (f" pretrainer={self.pretrainer.count_params():,}" if self.pretrainer else ""),
             f"heads: {heads}",
-            f"vocabulary: {len(self.vocabulary) if self.vocabulary else 'none'} tokens, "
-            f"do_lower_case={self.do_lower_case}",
+            (f"tokenizer: {self.tokenizer_file} (byte-level BPE)" if self.tokenizer_file else
+             f"vocabulary: {len(self.vocabulary) if self.vocabulary else 'none'} tokens, "
+             f"do_lower_case={self.do_lower_case}"),
         ]
         if self.sentence_config is not None:
             lines.append(f"sentence vectors: {self.sentence_config['pooling']} pooling, "
@@ -192,6 +201,9 @@ def load_kbert(directory: str) -> ConvertedModel:
     # A byte-level BPE `tokenizer.json` is no WordPiece vocabulary for these formats.
     vocabulary = (read_vocab(vocab_file) if vocab_file and tokenizer_file_name(vocab_file) == VOCAB
                   else None)
+    # A byte-level BPE `tokenizer.json` goes along as a file (`--to=hf` copies it).
+    tokenizer_json = (vocab_file if vocab_file and tokenizer_file_name(vocab_file) != VOCAB
+                      else None)
     pretrainer = None
     if tf.io.gfile.exists(os.path.join(directory, PRETRAINER_WEIGHTS)):
         # The file doesn't record whether the NSP head was saved; the weights
@@ -207,4 +219,5 @@ def load_kbert(directory: str) -> ConvertedModel:
                              f"encoder of {directory}'s bert_config.json.")
     encoder = pretrainer.encoder if pretrainer is not None else load_encoder(directory)
     return ConvertedModel(encoder, pretrainer, vocabulary, settings["do_lower_case"], directory,
-                          sentence_config=read_sentence_config(directory))
+                          sentence_config=read_sentence_config(directory),
+                          tokenizer_file=tokenizer_json)

@@ -18,11 +18,14 @@ import numpy as np
 
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.checkpoints.converted_model import from_tf1_arrays
+from kbert.checkpoints.safetensors_files import SafetensorsFiles
 from kbert.checkpoints.tokenizer_files import infer_do_lower_case
 from kbert.checkpoints.tokenizer_files import lowercase_from_tokenizer_json
 from kbert.data.vocabulary import read_vocab
 from kbert.checkpoints.tokenizer_files import vocab_from_tokenizer_json
 from kbert.checkpoints.config_files import read_hf_config
+from kbert.checkpoints.huggingface_modernbert import MODEL_TYPE
+from kbert.checkpoints.huggingface_modernbert import load_huggingface_modernbert
 from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
 from kbert.files import read_json
 
@@ -87,42 +90,6 @@ def tf1_to_hf_name(tf1_name: str) -> str:
     return re.sub(r"\blayer_(\d+)\b", r"layer.\1", ".".join(parts))
 
 
-class _SafetensorsFiles:
-    """The tensors of `model.safetensors` or a sharded `model.safetensors.index.json`."""
-
-    def __init__(self, hf_dir: str):
-        from safetensors import safe_open
-
-        single = os.path.join(hf_dir, "model.safetensors")
-        index = os.path.join(hf_dir, "model.safetensors.index.json")
-        if os.path.exists(single):
-            files = [single]
-        elif os.path.exists(index):
-            shards = read_json(index)["weight_map"].values()
-            files = sorted({os.path.join(hf_dir, shard) for shard in shards})
-        else:
-            found = sorted(os.listdir(hf_dir))
-            hint = (" It has pytorch_model.bin: save it as safetensors first "
-                    "(model.save_pretrained(dir, safe_serialization=True))."
-                    if "pytorch_model.bin" in found else "")
-            raise FileNotFoundError(
-                f"{hf_dir} has no model.safetensors (or model.safetensors.index.json); "
-                f"found {found}.{hint}"
-            )
-        self.path = files[0] if len(files) == 1 else index
-        self._handles = {}
-        for path in files:
-            handle = safe_open(path, framework="numpy")
-            for key in handle.keys():
-                self._handles[key] = handle
-
-    def shapes(self) -> dict[str, tuple]:
-        return {k: tuple(h.get_slice(k).get_shape()) for k, h in self._handles.items()}
-
-    def get(self, name: str) -> np.ndarray:
-        return self._handles[name].get_tensor(name)
-
-
 def _tokenizer_settings(hf_dir: str) -> tuple[list[str] | None, bool | None]:
     vocab_txt = os.path.join(hf_dir, "vocab.txt")
     tokenizer_json = os.path.join(hf_dir, "tokenizer.json")
@@ -143,7 +110,12 @@ def _tokenizer_settings(hf_dir: str) -> tuple[list[str] | None, bool | None]:
 
 
 def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedModel:
-    """Reads a Hugging Face BERT directory (`config.json`, `model.safetensors`, tokenizer).
+    """Reads a Hugging Face BERT or ModernBERT directory (config, safetensors, tokenizer).
+
+    A `config.json` with `model_type: modernbert` is read by
+    `kbert.checkpoints.huggingface_modernbert.load_huggingface_modernbert`
+    (a `ModernBertEncoder`, its `ModernBertPretrainer` when the file has the
+    masked-LM head, and the `tokenizer.json`); everything below is BERT's.
 
     The encoder's activation and LayerNorm epsilon come from `config.json`
     (`hidden_act: gelu` is the exact GELU), so the converted model reproduces
@@ -172,8 +144,10 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
     if not os.path.isdir(hf_dir):
         raise FileNotFoundError(f"Hugging Face model directory not found: {hf_dir}")
     config_path = os.path.join(hf_dir, "config.json")
+    if read_json(config_path, "Hugging Face config.json").get("model_type") == MODEL_TYPE:
+        return load_huggingface_modernbert(hf_dir, ignore_unknown)
     arguments = read_hf_config(config_path)
-    files = _SafetensorsFiles(hf_dir)
+    files = SafetensorsFiles(hf_dir)
     vocabulary, do_lower_case = _tokenizer_settings(hf_dir)
 
     hf_shapes = files.shapes()

@@ -8,7 +8,9 @@ A pre-trained directory holds:
     vocab.txt               the WordPiece vocabulary (when known)
     tokenizer_config.json   {"do_lower_case": bool}
     encoder.weights.h5      the encoder's weights (Keras weights file)
+    tokenizer.json          instead of vocab.txt: a byte-level BPE tokenizer (ModernBERT's)
     pretrainer.weights.h5   optional: the whole `BertPretrainer`, MLM/NSP heads included
+                            (another architecture: its pre-trainer, e.g. `ModernBertPretrainer`)
     electra_pretrainer.weights.h5
                             optional, instead: the whole `ElectraPretrainer` (generator,
                             heads), whose discriminator is the encoder
@@ -39,6 +41,8 @@ from kbert.files import write_text
 from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.electra_pretrainer import ElectraPretrainer
 from kbert.models.encoder import Encoder
+from kbert.models.registry import PRETRAINERS
+from kbert.models.registry import encoder_architecture
 
 BERT_CONFIG = "bert_config.json"
 VOCAB = "vocab.txt"
@@ -181,27 +185,56 @@ def build_encoder(directory: str, encoder_class: type, arguments: dict, **overri
     return encoder
 
 
-def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> BertPretrainer:
-    """Builds a `BertPretrainer` from a pre-trained directory.
+def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> keras.Model:
+    """Builds the pre-trainer of a pre-trained directory's architecture.
 
-    The heads' weights are loaded when the directory has `pretrainer.weights.h5`
-    (and `next_sentence` matches how they were saved); otherwise only the
-    encoder's weights are loaded and the heads start fresh.
+    A BERT directory gives a `BertPretrainer` (with the NSP head when
+    `next_sentence`); another architecture its registered pre-trainer
+    (`kbert.models.registry.PRETRAINERS`), e.g. a `ModernBertPretrainer`,
+    which is MLM-only (`next_sentence` does not apply). The heads' weights
+    are loaded when the directory has `pretrainer.weights.h5` (and they fit
+    how it is built); otherwise only the encoder's weights are loaded and the
+    heads start fresh.
 
     Args:
         directory: str. A pre-trained model directory.
-        next_sentence: bool. Whether the pre-trainer has the NSP head.
+        next_sentence: bool. Whether a `BertPretrainer` has the NSP head.
         **overrides: encoder arguments to change, such as `dtype`.
 
     Returns:
-        The `BertPretrainer`.
+        The `BertPretrainer` or the architecture's pre-trainer.
+
+    Example:
+
+    >>> pretrainer = kbert.checkpoints.load_pretrainer("ModernBERT-base-kbert/")
+    >>> logits = pretrainer({**inputs, "mask_positions": positions})["mlm"]
     """
     encoder = load_encoder(directory, **overrides)
-    pretrainer = BertPretrainer(encoder, next_sentence=next_sentence)
+    architecture = encoder_architecture(encoder)
     heads = os.path.join(directory, PRETRAINER_WEIGHTS)
-    if tf.io.gfile.exists(heads):
-        _load_weights(pretrainer, heads)
-    return pretrainer
+    if PRETRAINERS[architecture] is BertPretrainer:
+        pretrainer = BertPretrainer(encoder, next_sentence=next_sentence)
+        if tf.io.gfile.exists(heads):
+            _load_weights(pretrainer, heads)
+        return pretrainer
+    # bert_config.json records the encoder, not the head's switches; the saved
+    # weights load only into the matching structure, so they pick the variant.
+    variants = _HEAD_VARIANTS.get(architecture, ({},))
+    if not tf.io.gfile.exists(heads):
+        return PRETRAINERS[architecture](encoder, **variants[0])
+    for index, arguments in enumerate(variants):
+        pretrainer = PRETRAINERS[architecture](encoder, **arguments)
+        try:
+            _load_weights(pretrainer, heads)
+            return pretrainer
+        except ValueError:
+            if index == len(variants) - 1:
+                raise
+
+
+# Pre-trainer arguments a directory's weights may have been saved with, most
+# common first: ModernBERT's head dense layer has no bias in the released models.
+_HEAD_VARIANTS = {"modernbert": ({}, {"dense_bias": True})}
 
 
 def load_pretrainer_weights(pretrainer: keras.Model, directory: str) -> bool:

@@ -21,5 +21,6 @@ from kbert.models.encoder import encoder_sizes
 from kbert.models.modernbert import ModernBertEncoder
 from kbert.models.modernbert import ModernBertPretrainer
 from kbert.models.registry import ENCODERS
+from kbert.models.registry import PRETRAINERS
 from kbert.models.registry import encoder_architecture
 from kbert.models.registry import get_encoder_class

@@ -10,7 +10,9 @@ keeping the `kbert.models.encoder.Encoder` contract, plus one line here.
 from __future__ import annotations
 
 from kbert.models.bert_encoder import BertEncoder
+from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.modernbert import ModernBertEncoder
+from kbert.models.modernbert import ModernBertPretrainer
 
 # The architecture of a directory whose config has no `model_type`.
 DEFAULT_ARCHITECTURE = "bert"
@@ -19,6 +21,13 @@ DEFAULT_ARCHITECTURE = "bert"
 ENCODERS: dict[str, type] = {
     "bert": BertEncoder,
     "modernbert": ModernBertEncoder,
+}
+
+# Architecture name -> its pre-trainer class: what `kbert.checkpoints.load_pretrainer`
+# builds over a pre-trained directory's encoder.
+PRETRAINERS: dict[str, type] = {
+    "bert": BertPretrainer,
+    "modernbert": ModernBertPretrainer,
 }
 
 
