@@ -188,8 +188,9 @@ def build_encoder(directory: str, encoder_class: type, arguments: dict, **overri
 def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> keras.Model:
     """Builds the pre-trainer of a pre-trained directory's architecture.
 
-    A BERT directory gives a `BertPretrainer` (with the NSP head when
-    `next_sentence`); another architecture its registered pre-trainer
+    A BERT directory (or one of an architecture with no pre-trainer of its
+    own) gives a `BertPretrainer` (with the NSP head when `next_sentence`);
+    another architecture its registered pre-trainer
     (`kbert.models.registry.PRETRAINERS`), e.g. a `ModernBertPretrainer`,
     which is MLM-only (`next_sentence` does not apply). The heads' weights
     are loaded when the directory has `pretrainer.weights.h5` (and they fit
@@ -211,8 +212,10 @@ def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> 
     """
     encoder = load_encoder(directory, **overrides)
     architecture = encoder_architecture(encoder)
+    # An architecture without a pre-trainer of its own is pre-trained by BertPretrainer.
+    pretrainer_class = PRETRAINERS.get(architecture, BertPretrainer)
     heads = os.path.join(directory, PRETRAINER_WEIGHTS)
-    if PRETRAINERS[architecture] is BertPretrainer:
+    if pretrainer_class is BertPretrainer:
         pretrainer = BertPretrainer(encoder, next_sentence=next_sentence)
         if tf.io.gfile.exists(heads):
             _load_weights(pretrainer, heads)
@@ -221,9 +224,9 @@ def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> 
     # weights load only into the matching structure, so they pick the variant.
     variants = _HEAD_VARIANTS.get(architecture, ({},))
     if not tf.io.gfile.exists(heads):
-        return PRETRAINERS[architecture](encoder, **variants[0])
+        return pretrainer_class(encoder, **variants[0])
     for index, arguments in enumerate(variants):
-        pretrainer = PRETRAINERS[architecture](encoder, **arguments)
+        pretrainer = pretrainer_class(encoder, **arguments)
         try:
             _load_weights(pretrainer, heads)
             return pretrainer

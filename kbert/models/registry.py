@@ -24,7 +24,7 @@ ENCODERS: dict[str, type] = {
 }
 
 # Architecture name -> its pre-trainer class: what `kbert.checkpoints.load_pretrainer`
-# builds over a pre-trained directory's encoder.
+# builds over a pre-trained directory's encoder (`BertPretrainer` for one not listed).
 PRETRAINERS: dict[str, type] = {
     "bert": BertPretrainer,
     "modernbert": ModernBertPretrainer,

@@ -86,7 +86,8 @@ def _hf_tensors(config, seed=0, head=True):
             tensors[name + ".bias"] = 0.2 * rng.normal(size=H)
 
     prefix = "model." if head else ""
-    tensors[prefix + "embeddings.tok_embeddings.weight"] = rng.normal(0.0, 0.3, (V, H))
+    # The scale tests/models/modernbert's parity test gives its embeddings (1.5 / sqrt(99)).
+    tensors[prefix + "embeddings.tok_embeddings.weight"] = rng.normal(0.0, 0.15, (V, H))
     norm(prefix + "embeddings.norm")
     for i in range(L):
         layer = f"{prefix}layers.{i}."
