@@ -99,6 +99,17 @@ SIZE_BINDINGS = [  # the guide's model as kbert gin bindings (vocabulary size ad
 
 # ---------------------------------------------------------------------------- corpus and data
 
+def _cpu_name() -> str:
+    """The processor's model name (/proc/cpuinfo), or the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        return platform.processor() or "unknown"
+
+
 def _sentences(paragraph: str) -> list[str]:
     # A sentence ends at . ! ? (optionally closed by a quote) before a capital or a quote.
     return [s for s in re.split(r"(?<=[.!?][\"'])\s+|(?<=[.!?])\s+(?=[\"'A-Z])", paragraph) if s]
@@ -500,7 +511,7 @@ def main():
     os.makedirs(args.work_dir, exist_ok=True)
     began = time.time()
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, keras-hub "
-          f"{keras_hub.__version__}", flush=True)
+          f"{keras_hub.__version__}; CPU: {_cpu_name()}, {os.cpu_count()} cores", flush=True)
 
     sizes, vocab_file = prepare(args)
     vocabulary_size = sizes["vocabulary_size"]
@@ -516,16 +527,24 @@ def main():
     if "keras_hub" in recipes:
         runs["keras_hub"] = reused_run("keras_hub", args) or keras_hub_run(
             args, vocab_file, vocabulary_size, eval_file)
+        runs["keras_hub"].setdefault("load_average", os.getloadavg())
     if "classic" in recipes:
         runs["classic"] = reused_run("classic", args) or kbert_run(
             "classic", [], classic_bindings(args),
             os.path.join(args.work_dir, "classic-*.tfrecord"), eval_file, args, vocabulary_size)
+        runs["classic"].setdefault("load_average", os.getloadavg())
     if "budget" in recipes:
         runs["budget"] = reused_run("budget", args) or kbert_run(
             "budget", [args.budget_gin], [], os.path.join(args.work_dir, "budget-*.tfrecord"),
             eval_file, args, vocabulary_size)
+        runs["budget"].setdefault("load_average", os.getloadavg())
     runs["random"] = random_run(args, vocabulary_size)
     pretrained_seconds = time.time() - began
+    # Another process's load skews a wall-clock budget: say what the machine carried.
+    for name, run in runs.items():
+        if "load_average" in run:
+            print(f"  {name:>9}  load average at the end of its run (1, 5, 15 min): "
+                  f"{', '.join(f'{x:.2f}' for x in run['load_average'])}")
 
     print("\nheld-out MLM accuracy (loss) against training seconds:")
     for name, run in runs.items():

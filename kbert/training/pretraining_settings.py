@@ -64,11 +64,11 @@ class PretrainingSettings:
     vocab_file: str | None
     do_lower_case: bool | None
     print_fn: Callable[[str], None]
-    eval_input_file: str | list[str] | None = None
-    eval_every_steps: int | None = None
-    max_eval_steps: int | None = None
-    eval_batch_size: int | None = None
-    do_train: bool = True
+    eval_input_file: str | list[str] | None
+    eval_every_steps: int | None
+    max_eval_steps: int | None
+    eval_batch_size: int | None
+    do_train: bool
 
     def validate(self) -> None:
         """Refuses settings that are wrong whatever the data: counts, dtype policy, batch split.

@@ -4,6 +4,9 @@
 """
 
 import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,7 +17,9 @@ from kbert.models import ModernBertEncoder
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import build_vocab
+from tests.conftest import REPO
 from tests.training.pretraining_data import read_losses
+from tests.training.pretraining_data import subprocess_env
 
 # gin/modernbert_tiny.gin with a window of 4 (radius 2) on rows of 16, so local layers are local.
 GIN = ["ModernBertEncoder.local_attention_window = 4",
@@ -61,17 +66,22 @@ def test_tiny_modernbert_pretrains_with_its_recipe(dynamic_data, tmp_path):
     assert type(encoder) is ModernBertEncoder and encoder.local_attention_window == 4
 
 
-def test_dry_run_prints_the_counts_of_the_closed_form(capsys):
-    """`kbert-pretrain --gin_file=gin/modernbert_tiny.gin --dry_run`'s report (in process)."""
-    from kbert.bin import pretrain
+def test_dry_run_prints_the_counts_of_the_closed_form():
+    """`kbert-pretrain --gin_file=gin/modernbert_tiny.gin --dry_run`'s report.
 
+    A subprocess, as users run it: importing kbert.bin.pretrain here would define
+    its absl flags in the test process, where other tools define flags of the same names.
+    """
     V, L, H, I = 99, 3, 64, 96
     layer = 3 * H * H + H * H + H * 2 * I + I * H + 2 * H
     encoder = V * H + H + L * layer - H + H  # layer 0 has no attention norm
     pretrainer = encoder + H * H + H + V  # head dense and norm, decoder bias (tied)
-    configurables.parse_gin(["gin/modernbert_tiny.gin"])
-    pretrain.dry_run()
-    output = capsys.readouterr().out
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/modernbert_tiny.gin",
+         "--dry_run"], cwd=REPO, env=subprocess_env(), capture_output=True, text=True,
+        timeout=300)
+    assert result.returncode == 0, result.stderr
+    output = result.stdout.rstrip("\n")
     assert output.splitlines()[-1] == f"parameters: encoder={encoder} pretrainer={pretrainer}"
     assert "pretrainer.model = @ModernBertPretrainer" in output
     assert f"{'masked_lm_head':<32s}{H * H + H + V:>14,d}" in output
