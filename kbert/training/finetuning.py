@@ -38,6 +38,7 @@ from kbert.files import write_text
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
+from kbert.training.outcome_checks import outcome_warnings
 from kbert.tasks import get_task
 from kbert.training import auto_settings
 from kbert.training import hparam_search
@@ -367,6 +368,9 @@ def run_finetuning(
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
                                   results, do_eval, do_predict,
                                   trained.evaluation if trained is not None else None)
+    warnings = outcome_warnings({"main_metric": task_object.main_metric, **results})
+    if warnings:
+        results["warnings"] = warnings
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
                    checkpoint.vocab_file, {**files, **extra_files}, results if do_eval else None)
     return results
