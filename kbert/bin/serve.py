@@ -35,9 +35,9 @@ flags.DEFINE_string("batching_parameters_file", None, "BatchingParameters text p
                     "batch_timeout_micros, num_batch_threads, max_enqueued_batches, allowed_batch_sizes).")
 flags.DEFINE_integer("max_batch_tokens", 4096, "With --enable_batching: most padded tokens (rows x the longest "
                      "text's tokens) in one merged batch, as text-embeddings-inference's --max-batch-tokens; "
-                     "requests close in length run together. A text's tokens are counted as its UTF-8 bytes + 2, "
-                     "at most the model's max_seq_length (an upper bound of its pieces). A request over it runs "
-                     "alone. 0 counts examples only (the batching file's max_batch_size, as TF Serving).")
+                     "requests close in length run together. A text's tokens are estimated from its bytes (words + "
+                     "punctuation + letters / 8 + non-ASCII bytes / 3, + [CLS]/[SEP], at most the model's "
+                     "max_seq_length; kbert.serving.token_counts). A request over it runs alone. 0 counts examples only (the batching file's max_batch_size, as TF Serving).")
 flags.DEFINE_integer("max_concurrent_requests", 512, "Most requests (gRPC and REST together) being read, queued "
                      "or answered at once; more get RESOURCE_EXHAUSTED (HTTP 429) at once instead of queueing.")
 flags.DEFINE_integer("max_request_bytes", 64 << 20, "Largest request accepted; larger ones get "

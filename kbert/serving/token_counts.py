@@ -1,35 +1,44 @@
-"""How many tokens a request will cost the model, measured before it is queued.
+"""How many tokens a request will cost the model, estimated before it is queued.
 
 `--max_batch_tokens` (text-embeddings-inference's `--max-batch-tokens`) caps
 the padded tokens of a merged batch. The server only sees raw text: the
 SavedModel tokenizes inside its graph, and `kbert.serving` imports nothing of
-kbert, so it cannot run the model's tokenizer itself (and a tokenizer
-signature called per request would cost a TensorFlow call per request, about
-what a small model spends per example). The measure used instead is an upper
-bound that costs one `len()` per string:
+kbert, so it cannot run the model's tokenizer itself (and a tokenizer call per
+request would cost a TensorFlow call per request, about what a small model
+spends per example). It estimates instead, from the bytes, in C-speed string
+operations (a few microseconds a text):
 
-    tokens(example) = min(truncation, sum of the UTF-8 bytes of its strings + specials)
+    tokens(text) = words + ASCII punctuation marks + other ASCII bytes / 8 + non-ASCII bytes / 3
 
-Every piece of a WordPiece tokenizer covers at least one byte of the text (a
-character that lower-casing or NFD expands is stripped again with its accents;
-an unknown word is one `[UNK]`), and so does every token of a byte-level BPE,
-so the bytes bound the pieces; `specials` counts `[CLS]` and one `[SEP]` per
-text. Models that truncate (classifiers, regressors, embedding, similarity,
-retrieval and cross-encoder models) never run more than their
-`max_seq_length`, read from the export's `assets.extra/kbert_export.json`, so
-long texts are counted exactly that. Integer inputs (`serve_ids`) count their
-length axis, which is exact. The bound is loose for short English (about 4
-bytes a piece), which only makes batches of short texts smaller than the
-budget allows; it never lets a batch of a truncating model run more padded
-tokens than the budget. NER and QA models read long texts in overlapping
-windows, so for them the measure (bytes) is what the budget caps, not the
-windows' tokens.
+which follows BERT's own pre-tokenization (each word and each punctuation mark
+is at least one piece; long words split into more; a CJK character is a piece
+of its own). An example costs `ceil(sum over its texts) + [CLS] + one [SEP]
+per text`, at most the model's `max_seq_length` when it truncates
+(classifiers, regressors, embedding, similarity, retrieval and cross-encoder
+models; read from the export's `assets.extra/kbert_export.json`); integer
+inputs (`serve_ids`) count their length axis, which is exact.
+
+Measured against bert-base-uncased WordPiece on 4,000 SST-2 sentences and
+WikiText-2 passages of 30-100 words plus MRPC dev pairs (`benchmarks/
+serving_batching.py`'s mix): real pieces / estimate is 0.69 on average, 0.88 at
+the 99th percentile and at most 1.07, under 1 for 99.8% of texts; correlation
+0.99. So the estimate is an upper estimate for English, close enough to group
+texts by length, and cheap; it is not a bound for every text and tokenizer, so
+what the budget guarantees is that the estimated padded tokens of a batch
+(rows x its longest estimate) never pass it. Plain `len(bytes)` would be a
+true bound (every WordPiece or byte-level BPE piece covers a byte) but 4x too
+high for English, and capped at `max_seq_length` it would make a 100-byte
+sentence look almost as long as a passage, defeating length grouping.
+
+NER and QA models read long texts in overlapping windows, so for them the
+estimate counts the text, not the windows' tokens.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import string
 
 import numpy as np
 
@@ -68,7 +77,7 @@ def read_truncation_length(version_dir: str) -> int | None:
 
 
 def example_tokens(inputs: dict[str, np.ndarray], truncation: int | None = None) -> np.ndarray:
-    """Upper bound of the tokens each example of a request costs (see the module docstring).
+    """Estimated tokens of each example of a request (see the module docstring).
 
     Args:
         inputs: dict of input name to array with the batch on axis 0 (already
@@ -81,28 +90,54 @@ def example_tokens(inputs: dict[str, np.ndarray], truncation: int | None = None)
 
     Example:
 
-    >>> example_tokens({"text": np.array([b"a gorgeous film", b"dull"], object)}).tolist()
-    [17, 6]
+    >>> example_tokens({"text": np.array([b"a gorgeous film", b"dull!"], object)}).tolist()
+    [7, 5]
     """
     batch = next(iter(inputs.values())).shape[0]
-    text = np.zeros(batch, np.int64)
+    text = np.zeros(batch, np.float64)
     exact = np.zeros(batch, np.int64)
     segments = 0
     for value in inputs.values():
         if value.dtype.kind in "OSU":
             rows = value.reshape(batch, -1)
-            text += np.fromiter((sum(map(_byte_length, row)) for row in rows), np.int64, count=batch)
+            text += np.fromiter((sum(map(text_tokens, row)) for row in rows), np.float64, count=batch)
             segments += 1
         elif value.ndim >= 2:  # token ids and the like: the length axis is the padded length itself
             exact = np.maximum(exact, value.shape[1])
+    counts = np.ceil(text).astype(np.int64)
     if segments:
-        text += segments + 1  # [CLS] and one [SEP] per text
+        counts += segments + 1  # [CLS] and one [SEP] per text
         if truncation:
-            text = np.minimum(text, truncation)
-    return np.maximum(np.maximum(text, exact), 1)
+            counts = np.minimum(counts, truncation)
+    return np.maximum(np.maximum(counts, exact), 1)
 
 
-def _byte_length(item) -> int:
-    if isinstance(item, bytes):
-        return len(item)
-    return len(item.encode("utf-8")) if isinstance(item, str) else 0
+_PUNCTUATION = string.punctuation.encode("ascii")
+_WHITESPACE = string.whitespace.encode("ascii")
+_NON_ASCII = bytes(range(128, 256))
+_NOT_LETTERS = _PUNCTUATION + _WHITESPACE + _NON_ASCII
+
+
+def text_tokens(text) -> float:
+    """The estimate for one string: words + punctuation + ASCII letters / 8 + non-ASCII bytes / 3.
+
+    Args:
+        text: bytes or str (anything else counts 0).
+
+    Returns:
+        float; `example_tokens` rounds the sum of an example's texts up.
+
+    Example:
+
+    >>> text_tokens(b"a gorgeous film")  # 3 words, 13 letters / 8
+    4.625
+    """
+    if isinstance(text, str):
+        text = text.encode("utf-8")
+    elif not isinstance(text, bytes):
+        return 0.0
+    size = len(text)
+    punctuation = size - len(text.translate(None, _PUNCTUATION))
+    non_ascii = size - len(text.translate(None, _NON_ASCII))
+    letters = len(text.translate(None, _NOT_LETTERS))
+    return len(text.split()) + punctuation + letters / 8 + non_ascii / 3

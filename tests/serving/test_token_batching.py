@@ -26,6 +26,7 @@ from kbert.serving.limits import RequestSlots
 from kbert.serving.process import free_port
 from kbert.serving.token_counts import example_tokens
 from kbert.serving.token_counts import read_truncation_length
+from kbert.serving.token_counts import text_tokens
 from tests import serving_testlib as lib
 
 TIMEOUT = 60
@@ -45,14 +46,18 @@ def _strings(values):
 
 # ---- The length measure. ----
 
-def test_example_tokens_are_utf8_bytes_plus_specials_capped_at_the_models_length():
-    texts = _strings(["a gorgeous film", "é", "x" * 500])  # 15 bytes, 2 bytes (one character), 500
-    assert example_tokens({"text": texts}).tolist() == [17, 4, 502]  # + [CLS] [SEP]
-    assert example_tokens({"text": texts}, truncation=128).tolist() == [17, 4, 128]
-    pairs = {"text": texts, "text_pair": _strings(["ab", "", "c"])}
-    assert example_tokens(pairs, truncation=128).tolist() == [20, 5, 128]  # + [CLS] [SEP] [SEP]
+def test_example_tokens_follow_words_punctuation_and_bytes_capped_at_the_models_length():
+    # words + punctuation + ASCII letters / 8 + non-ASCII bytes / 3, rounded up, + [CLS] [SEP]
+    assert text_tokens(b"a gorgeous film") == 3 + 13 / 8
+    assert text_tokens("dull!") == 1 + 1 + 4 / 8
+    assert text_tokens("北京") == 1 + 6 / 3  # a CJK character is a piece of its own
+    texts = _strings(["a gorgeous film", "dull!", "é", "x" * 500])
+    assert example_tokens({"text": texts}).tolist() == [7, 5, 4, 66]
+    assert example_tokens({"text": texts}, truncation=32).tolist() == [7, 5, 4, 32]
+    pairs = {"text": texts, "text_pair": _strings(["ab", "", "", "c"])}  # + [CLS] [SEP] [SEP]
+    assert example_tokens(pairs, truncation=128).tolist() == [9, 6, 5, 68]
     words = {"words": np.array([[b"EU", b"rejects", b""], [b"Peter", b"", b""]], dtype=object)}
-    assert example_tokens(words).tolist() == [11, 7]
+    assert example_tokens(words).tolist() == [6, 4]  # ceil(1.25 + 1.875) + 2, ceil(1.625) + 2
     ids = {name: np.ones((2, 9), np.int32) for name in ("token_ids", "segment_ids", "padding_mask")}
     assert example_tokens(ids, truncation=4).tolist() == [9, 9]  # the length axis, exactly
 
@@ -248,8 +253,9 @@ def test_token_budget_answers_equal_unbatched_ones(server):
         np.testing.assert_allclose(answer, want, rtol=1e-5, atol=1e-6)
     assert sum(n for n, _, _ in server.recorded) == len(requests)
     over = [s for s in server.recorded if s[2] > BUDGET]
-    # 32 (cut) + 17 + 32 (cut) tokens in 3 rows x 32: alone; every other batch within the budget.
-    assert over == [(1, 81, 96)]
+    tokens = example_tokens({"text": _strings(requests[-1])}, 32).tolist()
+    assert tokens[0] == 32 and max(tokens[1:]) < 32  # the long text is cut at the model's 32
+    assert over == [(1, sum(tokens), 96)]  # 3 rows x 32: alone; every other batch within the budget
     assert any(n > 1 for n, _, _ in server.recorded)  # and requests did merge
 
 
