@@ -18,10 +18,12 @@ arrival order and sorted by length; the best of these is the ceiling the
 server's QPS is divided by. Server settings: batching off; request count
 (`serving/batching_parameters.txt`: max_batch_size 32, timeout 0, 2 threads,
 `--max_batch_tokens=0`); and the same file with each `--max_batch_tokens` of
-`--budgets`. Each setting starts its own `kbert-serve`, warms up, then runs
-`--clients` clients for `--seconds`; `--rounds` repeats the settings in turn
-(and the model-alone figures before each round) and reports medians, since a
-shared machine's load moves single runs a lot.
+`--budgets`. Each setting has its own `kbert-serve`, all started first (an
+idle one costs no CPU); then `--rounds` rounds each run every setting in turn
+for `--seconds` with `--clients` clients (the model-alone figures before each
+round), and the medians are reported: on a shared machine the load moves a
+lot within minutes, and interleaving short slices spreads that over all
+settings alike.
 """
 
 from __future__ import annotations
@@ -134,19 +136,23 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kbert-bench-") as root:
         export_dir = build_export(vocab_file, root)
         lengths = token_counts(export_dir, texts)
-        for round_ in range(args.rounds):
-            alone_runs.append(model_alone(export_dir, texts, lengths, args.seconds))
+        servers = {}
+        try:
             for name, extra in settings:
-                server = start_server(export_dir, extra, os.path.join(root, f"serve-{name.replace(' ', '-')}.log"))
-                try:
-                    drive(server.grpc_address, texts, args.clients, 1.0)  # warm up: traces, channels
+                servers[name] = start_server(export_dir, extra,
+                                             os.path.join(root, f"serve-{name.replace(' ', '-')}.log"))
+                drive(servers[name].grpc_address, texts, args.clients, 1.0)  # warm up: traces, channels
+            for round_ in range(args.rounds):
+                alone_runs.append(model_alone(export_dir, texts, lengths, args.seconds))
+                for name, server in servers.items():
                     r = drive(server.grpc_address, texts, args.clients, args.seconds)
                     runs[name].append(r)
                     print(f"round {round_ + 1} {name:14s}: {r['qps']:8.1f} qps  p50 {r['p50']:7.2f} ms  p99 "
                           f"{r['p99']:7.2f} ms  ({r['requests']} requests, {r['errors']} errors)", file=sys.stderr,
                           flush=True)
-                finally:
-                    server.stop(timeout_s=60)
+        finally:
+            for server in servers.values():
+                server.stop(timeout_s=60)
     alone = {key: _median([a[key] for a in alone_runs]) for key in alone_runs[0]}
     results = {name: {key: _median([r[key] for r in rs]) for key in ("qps", "p50", "p99")}
                | {"requests": sum(r["requests"] for r in rs), "errors": sum(r["errors"] for r in rs),

@@ -42,9 +42,10 @@ class Limits:
             (`--max_concurrent_requests`, text-embeddings-inference's
             `--max-concurrent-requests`); past it a request is refused at once
             with RESOURCE_EXHAUSTED (HTTP 429) instead of queueing. Defaults
-            to 512, as TEI: at the 700-1,800 requests/s measured on this
-            2-core machine (BENCHMARKS.md) the last of 512 waits well under a
-            second, far inside the 30 s REST deadline.
+            to 512, as TEI: at the 150-750 requests/s kbert-serve answered
+            on this 2-core machine (benchmarks/serving_batching.py,
+            serving_latency.py) the 512th waits 0.7-3.5 s, inside the 30 s
+            REST deadline; more would only queue towards it.
 
     Example:
 
