@@ -55,8 +55,9 @@ setup(
         # apache-beam[gcp] on the launching machine (docs/data.md).
         "beam": [BEAM],
         # The test suite runs the Beam pipelines and the faiss back-end's tests too;
-        # pytest-timeout gives every test its limit (setup.cfg). Exact versions: constraints.txt.
-        "test": ["pytest", "pytest-timeout>=2.3", BEAM, "faiss-cpu>=1.8"],
+        # pytest-timeout gives every test its limit (setup.cfg); pytest-xdist runs the suite
+        # in two processes (Makefile). Exact versions: constraints.txt.
+        "test": ["pytest", "pytest-timeout>=2.3", "pytest-xdist>=3.5", BEAM, "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [
