@@ -280,6 +280,11 @@ class BatchScheduler:
             for task in tasks:
                 task.done.set()
 
+    def queued_examples(self) -> int:
+        """Examples waiting for a batch now (`kbert_serving_queued_examples`)."""
+        with self._condition:
+            return sum(task.size for queue in self._queues.values() for task in queue)
+
     def stop(self) -> None:
         """Finishes queued requests, then stops the workers."""
         with self._condition:

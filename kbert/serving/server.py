@@ -15,6 +15,7 @@ from kbert.serving.batching import BatchingParameters
 from kbert.serving.batching import BatchScheduler
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.metrics import ServingMetrics
 from kbert.serving.model_config import ModelConfig
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.prediction_service import ModelServicer
@@ -98,7 +99,11 @@ class ModelServer:
             raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
         self.scheduler = BatchScheduler(batching) if batching is not None else None
-        self.predictor = Predictor(self.manager, self.scheduler, self.limits)
+        # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics).
+        self.metrics = ServingMetrics()
+        if self.scheduler is not None:
+            self.metrics.track_queue(self.scheduler.queued_examples)
+        self.predictor = Predictor(self.manager, self.scheduler, self.limits, self.metrics)
         self._grpc = None
         self._rest = None
         self._stopped = threading.Event()
