@@ -141,6 +141,11 @@ def _is_reranker(servable) -> bool:
             and "score" in servable.signature_defs["serving_default"].outputs)
 
 
+def _default_outputs(servable) -> list[str]:
+    default = servable.signature_defs.get("serving_default")
+    return sorted(default.outputs) if default is not None else []
+
+
 class EncoderApis:
     """`/v1/embeddings` and `/rerank` over a `Predictor`.
 
@@ -192,8 +197,8 @@ class EncoderApis:
         texts = _strings(raw_input, "input", allow_single=True)
         signature = next((s for s in (USAGE_SIGNATURE, "serving_default") if _is_embedder(servable, s)), None)
         if signature is None:
-            outputs = sorted(servable.signature_defs["serving_default"].outputs)
-            raise _bad(f"The model '{servable.name}' does not embed text: its serving_default gives {outputs}. "
+            raise _bad(f"The model '{servable.name}' does not embed text: its serving_default gives "
+                       f"{_default_outputs(servable)}. "
                        "/v1/embeddings serves models exported from a pre-trained directory or fine-tuned for "
                        "similarity or retrieval; use /v1/models/<name>:predict for others.", "model")
         shape = servable.signature_defs[signature].outputs["embedding"].tensor_shape.dim
@@ -222,8 +227,8 @@ class EncoderApis:
             servable = self._servable(name)
             if not _is_reranker(servable):
                 raise _bad(f"The model '{name}' is not a re-ranker: its serving_default takes "
-                           f"{sorted(servable.input_specs['serving_default'])}; /rerank needs a cross-encoder "
-                           "(query, document -> score).", "model")
+                           f"{sorted(servable.input_specs.get('serving_default', {}))}; /rerank needs a "
+                           "cross-encoder (query, document -> score).", "model")
             return servable
         found = []
         for config_name in sorted(self.predictor.manager.configs):

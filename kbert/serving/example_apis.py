@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -38,7 +39,8 @@ CLASSIFY = "tensorflow/serving/classify"
 REGRESS = "tensorflow/serving/regress"
 _API = {CLASSIFY: "classify", REGRESS: "regress"}
 
-_label_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_label_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # Servable -> its label names
+_label_lock = threading.Lock()
 
 
 def proto_examples(proto: input_pb2.Input, limits) -> tuple[list[dict], dict]:
@@ -169,7 +171,8 @@ def _describe(specs: dict) -> str:
 
 def label_names(servable, num_classes: int) -> list[str]:
     """The class names of a kbert classifier, in logit order (`"0", "1", ...` when none are recorded)."""
-    names = _label_cache.get(servable)
+    with _label_lock:
+        names = _label_cache.get(servable)
     if names is None:
         names = []
         path = os.path.join(servable.path, "assets.extra", "kbert_export.json")
@@ -178,7 +181,8 @@ def label_names(servable, num_classes: int) -> list[str]:
                 names = list(json.load(f).get("task_config", {}).get("label_names") or [])
         except (tf.errors.OpError, ValueError, AttributeError):
             names = []
-        _label_cache[servable] = names
+        with _label_lock:
+            _label_cache[servable] = names
     if len(names) != num_classes:
         return [str(i) for i in range(num_classes)]
     return names
