@@ -15,6 +15,11 @@ tokens for `usage`), then Predict again, so a drift of the shared machine's
 load shows as a difference between the two Predict runs. Prints QPS and
 p50/p99 latency of each, and the ratio of embeddings to the mean of the two
 Predict runs. Bounded: fixed phase lengths, 60 s timeouts, loopback only.
+
+`--in_process_rounds=N` also times the two APIs without a network or other
+clients: `RestApi.post` called in this process, alternating Predict and
+embeddings N times on the same texts (so a load drift hits both alike), and
+prints the median time of each (the cost the embeddings layer adds).
 """
 
 from __future__ import annotations
@@ -99,12 +104,37 @@ def drive(port: int, path: str, bodies: list[bytes], clients: int, seconds: floa
             "p99": float(np.percentile(flat, 99)), "requests": len(flat), "errors": len(errors)}
 
 
+def in_process(export_dir: str, predict: list[bytes], embeddings: list[bytes], rounds: int) -> dict:
+    """Median ms per request of `RestApi.post` for Predict and for /v1/embeddings, alternated."""
+    import numpy as np
+
+    from kbert.serving.model_config import ModelConfig
+    from kbert.serving.model_manager import ModelManager
+    from kbert.serving.predictor import Predictor
+    from kbert.serving.rest import RestApi
+
+    manager = ModelManager([ModelConfig("embed", export_dir)], poll_wait_seconds=0)
+    manager.poll()
+    api = RestApi(Predictor(manager), manager)
+    times = {"predict": [], "embeddings": []}
+    for i in range(rounds):
+        for name, path, body in (("predict", "/v1/models/embed:predict", predict[i % len(predict)]),
+                                 ("embeddings", "/v1/embeddings", embeddings[i % len(embeddings)])):
+            started = time.perf_counter()
+            status, _ = api.post(path, body)
+            times[name].append(time.perf_counter() - started)
+            assert status == 200, (name, status)
+    return {name: float(np.median(values)) * 1e3 for name, values in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["minilm", "tiny"], default="minilm")
     parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--seconds", type=float, default=6.0, help="Measured time per phase.")
     parser.add_argument("--clients", default="1,8")
+    parser.add_argument("--in_process_rounds", type=int, default=0,
+                        help="Also time RestApi.post in this process, Predict and embeddings alternated.")
     args = parser.parse_args()
     from kbert.serving import process
 
@@ -114,9 +144,11 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="kbert-bench-embeddings-") as root:
         export_dir = export_embedding(args.model, root)
+        alone = in_process(export_dir, predict, embeddings, args.in_process_rounds) if args.in_process_rounds else None
+        batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
         server = process.start_server(
             ["--model_name=embed", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0",
-             "--enable_batching", f"--batching_parameters_file={os.path.join(REPO, 'serving', 'batching_parameters.txt')}"],
+             "--enable_batching", f"--batching_parameters_file={batching_file}"],
             180, cwd=REPO, env={"PYTHONPATH": REPO}, log_path=os.path.join(root, "serve.log"))
         try:
             for clients in (int(c) for c in args.clients.split(",")):
@@ -132,7 +164,8 @@ def main() -> None:
                 rows.append((clients, runs))
         finally:
             server.stop(timeout_s=60)
-    print(f"model: {args.model}; REST, one SST-2 dev sentence per request, batching on, {args.seconds:g} s per phase\n")
+    print(f"model: {args.model}; REST, one SST-2 dev sentence per request, batching on, "
+          f"{args.seconds:g} s per phase\n")
     print("| clients | API | QPS | p50 ms | p99 ms | requests | errors | QPS vs mean Predict |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     for clients, runs in rows:
@@ -140,6 +173,10 @@ def main() -> None:
         for name, r in runs.items():
             print(f"| {clients} | {name} | {r['qps']:.1f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['requests']} | "
                   f"{r['errors']} | {r['qps'] / base:.2f} |")
+    if alone:
+        print(f"\nIn process, no network, {args.in_process_rounds} alternated rounds: median "
+              f"{alone['predict']:.2f} ms per Predict, {alone['embeddings']:.2f} ms per /v1/embeddings "
+              f"({alone['embeddings'] / alone['predict']:.2f}x).")
 
 
 if __name__ == "__main__":

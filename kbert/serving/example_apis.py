@@ -13,9 +13,12 @@ the answers are Predict's:
 
 | API | reads | answers |
 |---|---|---|
-| Classify | `probabilities` `[b, k]` (or TF Serving's `scores` + `classes`) | per example, `(label, probability)` for every class in the model's order; labels from `assets.extra/kbert_export.json` |
+| Classify | `probabilities` `[b, k]` (or TF Serving's `scores` + `classes`) | per example, `(label, probability)` of every class |
 | Regress | `score` `[b]` (or TF Serving's `outputs`) | per example, the score |
 | MultiInference | the tasks above on one input | one result per task |
+
+Classes come in the model's order, named as `assets.extra/kbert_export.json` records
+(`"0"`, `"1"`, ... when it names none).
 """
 
 from __future__ import annotations
