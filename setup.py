@@ -28,6 +28,9 @@ setup(
         # kbert-serve's REST server: one event loop reads every connection, with read timeouts
         # and body limits (kbert/serving/rest_server.py says why not http.server or others).
         "tornado>=6.4",
+        # kbert-serve's /monitoring/prometheus/metrics (kbert/serving/metrics.py): the Prometheus
+        # exposition format, histograms and a per-server registry; pure Python, no dependencies.
+        "prometheus_client>=0.17",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).

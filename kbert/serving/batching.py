@@ -366,6 +366,11 @@ class BatchScheduler:
         self._report(len(tasks), sum(task.tokens for task in tasks),
                      padded * max(task.length for task in tasks))
 
+    def queued_examples(self) -> int:
+        """Examples waiting for a batch now (`kbert_serving_queued_examples`)."""
+        with self._condition:
+            return sum(task.size for queue in self._queues.values() for task in queue)
+
     def stop(self) -> None:
         """Finishes queued requests, then stops the workers."""
         with self._condition:

@@ -28,15 +28,19 @@ import threading
 import time
 from concurrent import futures
 
+import grpc
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
 
+from kbert.serving.encoder_apis import error_body
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
 from kbert.serving.limits import RequestSlots
+from kbert.serving.metrics import REFUSALS
+from kbert.serving.rest import RawBody
 from kbert.serving.rest import RestApi
 
 log = logging.getLogger("kbert.serving")
@@ -58,9 +62,12 @@ class _BoundedHTTPServer(tornado.httpserver.HTTPServer):
 
     max_connections = 1000
     open_connections = 0
+    metrics = None  # ServingMetrics: refusals are counted
 
     def handle_stream(self, stream, address) -> None:
         if self.open_connections >= self.max_connections:
+            if self.metrics is not None:
+                self.metrics.observe_refusal("UNAVAILABLE", "rest")
             body = _json_bytes({"error": f"The server has {self.open_connections} connections open, its limit "
                                          f"(--rest_api_max_connections={self.max_connections}); retry later."})
             head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -93,14 +100,21 @@ class _Handler(tornado.web.RequestHandler):
         self.set_header("Server", "kbert-serve")
         self.set_header("Content-Type", "application/json")
 
-    def _reply(self, status: int, payload: dict) -> None:
+    def _reply(self, status: int, payload) -> None:
         if self._finished or not self._open:
             return
         self.set_status(status)
+        if isinstance(payload, RawBody):
+            self.set_header("Content-Type", payload.content_type)
+            self.finish(payload.body)
+            return
         self.finish(_json_bytes(payload))
 
     def _refuse(self, error: ServingError) -> None:
-        self._reply(error.http_status, {"error": error.message})
+        # Refused from the headers or while the body arrives: never reaches the API's request count.
+        if error.code.name in REFUSALS:
+            self.server.api.metrics.observe_refusal(error.code.name, "rest")
+        self._reply(error.http_status, error_body(self.request.path, error))
 
     def write_error(self, status_code: int, **kwargs) -> None:
         # tornado's own errors (an unknown method, an uncaught exception) keep the JSON error form.
@@ -224,7 +238,8 @@ class RestServer:
             return self.api.post(path, raw, deadline)
         except Exception as e:  # never drop the connection without an answer
             log.exception("kbert-serve: REST POST %s failed", path)
-            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
+            return 500, error_body(path, ServingError(grpc.StatusCode.INTERNAL,
+                                                      f"internal error: {type(e).__name__}: {e}"))
 
     def start(self) -> None:
         """Serves in a background thread; returns once it accepts connections."""
@@ -242,6 +257,7 @@ class RestServer:
             # One chunk above the limit, so that the handler's JSON 413 comes before tornado's bare 400.
             max_body_size=self.limits.max_request_bytes + (64 << 10), max_header_size=64 << 10)
         self._http.max_connections = self.max_connections
+        self._http.metrics = self.api.metrics
         self._http.add_sockets(self._sockets)
         self._loop.call_soon(ready.set)
         self._loop.run_forever()

@@ -16,6 +16,7 @@ from kbert.serving.batching import BatchScheduler
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
 from kbert.serving.limits import RequestSlots
+from kbert.serving.metrics import ServingMetrics
 from kbert.serving.model_config import ModelConfig
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.prediction_service import ModelServicer
@@ -103,9 +104,14 @@ class ModelServer:
         if self.indexes and not rest_api_port:
             raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
-        # Its `on_batch` hook (None here) receives each batch's requests and tokens, for metrics.
-        self.scheduler = BatchScheduler(batching, max_batch_tokens) if batching is not None else None
-        self.predictor = Predictor(self.manager, self.scheduler, self.limits)
+        self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
+                          else None)
+        # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each
+        # batch is recorded by the predictor's batch runner.
+        self.metrics = ServingMetrics()
+        if self.scheduler is not None:
+            self.metrics.track_queue(self.scheduler.queued_examples)
+        self.predictor = Predictor(self.manager, self.scheduler, self.limits, self.metrics)
         self._grpc = None
         self._rest = None
         self._stopped = threading.Event()
