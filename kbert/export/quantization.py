@@ -34,6 +34,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.model_dir import ModelDir
+from kbert.export.serving_modules import serving_task
 from kbert.layers.int8_dense import quantize_int8
 from kbert.tasks import TaskData
 
@@ -94,31 +95,31 @@ def _cpu_flags() -> set[str]:
     return set()
 
 
-def quantized_copy(model: keras.Model, quantize: str) -> tuple[keras.Model, list[str]]:
-    """A copy of `model` in `quantize` format; the float model is left as it was.
+def quantize_model(model: keras.Model, quantize: str) -> list[str]:
+    """Switches `model` to the `quantize` format in place (`kbert.layers.quantize_int8`).
 
     Args:
-        model: a built kbert model (task model or encoder).
+        model: a built kbert model (a serving module's task model or sentence encoder).
         quantize: str. `int8`.
 
     Returns:
-        `(copy, switched)`: the quantized copy and the paths of its int8 layers.
+        list of str. The paths of the layers now in int8.
+
+    Raises:
+        ValueError: a format `check_quantize` refuses, or a model with no layer to quantize.
 
     Example:
 
-    >>> int8_model, layers = quantized_copy(classifier, "int8")
+    >>> quantize_model(module.model, "int8")[:1]
+    ['bert_encoder/transformer_layer_0/feedforward_output_dense']
     """
     check_quantize(quantize)
-    # A copy, not the model itself: functions already traced over the float
-    # model (the float evaluation's) keep its float kernels alive.
-    copy = model.__class__.from_config(model.get_config())
-    copy.set_weights(model.get_weights())
-    switched = quantize_int8(copy)
+    switched = quantize_int8(model)
     if not switched:
         raise ValueError(f"--quantize={quantize}: no layer of {model.name} could be quantized "
-                         "(it has no Dense/EinsumDense matmul at least "
-                         "16 wide); export it in float32.")
-    return copy, switched
+                         "(it has no Dense/EinsumDense matmul at least 16 wide); export it in "
+                         "float32.")
+    return switched
 
 
 @dataclasses.dataclass
@@ -163,61 +164,93 @@ class QuantizationReport:
                 f"{self.quantized_layers} layers in {self.format}.")
 
 
-def check_quality(model_dir: ModelDir, float_module, quantized_module, quantize: str,
-                  max_drop: float, quantized_layers: int,
-                  data_dir: str | None = None) -> QuantizationReport:
+@dataclasses.dataclass
+class QualityData:
+    """The examples the check scores on, read before any model is loaded.
+
+    Args:
+        examples: list. The task's dev examples, or texts (embedding models).
+        where: str. Where they came from, for the report.
+    """
+
+    examples: list
+    where: str
+
+
+def quality_data(model_dir: ModelDir, data_dir: str | None = None) -> QualityData:
+    """Reads the data the quality check scores on, failing early with the flag to pass.
+
+    Args:
+        model_dir: `ModelDir` being exported.
+        data_dir: str or None. `--quantization_data_dir`: the dev data (a
+            `kbert-finetune --data_dir` folder, or a file for tasks that read one,
+            such as SQuAD's dev JSON; text files for an embedding model). None:
+            the dev data `task_config.json` recorded (fixed pseudo-sentences for
+            an embedding model).
+
+    Returns:
+        `QualityData`.
+
+    Example:
+
+    >>> len(quality_data(open_model_dir("runs/sst2")).examples)
+    872
+    """
+    if not model_dir.is_finetuned:
+        return QualityData(*_agreement_texts(model_dir, data_dir))
+    data = _dev_data(model_dir, data_dir)
+    task = serving_task(model_dir)
+    task.check_data(data, ["dev"])
+    examples = task.read(data, "dev")
+    where = data.data_dir or data.predict_file
+    if not examples:
+        raise ValueError(f"the dev split at {where} has no examples; pass "
+                         "--quantization_data_dir with the task's dev data.")
+    return QualityData(examples, where)
+
+
+def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantized_module,
+                  quantize: str, max_drop: float, quantized_layers: int) -> QuantizationReport:
     """Scores the float32 and the quantized serving module on the same dev data.
 
     Args:
         model_dir: `ModelDir` the modules were built from.
+        data: `QualityData` from `quality_data`.
         float_module: its float32 `ServingModule`.
         quantized_module: its quantized `ServingModule`.
         quantize: str. The format (`int8`).
         max_drop: float. Allowed drop of the main metric, in points.
         quantized_layers: int. How many layers were switched (reported).
-        data_dir: str or None. `--quantization_data_dir`: the dev data (a
-            `kbert-finetune --data_dir` folder, or a file for tasks that read one,
-            such as SQuAD's dev JSON). None: what `task_config.json` recorded.
 
     Returns:
         The `QuantizationReport` (the caller refuses or warns when not `ok`).
 
     Example:
 
-    >>> report = check_quality(directory, module, int8_module, "int8", 1.0, 37)
+    >>> report = check_quality(directory, data, module, int8_module, "int8", 1.0, 37)
     >>> report.drop_points
     0.11
     """
     if model_dir.is_finetuned:
-        metric, before, after, count, where = _task_scores(model_dir, float_module,
-                                                           quantized_module, data_dir)
+        metric, before, after = _task_scores(model_dir, data.examples, float_module,
+                                             quantized_module)
     else:
-        metric, before, after, count, where = _embedding_scores(model_dir, float_module,
-                                                                quantized_module, data_dir)
+        metric, before, after = _embedding_scores(data.examples, float_module, quantized_module)
     return QuantizationReport(quantize, metric, float(before), float(after),
-                              float(before - after), float(max_drop), count, where,
-                              quantized_layers)
+                              float(before - after), float(max_drop), len(data.examples),
+                              data.where, quantized_layers)
 
 
-def _task_scores(model_dir: ModelDir, float_module, quantized_module, data_dir: str | None):
-    from kbert.export.serving_modules import serving_task
-
+def _task_scores(model_dir: ModelDir, examples: list, float_module, quantized_module):
     task_config = model_dir.task_config
     task = serving_task(model_dir)
-    data = _dev_data(model_dir, data_dir)
-    task.check_data(data, ["dev"])
-    examples = task.read(data, "dev")
-    if not examples:
-        raise ValueError(f"the dev split at {data.data_dir or data.predict_file} has no examples; "
-                         "pass --quantization_data_dir with the task's dev data.")
     scores = []
     for module in (float_module, quantized_module):
         evaluation = task.evaluate(module.model, examples, module.preprocessor, _BATCH_SIZE)
         scores.append(evaluation.metrics)
     metric = task.main_metric or next(iter(scores[0]))
     scale = 1.0 if task_config.task in PERCENT_METRIC_TASKS else 100.0
-    return (metric, scale * scores[0][metric], scale * scores[1][metric], len(examples),
-            data.data_dir or data.predict_file)
+    return metric, scale * scores[0][metric], scale * scores[1][metric]
 
 
 def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:
@@ -237,8 +270,7 @@ def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:
                     data_dir=recorded.get("data_dir"), predict_file=recorded.get("predict_file"))
 
 
-def _embedding_scores(model_dir: ModelDir, float_module, quantized_module, data_dir: str | None):
-    texts, where = _agreement_texts(model_dir, data_dir)
+def _embedding_scores(texts: list[str], float_module, quantized_module):
     embeddings = []
     for module in (float_module, quantized_module):
         run = module.signatures()["serving_default"]
@@ -248,7 +280,7 @@ def _embedding_scores(model_dir: ModelDir, float_module, quantized_module, data_
     a, b = embeddings
     cosine = np.sum(a * b, -1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1),
                                             1e-12)
-    return EMBEDDING_METRIC, 100.0, 100.0 * float(np.mean(cosine)), len(texts), where
+    return EMBEDDING_METRIC, 100.0, 100.0 * float(np.mean(cosine))
 
 
 def _agreement_texts(model_dir: ModelDir, data_dir: str | None) -> tuple[list[str], str]:

@@ -26,6 +26,7 @@ from kbert.export.ops_check import check_ops
 from kbert.export.quantization import DEFAULT_MAX_DROP
 from kbert.export.quantization import check_quality
 from kbert.export.quantization import check_quantize
+from kbert.export.quantization import quality_data
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
 from kbert.export.serving_modules import task_model_serving_module
@@ -229,14 +230,16 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
     """
     check_quantize(quantize)
     directory = open_model_dir(model_dir, flag="--model_dir")
+    # Read before any model is loaded, so missing data fails at once.
+    data = quality_data(directory, quantization_data_dir) if quantize is not None else None
     module = serving_module(directory, max_seq_length, feature_layers)
     info = (_task_info(directory.task_config) if directory.is_finetuned
             else _embedding_info(module))
     if quantize is not None:
         float_module = module
         module = serving_module(directory, max_seq_length, feature_layers, quantize=quantize)
-        report = check_quality(directory, float_module, module, quantize, max_quantization_drop,
-                               len(int8_layers(module.model)), quantization_data_dir)
+        report = check_quality(directory, data, float_module, module, quantize,
+                               max_quantization_drop, len(int8_layers(module.model)))
         if not report.ok and quantization_drop_is_error:
             raise ValueError(f"{report.message()} Not exported: pass a larger "
                              "--max_quantization_drop, --noquantization_drop_is_error to export "

@@ -159,8 +159,15 @@ def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor,
             quantize: str | None = None) -> ServingModule:
     # Every serving module is made here, so options that change how a model is
     # served (a numeric format, ...) are added once for export and index alike.
-    if quantize is not None:
-        from kbert.export.quantization import quantized_copy
+    if quantize is None:
+        return task.serving_module(model, preprocessor)
+    from kbert.export.quantization import quantize_model
 
-        model, _ = quantized_copy(model, quantize)
-    return task.serving_module(model, preprocessor)
+    # A copy: functions already traced over the float model keep its float
+    # kernels. The task builds its serving model first (the embedding task
+    # rebuilds the encoder), then that model is quantized.
+    copy = model.__class__.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    module = task.serving_module(copy, preprocessor)
+    quantize_model(module.model, quantize)
+    return module

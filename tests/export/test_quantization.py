@@ -204,3 +204,29 @@ def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
         assert server.stop() == 0
     np.testing.assert_allclose(answer["logits"], expected["logits"].numpy(), atol=1e-6)
     assert answer["label"] == [v.decode() for v in expected["label"].numpy()]
+
+
+def test_finetuning_records_where_the_dev_data_is(tmp_path, monkeypatch):
+    from kbert.checkpoints import TaskConfig
+    from kbert.tasks import TaskData
+    from kbert.training.finetuning import _dev_data_record
+
+    monkeypatch.chdir(tmp_path)
+    record = _dev_data_record(TaskData("sst-2", "glue/SST-2"))
+    assert record == {"task_name": "sst-2", "data_dir": str(tmp_path / "glue" / "SST-2"),
+                      "predict_file": None}
+    assert _dev_data_record(TaskData("squad", None, "train.json", "gs://b/dev.json"))["predict_file"] \
+        == "gs://b/dev.json"
+    assert _dev_data_record(TaskData("sst-2")) == {}
+    # Kept in task_config.json beside the task's keys, and not handed to the task as a setting.
+    config = TaskConfig("glue", "sst-2", "classifier", ["0", "1"], dev_data=record)
+    again = TaskConfig.from_dict(json.loads(config.to_json()))
+    assert again.dev_data == record and again.options == {}
+    assert "dev_data" not in TaskConfig("glue", "sst-2", "classifier").to_dict()
+
+
+def test_the_ops_check_and_the_layers_name_the_same_onednn_ops():
+    from kbert.export.ops_check import ONEDNN_OPS
+    from kbert.layers.int8_dense import ONEDNN_INT8_OPS
+
+    assert ONEDNN_OPS == ONEDNN_INT8_OPS
