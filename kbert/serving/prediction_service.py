@@ -23,6 +23,7 @@ from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.limits import RequestSlots
 from kbert.serving.limits import check_deadline
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.predictor import Predictor
@@ -64,16 +65,23 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         predictor: `Predictor`.
         budget: `ByteBudget` or None. Bytes that all requests in flight may
             hold (shared with REST); None sets no such cap.
+        slots: `RequestSlots` or None. Requests in flight at once (shared
+            with REST); None sets no such cap.
     """
 
-    def __init__(self, predictor: Predictor, budget: ByteBudget | None = None):
+    def __init__(self, predictor: Predictor, budget: ByteBudget | None = None,
+                 slots: RequestSlots | None = None):
         self.predictor = predictor
         self.budget = budget
+        self.slots = slots
 
     def Predict(self, request: predict_pb2.PredictRequest, context) -> predict_pb2.PredictResponse:
         deadline = _deadline(context)
-        held = 0
+        held, slot = 0, False
         try:
+            if self.slots is not None:  # first: a refusal must cost nothing
+                self.slots.take()
+                slot = True
             # A request that waited for a thread past its client's deadline is not run at all.
             check_deadline(deadline, "a thread was free to read it")
             if not context.is_active():
@@ -99,6 +107,8 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         finally:
             if held:
                 self.budget.give(held)
+            if slot:
+                self.slots.give()
         _abort(context, error)
 
     def GetModelMetadata(self, request, context):

@@ -15,6 +15,7 @@ from kbert.serving.limits import Limits
 from kbert.serving.limits import check_deadline
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.servable import Servable
+from kbert.serving.token_counts import example_tokens
 
 log = logging.getLogger("kbert.serving")
 
@@ -98,7 +99,7 @@ class Predictor:
         key = (id(servable), signature,
                tuple(sorted((k, v.shape[1:], v.dtype.str) for k, v in inputs.items())))
         return self.scheduler.run(key, lambda batched: servable.run(signature, batched), inputs, batch,
-                                  deadline)
+                                  deadline, tokens=example_tokens(inputs, servable.truncation_length))
 
     def metadata(self, name: str, version: int | None, label: str | None):
         """Returns `(servable, SignatureDefMap)` for GetModelMetadata."""

@@ -36,6 +36,7 @@ from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.limits import RequestSlots
 from kbert.serving.rest import RestApi
 
 log = logging.getLogger("kbert.serving")
@@ -83,6 +84,7 @@ class _Handler(tornado.web.RequestHandler):
         self._chunks: list[bytes] = []
         self._received = 0
         self._held = 0  # bytes taken from the server's budget, given back when the request ends
+        self._slot = False  # a --max_concurrent_requests slot, given back when the request ends
         self._deadline = time.monotonic() + server.timeout_seconds
         self._open = True  # until finished or the client hangs up
         server.in_flight += 1  # only the event loop's thread touches the count
@@ -112,6 +114,9 @@ class _Handler(tornado.web.RequestHandler):
             return
         headers = self.request.headers
         try:
+            if self.server.slots is not None:  # refused from the headers, before the body is read
+                self.server.slots.take()
+                self._slot = True
             if "Content-Length" in headers:
                 try:
                     length = int(headers["Content-Length"])
@@ -161,6 +166,9 @@ class _Handler(tornado.web.RequestHandler):
             self.server.in_flight -= 1
             self.server.budget.give(self._held)
             self._held = 0
+            if self._slot:
+                self.server.slots.give()
+                self._slot = False
 
 
 class RestServer:
@@ -180,6 +188,8 @@ class RestServer:
             body, and before its model work starts (`--rest_api_timeout_in_ms`).
         max_connections: int. Open connections past which new ones get 503
             (`--rest_api_max_connections`).
+        slots: `RequestSlots` or None. POST requests in flight at once, shared
+            with gRPC (`--max_concurrent_requests`); past it 429 at once.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -192,8 +202,10 @@ class RestServer:
     """
 
     def __init__(self, address: tuple[str, int], api: RestApi, limits: Limits, budget: ByteBudget,
-                 num_threads: int = 16, timeout_seconds: float = 30.0, max_connections: int = 1000):
+                 num_threads: int = 16, timeout_seconds: float = 30.0, max_connections: int = 1000,
+                 slots: RequestSlots | None = None):
         self.api = api
+        self.slots = slots
         self.limits = limits
         self.budget = budget
         self.timeout_seconds = timeout_seconds
