@@ -39,7 +39,7 @@ PACKED_INPUT_NAMES = (*PACKED_INPUTS, CLS_POSITIONS)
 SPLITS = ("train", "dev", "test")
 # Keys of task_config.json every task has; the others are the task's config fields.
 COMMON_KEYS = ("task", "task_name", "model_type", "label_names", "text_pair",
-               "max_seq_length", "do_lower_case")
+               "max_seq_length", "do_lower_case", "dev_data")
 # SQuAD settings that task_config.json held for every task before the task
 # registry; other tasks ignore them so that those files still load.
 LEGACY_KEYS = ("doc_stride", "max_query_length", "max_answer_length")
