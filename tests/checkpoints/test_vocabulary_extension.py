@@ -182,3 +182,30 @@ def test_bpe_directory_is_refused(tmp_path):
                                          "directories only"):
         extend_vocabulary(directory, ["word"], str(tmp_path / "out"))
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_extended_directory_fine_tunes_and_serves_new_words_as_single_tokens(extended, tmp_path):
+    from kbert.export.saved_model import export_saved_model
+    from kbert.training.finetuning import run_finetuning
+
+    output, extension = extended
+    model_dir = str(tmp_path / "sst2")
+    run_finetuning("glue", output, model_dir, task_name="sst-2",
+                   data_dir=os.path.join(TESTDATA, "finetune", "glue", "SST-2"),
+                   num_train_epochs=1, train_batch_size=4, eval_batch_size=8, max_seq_length=32,
+                   learning_rate=1e-3, warmup_proportion=0.0, verbose=0, do_eval=False)
+    served = tf.saved_model.load(export_saved_model(model_dir, str(tmp_path / "export"),
+                                                    check=False))
+    text = "Emma smiled at Hartfield."
+    ids = BertTokenizer(os.path.join(output, "vocab.txt")).tokenize_to_ids([text])[0]
+    vocabulary = read_vocab(os.path.join(output, "vocab.txt"))
+    new_ids = {item["word"]: item["id"] for item in extension.added}
+    assert ids[0] == new_ids["emma"] and new_ids["hartfield"] in ids
+    assert new_ids["hartfield"] >= len(vocabulary) - 2  # an appended row
+    token_ids = tf.constant([[vocabulary.index("[CLS]")] + ids + [vocabulary.index("[SEP]")]])
+    by_ids = served.signatures["serve_ids"](
+        token_ids=token_ids, segment_ids=tf.zeros_like(token_ids),
+        padding_mask=tf.ones_like(token_ids))
+    by_text = served.signatures["serving_default"](text=tf.constant([text]))
+    np.testing.assert_allclose(by_text["logits"].numpy(), by_ids["logits"].numpy(), rtol=1e-5,
+                               atol=1e-6)

@@ -70,9 +70,14 @@ def _clear_gin():
 
 
 def test_gin_takes_sizes_and_numerics_from_the_directory(dirs):
-    configurables.parse_gin(["pretrain.gin"], ["BertPretrainer.next_sentence = False"])
+    # The recipe binds no size: the directory gives them all.
+    configurables.parse_gin(["continue_pretraining.gin"])
     bound = configurables.encoder_from_directory(dirs["extended"])
-    encoder = configurables.pretrainer().encoder
+    pretrainer = configurables.pretrainer()
+    assert pretrainer.next_sentence is False
+    assert gin.query_parameter("run_pretraining.masking") == "dynamic"
+    assert gin.query_parameter("run_pretraining.learning_rate") == 1e-4
+    encoder = pretrainer.encoder
     # The five words went into [unusedN] slots: the size stays the vocabulary's 3003.
     assert bound["vocabulary_size"] == encoder.vocabulary_size == 3003
     for key, value in ENCODER.items():
