@@ -233,8 +233,8 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     if differing:
         raise ValueError(
             f"--init_checkpoint={init_checkpoint} is not the encoder the gin config binds; "
-            + "; ".join(differing) + f". Drop those {name} bindings (--gin_file=gin/pretrain.gin "
-            "binds no sizes: the directory gives them) or use another checkpoint.")
+            + "; ".join(differing) + f". Drop those {name} bindings (gin/continue_pretraining.gin "
+            "binds no size: the directory gives them) or use another checkpoint.")
     bound_here = {}
     with gin.unlock_config():
         for key, value in wanted.items():
