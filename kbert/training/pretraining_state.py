@@ -322,6 +322,10 @@ def init_checkpoint_differences(source: Encoder, encoder: Encoder) -> list[tuple
         list of `(key, directory's value, built value)`; empty when they agree.
     """
     sizes, built = encoder_sizes(source), encoder_sizes(encoder)
+    if "embedding_width" in sizes and (sizes["embedding_width"], built["embedding_width"]) == (
+            sizes.get("hidden_dim"), built.get("hidden_dim")):
+        # Both follow their hidden_dim (no factorized embedding): one difference, not two.
+        del sizes["embedding_width"]
     differing = [(key, sizes[key], built[key]) for key in sizes if sizes[key] != built[key]]
     for key in NUMERIC_KEYS:
         a, b = getattr(source, key, None), getattr(encoder, key, None)
