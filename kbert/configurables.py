@@ -181,8 +181,8 @@ RUN_CHOSEN_ENCODER_ARGUMENTS = ("dropout", "initializer_range")
 def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     """Binds the encoder's architecture to a pre-trained directory's: sizes and numerics.
 
-    `kbert-pretrain --gin_file=gin/pretrain.gin --init_checkpoint=DIR` then
-    continues DIR without a size gin file, with DIR's own activation and
+    `kbert-pretrain --gin_file=gin/continue_pretraining.gin --init_checkpoint=DIR`
+    then continues DIR without a size gin file, with DIR's own activation and
     LayerNorm epsilon. A value the gin config binds already must agree with
     DIR's; every one that does not is named in one error. `dropout` and
     `initializer_range` (what fresh heads start from) come from DIR only
@@ -200,7 +200,7 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
 
     Example:
 
-    >>> configurables.parse_gin(["pretrain.gin"])
+    >>> configurables.parse_gin(["continue_pretraining.gin"])
     >>> configurables.encoder_from_directory("minilm/")["activation"]
     'gelu_exact'
     """
@@ -208,10 +208,9 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     from kbert.checkpoints.pretrained import BERT_CONFIG
     from kbert.models.registry import PRETRAINERS
     from kbert.models.registry import encoder_architecture
-
-    path = os.path.join(init_checkpoint, BERT_CONFIG)
     import tensorflow as tf
 
+    path = os.path.join(init_checkpoint, BERT_CONFIG)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"--init_checkpoint={init_checkpoint} has no {BERT_CONFIG}; "
                                 "point it at a kbert-pretrain model_dir or kbert-convert output.")
