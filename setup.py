@@ -71,6 +71,7 @@ setup(
             "kbert-export=kbert.bin.export:run",
             "kbert-serve=kbert.bin.serve:run",
             "kbert-index=kbert.bin.index:run",
+            "kbert-vocab=kbert.bin.vocab:run",
         ],
     },
 )

@@ -252,6 +252,25 @@ class Task(abc.ABC):
         raise ValueError(f"{source}: task {self.name!r} reads no unlabelled transfer file; "
                          "drop --transfer_file to distill on its training split.")
 
+    def input_texts(self, examples: list) -> list[list[str]]:
+        """The examples' text inputs as documents of sentences, never their labels.
+
+        What task-adaptive pre-training reads (`tools/task_text.py` writes it
+        in the pre-training data tool's corpus format): the text a model sees
+        when it is fine-tuned on the task, and nothing it is asked to predict.
+
+        Args:
+            examples: list of the task's examples (`read`).
+
+        Returns:
+            list of documents, each a list of str (a sentence or a short text
+            each), in the examples' order.
+
+        Raises:
+            ValueError: the task has no text inputs.
+        """
+        raise ValueError(f"task {self.name!r} has no text inputs to pre-train on.")
+
     def training_rows(self, examples: list, preprocessor: TextPreprocessor) -> list:
         """The rows one training epoch goes over; `dataset` batches them.
 
