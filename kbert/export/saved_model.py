@@ -23,9 +23,9 @@ from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.export.ops_check import check_ops
+from kbert.export.numeric_formats import check_quantize
 from kbert.export.quantization import DEFAULT_MAX_DROP
 from kbert.export.quantization import check_quality
-from kbert.export.quantization import check_quantize
 from kbert.export.quantization import quality_data
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module

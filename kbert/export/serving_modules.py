@@ -161,7 +161,7 @@ def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor,
     # served (a numeric format, ...) are added once for export and index alike.
     if quantize is None:
         return task.serving_module(model, preprocessor)
-    from kbert.export.quantization import quantize_model
+    from kbert.export.numeric_formats import quantize_model
 
     # A copy: functions already traced over the float model keep its float
     # kernels. The task builds its serving model first (the embedding task

@@ -88,7 +88,7 @@ def test_attention_einsum_layers_are_quantized_and_thin_output_layers_stay_float
 
 
 def test_bfloat16_is_refused_with_what_to_do_instead():
-    from kbert.export.quantization import check_quantize
+    from kbert.export.numeric_formats import check_quantize
 
     with pytest.raises(ValueError, match="no bfloat16 units .* Use --quantize=int8"):
         check_quantize("bfloat16", cpu_flags={"avx512f", "avx512_vnni"})

@@ -1,0 +1,85 @@
+"""The numeric formats `kbert-export --quantize` can write, and the switch of a model to one.
+
+Apart from `quantization.py` (the export's quality check, which builds serving
+modules) so that `serving_modules.py` can quantize a model without importing it.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from kbert.layers.int8_dense import quantize_int8
+
+QUANTIZE_FORMATS = ("int8", "bfloat16")
+
+
+def check_quantize(quantize: str | None, cpu_flags: set[str] | None = None) -> None:
+    """Refuses a `--quantize` value this export cannot honour, saying what to do instead.
+
+    Args:
+        quantize: str or None. `int8`, `bfloat16`, or None (float32).
+        cpu_flags: set of str or None. The CPU's feature flags; None reads
+            `/proc/cpuinfo`.
+
+    Raises:
+        ValueError: an unknown format, or `bfloat16`.
+
+    Example:
+
+    >>> check_quantize("int8")
+    """
+    if quantize is None:
+        return
+    if quantize not in QUANTIZE_FORMATS:
+        raise ValueError(f"--quantize={quantize!r}; choose one of {', '.join(QUANTIZE_FORMATS)} "
+                         "or leave it out for float32.")
+    if quantize == "bfloat16":
+        flags = _cpu_flags() if cpu_flags is None else cpu_flags
+        units = sorted(flags & {"avx512_bf16", "amx_bf16"})
+        if not units:
+            raise ValueError("--quantize=bfloat16: this CPU has no bfloat16 units (neither "
+                             "avx512_bf16 nor amx_bf16 in /proc/cpuinfo), so bfloat16 would run "
+                             "slower than float32 here. Use --quantize=int8 (oneDNN int8 runs on "
+                             "AVX-512 VNNI / AVX2).")
+        raise ValueError(f"--quantize=bfloat16: this CPU has {', '.join(units)}, but kbert-export "
+                         "writes no bfloat16 SavedModel: export float32 and serve it with stock "
+                         "TF Serving's --mixed_precision=bfloat16, which converts the graph at "
+                         "load; or use --quantize=int8.")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def quantize_model(model: keras.Model, quantize: str) -> list[str]:
+    """Switches `model` to the `quantize` format in place (`kbert.layers.quantize_int8`).
+
+    Args:
+        model: a built kbert model (a serving module's task model or sentence encoder).
+        quantize: str. `int8`.
+
+    Returns:
+        list of str. The paths of the layers now in int8.
+
+    Raises:
+        ValueError: a format `check_quantize` refuses, or a model with no layer to quantize.
+
+    Example:
+
+    >>> quantize_model(module.model, "int8")[:1]
+    ['bert_encoder/transformer_layer_0/feedforward_output_dense']
+    """
+    check_quantize(quantize)
+    switched = quantize_int8(model)
+    if not switched:
+        raise ValueError(f"--quantize={quantize}: no layer of {model.name} could be quantized "
+                         "(it has no Dense/EinsumDense matmul at least 16 wide); export it in "
+                         "float32.")
+    return switched
