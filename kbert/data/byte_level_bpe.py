@@ -128,10 +128,10 @@ class ByteLevelBpeTokenizer(tf.Module):
         UTF-8 byte offsets where `tokenizers` counts characters. A word is
         one piece of GPT-2's pre-tokenization (" world", "!") or an added token.
 
-        Where normalization (NFC) changes the length of a stretch of text
-        between added tokens (combining accents), offsets inside it are cut
-        to it (each token stays inside the stretch it came from): `tokenizers`
-        aligns such characters one by one.
+        Where normalization (NFC) changes the length of a word (a combining
+        accent), offsets inside that word are cut to it (each of its tokens
+        stays inside it; `tokenizers` aligns such characters one by one);
+        every other word's are exact.
 
         Args:
             texts: string `[batch]` of valid UTF-8.
@@ -153,9 +153,14 @@ class ByteLevelBpeTokenizer(tf.Module):
                 "text) are not implemented; ModernBERT's has add_prefix_space=false.")
         texts = tf.convert_to_tensor(texts, tf.string)
         pieces, raw_ids, raw_text = self._raw_added.split(texts)
-        flat = pieces.flat_values
+        # Normalized chunk by chunk between whitespace (which composes with
+        # nothing, so the text is the same), so that an offset moved by
+        # normalization is moved within its chunk only.
+        chunks = _regex_split(pieces.flat_values, f"[{WHITESPACE}]+")
+        normalized = chunks.flat_values
         if self.normalization:
-            flat = tf_text.normalize_utf8(flat, self.normalization)
+            normalized = tf_text.normalize_utf8(normalized, self.normalization)
+        flat = tf.strings.reduce_join(chunks.with_flat_values(normalized), axis=1)
         parts, normalized_ids, part_text = self._normalized_added.split(flat)
         ids, starts_word = self._pre_tokenize_and_merge(parts.flat_values)
         ids = parts.with_flat_values(ids)
@@ -179,12 +184,12 @@ class ByteLevelBpeTokenizer(tf.Module):
         per_piece = lengths.values  # [pieces, (tokens)]
         token_piece = per_piece.value_rowids()
         within = _offsets_in_rows(per_piece.flat_values, per_piece.row_splits)
-        length = tf.gather(piece_length, token_piece)
-        last = tf.range(tf.size(token_piece, out_type=tf.int64)) == \
-            tf.gather(per_piece.row_splits[1:], token_piece) - 1
+        to_original = _ChunkMap(chunks, normalized, token_piece)
         base = tf.gather(piece_offset, token_piece)
-        starts = base + tf.minimum(within, length)
-        ends = base + tf.where(last, length, tf.minimum(within + per_piece.flat_values, length))
+        added = tf.gather(raw_ids >= 0, token_piece)
+        starts = base + tf.where(added, 0, to_original(within, end=False))
+        ends = base + tf.where(added, tf.gather(piece_length, token_piece),
+                               to_original(within + per_piece.flat_values, end=True))
         # `tokenizers`' `process_offsets` with `trim_offsets`.
         starts = tf.minimum(starts + leading.flat_values, ends)
         ends = tf.maximum(ends - trailing.flat_values, starts)
@@ -371,6 +376,47 @@ def _offsets_in_rows(lengths: tf.Tensor, row_splits: tf.Tensor) -> tf.Tensor:
     row = tf.RaggedTensor.from_row_splits(lengths, row_splits, validate=False).value_rowids()
     row_start = tf.gather(tf.concat([[0], ends], 0), row_splits[:-1])
     return starts - tf.gather(row_start, row)
+
+
+class _ChunkMap:
+    """Offsets in normalized pieces -> offsets in the original pieces, chunk by chunk.
+
+    Args:
+        chunks: ragged string `[pieces, (chunks)]`, the original text of each
+            piece cut at whitespace.
+        normalized: string `[chunks]`, each chunk normalized.
+        token_piece: int64 `[tokens]`, the piece of each token.
+    """
+
+    def __init__(self, chunks: tf.RaggedTensor, normalized: tf.Tensor, token_piece: tf.Tensor):
+        def starts(text):  # Where each chunk starts over all pieces; one past the last at the end.
+            ends = tf.cumsum(tf.cast(tf.strings.length(text), tf.int64))
+            total = tf.reduce_sum(ends[-1:])
+            return tf.concat([[0], ends, [total]], 0)  # And one more: there may be no chunk.
+
+        self.normalized_start = starts(normalized)
+        self.original_start = starts(chunks.flat_values)
+        first_chunk = chunks.row_splits[:-1]
+        self.normalized_base = tf.gather(tf.gather(self.normalized_start, first_chunk), token_piece)
+        self.original_base = tf.gather(tf.gather(self.original_start, first_chunk), token_piece)
+        self.last = tf.size(chunks.flat_values, out_type=tf.int64) - 1
+
+    def __call__(self, offsets: tf.Tensor, end: bool) -> tf.Tensor:
+        """Normalized byte offsets within each token's piece -> original ones."""
+        position = self.normalized_base + offsets
+        # The chunk holding the byte at `position` (or, for an end, before it).
+        chunk = tf.searchsorted(self.normalized_start, position, side="left" if end else "right",
+                                out_type=tf.int64) - 1
+        chunk = tf.clip_by_value(chunk, 0, tf.maximum(self.last, 0))
+        into = position - tf.gather(self.normalized_start, chunk)
+        normalized_length = tf.gather(self.normalized_start, chunk + 1) - tf.gather(
+            self.normalized_start, chunk)
+        original_length = tf.gather(self.original_start, chunk + 1) - tf.gather(
+            self.original_start, chunk)
+        # A chunk whose length normalization changed keeps the offsets inside it.
+        moved = tf.where(into >= normalized_length, original_length,
+                         tf.minimum(into, original_length))
+        return tf.gather(self.original_start, chunk) + moved - self.original_base
 
 
 def _whole_characters(texts: tf.Tensor, row: tf.Tensor, starts: tf.Tensor, ends: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
