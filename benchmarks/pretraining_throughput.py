@@ -4,11 +4,15 @@
         --dtypes=float32,mixed_bfloat16
 
 For each size the reference is keras-hub's `BertBackbone` + `MaskedLMHead`
-(tied) + a Dense NSP head trained with `Model.train_on_batch` (Keras AdamW,
-the same weight decay and clipping); kbert is `BertPretrainer` stepped by the
-loop `kbert-pretrain` runs. Both see one fixed batch (seq 128, batch 16, 20
-predictions, vocabulary 30522), so input reading is not measured; their steps
-alternate and each one's fastest step counts, as the machine may be shared. Model FLOPs
+(tied) + a Dense NSP head trained as Keras' own `fit` runs it: the compiled
+`train_function`, traced once, on a `tf.data` iterator (Keras AdamW, the same
+weight decay and clipping); kbert is `BertPretrainer` stepped by the loop
+`kbert-pretrain` runs (one traced `tf.function`). The XLA setting is the same
+for both (`--jit_compile`, off by default: Keras' "auto" would compile the
+reference alone on some machines). Both see one fixed batch (seq 128, batch
+16, 20 predictions, vocabulary 30522) already in tensors, so input reading is
+not measured; their steps alternate and each one's fastest step counts, as
+the machine may be shared. Model FLOPs
 utilisation (MFU) divides 6 x matmul parameters x tokens + attention + MLM
 head FLOPs by a matmul peak measured in this run for the same dtype.
 """
@@ -79,7 +83,7 @@ def matmul_peak(dtype, n=2048, repeats=10):
     return 2 * n**3 / best
 
 
-def keras_hub_model(L, H, A, I):
+def keras_hub_model(L, H, A, I, jit_compile):
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=VOCAB, num_layers=L, num_heads=A, hidden_dim=H, intermediate_dim=I,
         max_sequence_length=POSITIONS)
@@ -97,12 +101,17 @@ def keras_hub_model(L, H, A, I):
     model.compile(optimizer=optimizer, loss={
         "mlm": keras.losses.SparseCategoricalCrossentropy(from_logits=True,
                                                           reduction="mean_with_sample_weight"),
-        "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
-    features, labels, weights = batch()
-    return lambda: model.train_on_batch(features, labels, sample_weight=weights)
+        "nsp": keras.losses.SparseCategoricalCrossentropy(from_logits=True)},
+        jit_compile=jit_compile)
+    # What `fit` runs each step: the compiled train function on a tf.data
+    # iterator (not `train_on_batch`, which converts numpy arrays every call).
+    iterator = iter(tf.data.Dataset.from_tensors(batch()).repeat())
+    model.make_train_function()  # sets model.train_function, as fit does
+    train_function = model.train_function
+    return lambda: tf.nest.map_structure(lambda t: t.numpy(), train_function(iterator))
 
 
-def kbert_model(L, H, A, I):
+def kbert_model(L, H, A, I, jit_compile):
     pretrainer = BertPretrainer(BertEncoder(
         vocabulary_size=VOCAB, num_layers=L, num_heads=A, hidden_dim=H, intermediate_dim=I,
         max_sequence_length=POSITIONS))
@@ -111,7 +120,7 @@ def kbert_model(L, H, A, I):
     step = tf.Variable(0, dtype=tf.int64)
     data = tuple(tf.nest.map_structure(tf.constant, part) for part in batch())
     train_loop, _ = make_train_loop(
-        tf.distribute.get_strategy(), pretrainer, optimizer, step, 1, False, lambda: data)
+        tf.distribute.get_strategy(), pretrainer, optimizer, step, 1, jit_compile, lambda: data)
     one = tf.constant(1, tf.int32)
     return lambda: train_loop(one)[0].numpy()
 
@@ -138,13 +147,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", default="tiny,mini,small,base")
     parser.add_argument("--dtypes", default="float32,mixed_bfloat16")
+    parser.add_argument("--jit_compile", action="store_true",
+                        help="XLA-compile both steps (the same setting for both).")
     parser.add_argument("--steps_scale", type=float, default=1.0,
                         help="Multiply the timed rounds per config (more = steadier).")
     args = parser.parse_args()
     dtypes = args.dtypes.split(",")
     peaks = {d: matmul_peak("bfloat16" if "bfloat16" in d else "float32") for d in dtypes}
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, keras-hub "
-          f"{keras_hub.__version__}; batch {BATCH}, seq {SEQ}, predictions {PREDICTIONS}")
+          f"{keras_hub.__version__}; batch {BATCH}, seq {SEQ}, predictions {PREDICTIONS}; "
+          f"XLA {'on' if args.jit_compile else 'off'} for both; reference: keras-hub's model "
+          "through Keras' compiled train function on a tf.data iterator")
     print(f"{'config':<8}{'dtype':<16}{'keras-hub seq/s':>16}{'kbert seq/s':>13}{'ratio':>7}"
           f"{'MFU hub':>9}{'MFU kbert':>11}")
     throughput = {}  # (config, dtype) -> (keras-hub seq/s, kbert seq/s)
@@ -160,7 +173,8 @@ def main():
             keras.config.set_dtype_policy(dtype)
             keras.utils.set_random_seed(0)
             results = seconds_per_step(
-                {"hub": keras_hub_model(L, H, A, I), "kbert": kbert_model(L, H, A, I)}, steps)
+                {"hub": keras_hub_model(L, H, A, I, args.jit_compile),
+                 "kbert": kbert_model(L, H, A, I, args.jit_compile)}, steps)
             keras.backend.clear_session()
             keras.config.set_dtype_policy("float32")
             hub, mine = BATCH / results["hub"], BATCH / results["kbert"]

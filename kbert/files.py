@@ -160,6 +160,39 @@ def read_json(path: str, what: str | None = None) -> Any:
         raise ValueError(f"{path}: not valid JSON: {e}") from None
 
 
+def read_text(path: str) -> str:
+    """Reads a whole UTF-8 text file through `tf.io.gfile`, naming the line of a bad byte.
+
+    A UTF-8 byte-order mark at the start is dropped (GLUE's MRPC files have one).
+
+    Args:
+        path: str. The file (`gs://` works).
+
+    Returns:
+        str: the text.
+
+    Raises:
+        ValueError: a byte that is not UTF-8; the message starts `<path>:<line>:`
+            ("train.tsv:12: not UTF-8 text (invalid start byte 0xff at column 8)").
+
+    Example:
+
+    >>> kbert.files.read_text("glue/SST-2/dev.tsv").split("\n")[0]
+    'sentence\tlabel'
+    """
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line_start = data.rfind(b"\n", 0, e.start) + 1
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ValueError(
+            f"{path}:{line}: not UTF-8 text ({e.reason} 0x{data[e.start]:02x} at column "
+            f"{e.start - line_start + 1}); convert the file to UTF-8 (iconv -f latin1 -t utf-8)."
+        ) from None
+
+
 def iter_jsonl(path: str, errors: str = "strict") -> Iterator[tuple[int, dict]]:
     """Streams the objects of a JSON Lines file with their 1-based line numbers.
 

@@ -109,3 +109,18 @@ def run(main: Callable[[list[str]], None]) -> None:
             sys.exit(2)
 
     app.run(guarded)
+
+
+def warned(results: dict) -> str:
+    """The closing line's tail when a run's results carry warnings ("" when none).
+
+    Args:
+        results: dict. A run's results (`warnings`: list of str, when any).
+
+    Returns:
+        str: " (N warnings above: the model may not have learned)" or "".
+    """
+    count = len(results.get("warnings", []))
+    if not count:
+        return ""
+    return f" ({count} warning{'s' if count > 1 else ''} above: the model may not have learned)"

@@ -111,8 +111,10 @@ def _write_summary(results: dict) -> None:
               f"(best dev {metric})")
     if "train_loss" in results:
         print(f"  train loss by epoch: {', '.join(f'{v:.4f}' for v in results['train_loss'])}")
+    for warning in results.get("warnings", []):
+        print(f"WARNING: {warning}")
     listing = sorted(tf.io.gfile.listdir(FLAGS.model_dir))
-    print(f"written to {FLAGS.model_dir}: {json.dumps(listing)}")
+    print(f"written to {FLAGS.model_dir}: {json.dumps(listing)}{common.warned(results)}")
 
 
 def run() -> None:

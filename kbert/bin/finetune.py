@@ -150,7 +150,7 @@ def _write_summary(results: dict) -> None:
     from kbert.training.hparam_search import format_table
 
     write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
-    listed = ("train_loss", "eval_curve", "restarts", "hparam_search")
+    listed = ("train_loss", "eval_curve", "restarts", "hparam_search", "warnings")
     summary = {key: value for key, value in results.items() if key not in listed}
     if "train_loss" in results:
         summary["final_train_loss"] = round(results["train_loss"][-1], 4)
@@ -169,7 +169,10 @@ def _write_summary(results: dict) -> None:
         curve = ", ".join(f"{p['step']}: {p[metric]:.4f}" for p in results["eval_curve"])
         print(f"kept the model of step {results['best_step']} of {results['train_steps']}: dev "
               f"{metric} {results[metric]:.4f} (dev {metric} by step: {curve})")
-    print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir))))
+    for warning in results.get("warnings", []):
+        print(f"WARNING: {warning}")
+    print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir)))
+          + common.warned(results))
 
 
 def run() -> None:

@@ -17,6 +17,8 @@ import os
 
 import tensorflow as tf
 
+from kbert.files import read_text
+
 SPLITS = ("train", "dev", "test")
 
 
@@ -201,9 +203,8 @@ def read_glue(data_dir: str, task_name: str, split: str) -> list[GlueExample]:
 
 
 def _read_file(path: str, task: GlueSpec, split: str, offset: int) -> list[GlueExample]:
-    with tf.io.gfile.GFile(path, "rb") as f:
-        # utf-8-sig: GLUE's MRPC files start with a byte-order mark.
-        lines = f.read().decode("utf-8-sig").split("\n")
+    # read_text drops the byte-order mark GLUE's MRPC files start with.
+    lines = read_text(path).split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     has_header = task.header or split == "test"

@@ -48,6 +48,7 @@ from kbert.training import finetuning
 from kbert.training.dev_evaluation import DevEvaluation
 from kbert.training.dev_evaluation import best_checkpoint_callbacks
 from kbert.training.optimizer import create_optimizer
+from kbert.training.outcome_checks import outcome_warnings
 
 EVAL_RESULTS = "eval_results.json"
 # Arguments that are runtime data (flags of kbert-distill), never gin bindings.
@@ -213,6 +214,9 @@ def run_distillation(
         save_finetuned(model_dir, student, TaskConfig.from_dict(
             {**task_object.describe(), "max_seq_length": record.max_seq_length,
              "do_lower_case": record.do_lower_case}), vocab_file)
+    warnings = outcome_warnings(results)
+    if warnings:
+        results["warnings"] = warnings
     tf.io.gfile.makedirs(model_dir)
     write_text(os.path.join(model_dir, EVAL_RESULTS),
                json.dumps(results, indent=2, sort_keys=True, default=float) + "\n")

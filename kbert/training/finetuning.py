@@ -26,6 +26,7 @@ import warnings
 from typing import Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
@@ -38,6 +39,7 @@ from kbert.files import write_text
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
+from kbert.training.outcome_checks import outcome_warnings
 from kbert.tasks import get_task
 from kbert.training import auto_settings
 from kbert.training import hparam_search
@@ -96,6 +98,7 @@ class _Settings:
     verbose: str | int
     task_options: Any
     packing: PackingConfig | None
+    selection_fraction: float = 0.0
 
     def validate(self) -> None:
         """Refuses arguments that are wrong whatever the data, naming the flag or binding."""
@@ -125,6 +128,12 @@ class _Settings:
                                  "(0 turns it off).")
         auto_settings.check_num_train_epochs(self.num_train_epochs)
         auto_settings.check_learning_rate(self.learning_rate)
+        if not 0.0 <= self.selection_fraction < 1.0:
+            raise ValueError(f"run_finetuning.selection_fraction={self.selection_fraction}; it "
+                             "must be in [0, 1) (0 selects on the dev split).")
+        if self.selection_fraction and not self.do_train:
+            raise ValueError("run_finetuning.selection_fraction carves a selection split from "
+                             "the training data: pass --do_train.")
         auto_settings.check_warmup_proportion(self.warmup_proportion)
         if self.num_restarts < 1:
             raise ValueError(f"--num_restarts={self.num_restarts}; it must be >= 1.")
@@ -221,6 +230,7 @@ def run_finetuning(
     verbose: str | int = "auto",
     task_options: Any = None,
     packing: PackingConfig | None = None,
+    selection_fraction: float = 0.0,
 ) -> dict[str, Any]:
     """Fine-tunes, evaluates and predicts on one task; writes a fine-tuned model directory.
 
@@ -294,6 +304,13 @@ def run_finetuning(
             counts rows and an epoch is the packed rows of the training set.
             None trains on length-bucketed batches. Evaluation is bucketed
             either way. Defaults to None.
+        selection_fraction: float. 0 picks the kept step, restart and grid
+            point on the dev split, as the BERT paper did (the dev score is then
+            a selected figure). Above 0, that fraction of the training examples
+            (SQuAD: of its paragraphs), drawn with `seed`, is held out as the
+            selection split instead and not trained on; the dev split is
+            scored once, on the kept model, so its figure is clean.
+            `results["selection"]` records which. Defaults to 0.
 
     Returns:
         dict with the evaluation metrics (if `do_eval`), `train_loss` (per
@@ -317,7 +334,8 @@ def run_finetuning(
         weight_decay=weight_decay, max_seq_length=max_seq_length, seed=seed,
         eval_every_steps=eval_every_steps, keep_best_checkpoint=keep_best_checkpoint,
         early_stopping_patience=early_stopping_patience, num_restarts=num_restarts,
-        hparam_grid=hparam_grid, verbose=verbose, task_options=task_options, packing=packing)
+        hparam_grid=hparam_grid, verbose=verbose, task_options=task_options, packing=packing,
+        selection_fraction=selection_fraction)
     settings.validate()
     checkpoint = open_model_dir(init_checkpoint, flag="--init_checkpoint", vocab_file=vocab_file,
                                 do_lower_case=do_lower_case, vocab_flag="--vocab_file")
@@ -333,6 +351,13 @@ def run_finetuning(
     encoder_config = checkpoint.encoder_config
     # Read every split needed now, so bad files fail before anything is written.
     examples = {split: task_object.read(data, split) for split in splits}
+    selection_examples = examples.get("dev") if task_object.main_metric else None
+    selection = {"split": "dev"}
+    if selection_fraction:
+        examples["train"], selection_examples = carve_selection_split(
+            task_object, examples["train"], selection_fraction, seed)
+        selection = {"split": "train_holdout", "fraction": selection_fraction, "seed": seed,
+                     "num_examples": len(selection_examples)}
     train_rows = task_object.training_rows(examples["train"], preprocessor) if do_train else []
     if do_train and not train_rows:
         raise ValueError("no training examples after reading the data.")
@@ -348,8 +373,7 @@ def run_finetuning(
     trained = None
     if do_train:
         setup = _Setup(task_object, checkpoint, preprocessor, train_rows, num_rows,
-                       examples.get("dev") if task_object.main_metric else None, distribution,
-                       settings)
+                       selection_examples, distribution, settings)
         frozen = bool(getattr(task_object.config, "freeze_encoder", False))
         base = Hyperparameters(
             auto_settings.resolve_learning_rate(learning_rate, encoder_config, frozen),
@@ -364,9 +388,17 @@ def run_finetuning(
         with distribution.scope():
             model = (checkpoint.model() if saved is not None
                      else task_object.build_model(checkpoint.encoder()))
+    if trained is not None and trained.evaluation is not None:
+        metric = task_object.main_metric
+        results["selection"] = {**selection, metric: trained.value(metric)}
+    # Selected on dev, the kept model's dev evaluation is already there; else dev is scored now.
+    kept_evaluation = (trained.evaluation if trained is not None and not selection_fraction
+                       else None)
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
-                                  results, do_eval, do_predict,
-                                  trained.evaluation if trained is not None else None)
+                                  results, do_eval, do_predict, kept_evaluation)
+    warnings = outcome_warnings({"main_metric": task_object.main_metric, **results})
+    if warnings:
+        results["warnings"] = warnings
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
                    checkpoint.vocab_file, {**files, **extra_files}, results if do_eval else None)
     return results
@@ -375,6 +407,50 @@ def run_finetuning(
 # The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
 HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
                         if name not in RUNTIME_ARGUMENTS)
+
+
+def carve_selection_split(task: Task, train_examples: list, fraction: float,
+                          seed: int) -> tuple[list, list]:
+    """Holds out a seeded `fraction` of the training examples to select the kept model on.
+
+    Examples that share a SQuAD paragraph go to the same side, so no question
+    is selected on whose context was trained on.
+
+    Args:
+        task: the `Task` (its training examples must be a list, and its
+            `evaluate` must take the same kind of examples: all but
+            retrieval and rerank, whose splits are query sets).
+        train_examples: list. The training split as `task.read` gives it.
+        fraction: float in (0, 1). The share held out.
+        seed: int. The draw's seed (`run_finetuning.seed`).
+
+    Returns:
+        `(train, selection)`: the examples trained on and those held out, each
+        in their original order.
+
+    Raises:
+        ValueError: the task's splits are not lists, or a side would be empty.
+
+    Example:
+
+    >>> train, selection = carve_selection_split(task, examples["train"], 0.1, 12345)
+    """
+    if not isinstance(train_examples, list):
+        raise ValueError(f"run_finetuning.selection_fraction: --task={task.name}'s training data "
+                         "is a query set, not a list of examples; select on dev (leave it 0).")
+    groups: dict[Any, list[int]] = {}
+    for index, example in enumerate(train_examples):
+        groups.setdefault(getattr(example, "context", index), []).append(index)
+    keys = list(groups)
+    order = np.random.default_rng(seed).permutation(len(keys))
+    held_groups = max(1, round(fraction * len(keys)))
+    held = sorted(i for k in order[:held_groups] for i in groups[keys[k]])
+    if held_groups >= len(keys):
+        raise ValueError(f"run_finetuning.selection_fraction={fraction} leaves no training "
+                         f"examples out of {len(train_examples)}.")
+    held_set = set(held)
+    return ([e for i, e in enumerate(train_examples) if i not in held_set],
+            [train_examples[i] for i in held])
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,

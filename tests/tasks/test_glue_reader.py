@@ -69,6 +69,13 @@ def test_unknown_label_names_file_line_and_labels(tmp_path):
         read_glue(str(tmp_path), "sst-2", "dev")
 
 
+def test_a_byte_that_is_not_utf8_names_file_line_and_column(tmp_path):
+    (tmp_path / "train.tsv").write_bytes(b"sentence\tlabel\ngood film\t1\ncaf\xe9 scene\t0\n")
+    with pytest.raises(ValueError, match=r"train.tsv:3: not UTF-8 text \(invalid continuation "
+                                         r"byte 0xe9 at column 4\); convert the file to UTF-8"):
+        read_glue(str(tmp_path), "sst-2", "train")
+
+
 def test_empty_or_missing_data_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="no train data for mrpc.*expected train.tsv"):
         read_glue(str(tmp_path), "mrpc", "train")

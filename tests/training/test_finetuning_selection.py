@@ -35,9 +35,11 @@ class ScriptedTask(GlueTask):
     main_metric = "score"
     script: list[float] = []
     snapshots: list[list[np.ndarray]] = []
+    sizes: list[int] = []  # examples scored by each evaluation
 
     def evaluate(self, model, examples, preprocessor, batch_size):
         ScriptedTask.snapshots.append([w.copy() for w in model.get_weights()])
+        ScriptedTask.sizes.append(len(examples))
         return Evaluation({"score": ScriptedTask.script[len(ScriptedTask.snapshots) - 1],
                            "num_examples": len(examples)})
 
@@ -52,7 +54,7 @@ def scripted(monkeypatch):
     monkeypatch.setitem(tasks.TASKS, "scripted", ScriptedTask)
 
     def play(*scores):
-        ScriptedTask.script, ScriptedTask.snapshots = list(scores), []
+        ScriptedTask.script, ScriptedTask.snapshots, ScriptedTask.sizes = list(scores), [], []
         return ScriptedTask.snapshots
 
     return play
@@ -163,3 +165,43 @@ def test_the_search_writes_a_gin_file_that_reproduces_its_best_run(pretrained, t
             "warmup_steps")
     assert {k: again[k] for k in same} == {k: results[k] for k in same}
     assert (again["train_steps"], again["eval_curve"][0]["step"]) == (2, 2)  # 12 rows / 6
+
+
+def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_once(
+        pretrained, tmp_path, scripted):
+    snapshots = scripted(0.5, 0.9, 0.3)
+    model_dir = str(tmp_path / "run")
+    results = run_finetuning(init_checkpoint=pretrained, model_dir=model_dir, num_train_epochs=2,
+                             selection_fraction=0.25, seed=3, **FAST)
+    # 3 of the 12 training sentences are held out: 9 train (3 steps of 4 per epoch).
+    assert results["selection"] == {"split": "train_holdout", "fraction": 0.25, "seed": 3,
+                                    "num_examples": 3, "score": 0.9}
+    assert [(p["step"], p["score"]) for p in results["eval_curve"]] == [(3, 0.5), (6, 0.9)]
+    # The kept model (step 6, best on the held-out sentences) is scored on dev once: 0.3.
+    assert ScriptedTask.sizes == [3, 3, 6]
+    assert (results["best_step"], results["score"], results["num_examples"]) == (6, 0.3, 6)
+    assert _same(snapshots[2], snapshots[1]) and _same(_saved_weights(model_dir), snapshots[1])
+    scripted(0.7)
+    on_dev = run_finetuning(init_checkpoint=pretrained, model_dir=str(tmp_path / "dev"),
+                            num_train_epochs=1, **FAST)
+    assert on_dev["selection"] == {"split": "dev", "score": 0.7} and ScriptedTask.sizes == [6]
+
+
+def test_the_carved_split_is_seeded_and_keeps_a_paragraphs_questions_together():
+    import types
+
+    from kbert.training.finetuning import carve_selection_split
+
+    task = types.SimpleNamespace(name="squad")
+    examples = [types.SimpleNamespace(context=f"paragraph {i // 3}", n=i) for i in range(30)]
+    train, held = carve_selection_split(task, examples, 0.2, seed=0)
+    assert len(held) == 6 and len(train) == 24  # 2 of the 10 paragraphs, 3 questions each
+    assert {e.context for e in held}.isdisjoint({e.context for e in train})
+    assert [e.n for e in held] == sorted(e.n for e in held)  # in their original order
+    assert [e.n for e in carve_selection_split(task, examples, 0.2, seed=0)[1]] == [e.n for e in held]
+    assert [e.n for e in carve_selection_split(task, examples, 0.2, seed=1)[1]] != [e.n for e in held]
+    with pytest.raises(ValueError, match=r"selection_fraction=0.99 leaves no training examples "
+                                         r"out of 30"):
+        carve_selection_split(task, examples, 0.99, seed=0)
+    with pytest.raises(ValueError, match=r"--task=squad's training data is a query set"):
+        carve_selection_split(task, tuple(examples), 0.2, seed=0)

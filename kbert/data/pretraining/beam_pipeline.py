@@ -175,7 +175,7 @@ def run_generation(
     finally:
         _remove_leftovers(config.output_files, run, published)
     metadata = read_pretraining_metadata(config.output_files[0])
-    for key in ("data_file", "num_instances_in_file", "sidecar"):
+    for key in ("data_file", "num_instances_in_file", "bytes_in_file", "sidecar"):
         metadata.pop(key, None)
     if example_callback and config.num_verbose_examples:
         for instance in first_instances(config, config.num_verbose_examples):

@@ -22,6 +22,7 @@ from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.instances import MASKING_MODES
 from kbert.data.pretraining.metadata import read_pretraining_metadata
 from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.pretraining.tfrecord_framing import count_records
 from kbert.data.vocabulary import vocab_sha256
 
 
@@ -31,8 +32,9 @@ def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
     """Lists the data files and checks a run's lengths and masking against them.
 
     With a sidecar, it must record the same `max_seq_length`,
-    `max_predictions_per_seq` (static data) and masking; without one, the
-    first record's lengths and features tell.
+    `max_predictions_per_seq` (static data) and masking, and each file must
+    have the size its own sidecar records; a file without one has its first
+    record's lengths and features checked.
 
     Args:
         input_file: str or list of str. TFRecord files or globs, comma-separated.
@@ -58,9 +60,45 @@ def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
                            data_file=files[0])
     check_masking_mode(masking)
     check_recorded_masking(metadata, masking)
-    if not metadata:
-        check_first_record(files[0], max_seq_length, max_predictions_per_seq, masking)
+    for path in files:
+        own = read_pretraining_metadata([path])
+        if own:
+            check_recorded_size(path, own)
+        else:
+            check_first_record(path, max_seq_length, max_predictions_per_seq, masking)
     return files, metadata
+
+
+def check_recorded_size(path: str, metadata: dict[str, Any]) -> None:
+    """Refuses a data file whose size or record count differs from what its sidecar recorded.
+
+    A copy cut short (a full disk, an interrupted `gsutil cp`) would otherwise
+    train without a word until the reader reached the cut, or never, if the
+    run stopped before it. Sidecars record `bytes_in_file` (a `stat`); older
+    ones only `num_instances_in_file` (the records are counted from their
+    headers).
+
+    Args:
+        path: str. A data file.
+        metadata: dict. Its own sidecar (`read_pretraining_metadata([path])`).
+
+    Raises:
+        ValueError: naming the file, the sidecar, both values and the fix.
+    """
+    where = metadata.get("sidecar", "its sidecar")
+    fix = "the file was cut short or changed after it was written; copy it again or regenerate it"
+    size = tf.io.gfile.stat(path).length
+    if "bytes_in_file" in metadata:
+        if size != metadata["bytes_in_file"]:
+            raise ValueError(f"{path} is {size} bytes but {where} records "
+                             f"bytes_in_file={metadata['bytes_in_file']}: {fix}.")
+        return
+    if "num_instances_in_file" in metadata:
+        count, problem = count_records(path)
+        if problem or count != metadata["num_instances_in_file"]:
+            raise ValueError(f"{path} holds {count} whole records{f' ({problem})' if problem else ''}"
+                             f" but {where} records num_instances_in_file="
+                             f"{metadata['num_instances_in_file']}: {fix}.")
 
 
 def list_input_files(input_file: str | list[str], flag: str = "--input_file") -> list[str]:

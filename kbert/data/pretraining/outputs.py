@@ -133,13 +133,15 @@ def publish_outputs(
         temp_files: list of str. Their complete data, under temporary names.
         instances_per_file: list of int. Records in each.
         metadata: dict. The run's metadata (`run_summary`); each sidecar adds
-            `data_file` and `num_instances_in_file`.
+            `data_file`, `num_instances_in_file` and `bytes_in_file` (the
+            trainer refuses a file whose size then differs: a copy cut short).
     """
     sidecars: dict[str, str] = {}
     try:
-        for output, num in zip(paths, instances_per_file):
+        for output, num, temp in zip(paths, instances_per_file, temp_files):
             sidecars[output] = write_metadata(
-                output, {**metadata, "data_file": output, "num_instances_in_file": num}
+                output, {**metadata, "data_file": output, "num_instances_in_file": num,
+                         "bytes_in_file": tf.io.gfile.stat(temp).length}
             )
         for output, temp in zip(paths, temp_files):
             tf.io.gfile.rename(temp, output, overwrite=True)

@@ -116,3 +116,41 @@ def find_framing_error(path: str) -> tuple[int, str] | None:
                 return offset, "the record's data checksum does not match"
             offset += 16 + length
     return None
+
+
+def count_records(path: str) -> tuple[int, str | None]:
+    """Counts a TFRecord file's records from their length headers alone.
+
+    Reads 12 bytes per record and seeks past the data, so a file of a million
+    records is counted in about a second; checksums are not verified (that is
+    `find_framing_error`'s slower work, done once a read fails).
+
+    Args:
+        path: str. A TFRecord file (`gs://` works).
+
+    Returns:
+        `(count, problem)`: the whole records, and None or why the file ends
+        inside a record ("the file ends 230 bytes into a record of 311 bytes").
+
+    Example:
+
+    >>> count_records("data/train-0.tfrecord")
+    (20480, None)
+    """
+    import tensorflow as tf
+
+    size = tf.io.gfile.stat(path).length
+    offset = count = 0
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while offset < size:
+            header = f.read(12)
+            if len(header) < 12:
+                return count, f"the file ends {len(header)} bytes into a record header"
+            length = struct.unpack("<Q", header[:8])[0]
+            if offset + 16 + length > size:
+                return count, (f"the file ends {size - offset - 12} bytes into a record of "
+                               f"{length} bytes")
+            offset += 16 + length
+            f.seek(offset)
+            count += 1
+    return count, None

@@ -77,6 +77,9 @@ def build_vocab(
             f"--vocab_size={vocab_size} leaves no room after {len(reserved)} reserved tokens."
         )
     files = text_files.expand_file_patterns(input_file, "input_file")
+    if tf.io.gfile.isdir(output_file):
+        raise ValueError(f"--output_file={output_file!r} is a directory; name a file in it, "
+                         f"such as {output_file.rstrip('/')}/vocab.txt.")
     directory = output_file.rsplit("/", 1)[0] if "/" in output_file else ""
     if directory and not tf.io.gfile.isdir(directory):
         raise ValueError(

@@ -157,6 +157,12 @@ class GlueTask(Task):
         predictions = self._scores(model, examples, preprocessor, batch_size)
         labels = np.asarray([e.label for e in examples])
         results = {name: METRICS[name](labels, predictions) for name in self.spec.metrics}
+        if not self.spec.is_regression:
+            # The main metric of a model that answers the most frequent label
+            # every time: the level a model that learned nothing reaches.
+            values, counts = np.unique(labels, return_counts=True)
+            majority = np.full_like(labels, values[counts.argmax()])
+            results["majority_baseline"] = METRICS[self.main_metric](labels, majority)
         results["num_examples"] = len(examples)
         return Evaluation(results)
 

@@ -7,6 +7,8 @@ import os
 
 import tensorflow as tf
 
+from kbert.files import read_text
+
 # The CoNLL-2003 tag set, `O` first. IOB1 files (the original `eng.train`) and
 # IOB2 files (most redistributions) use the same nine tags.
 CONLL2003_LABELS = (
@@ -84,8 +86,7 @@ def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> li
     allowed = set(label_names)
     sentences = []
     words, tags = [], []
-    with tf.io.gfile.GFile(path, "rb") as f:
-        lines = f.read().decode("utf-8").split("\n")
+    lines = read_text(path).split("\n")
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line.strip():

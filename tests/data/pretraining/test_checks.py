@@ -150,3 +150,35 @@ def test_two_sidecars_that_disagree_are_refused_before_any_length_check(tmp_path
     with pytest.raises(ValueError, match=r"a-1.tfrecord.meta.json records max_seq_length=32 but "
                                          r".*a-0.tfrecord.meta.json records 16"):
         check_pretraining_data(str(tmp_path / "a-*.tfrecord"), 16, 3, "static")
+
+
+def test_a_file_cut_short_is_refused_before_training(tmp_path):
+    import json
+    import os
+
+    data = _data(tmp_path, sidecar={**SIDECAR, "num_instances_in_file": 4})
+    size = os.path.getsize(data)
+    assert check_pretraining_data(data, 16, 3, "static")[0] == [data]
+    with open(data, "r+b") as f:  # A copy cut inside its last record.
+        f.truncate(size - 10)
+    # An older sidecar records the count only: the records are counted.
+    with pytest.raises(ValueError, match=(
+            r"a.tfrecord holds 3 whole records \(the file ends \d+ bytes into a record of \d+ "
+            r"bytes\) but .*a.tfrecord.meta.json records num_instances_in_file=4: the file was "
+            r"cut short or changed after it was written; copy it again or regenerate it.$")):
+        check_pretraining_data(data, 16, 3, "static")
+    # create_pretraining_data's sidecars record the size too.
+    with open(data + ".meta.json", "w") as f:
+        json.dump({**SIDECAR, "num_instances_in_file": 4, "bytes_in_file": size}, f)
+    with pytest.raises(ValueError, match=rf"a.tfrecord is {size - 10} bytes but .*a.tfrecord."
+                                         rf"meta.json records bytes_in_file={size}: the file was "
+                                         r"cut short"):
+        check_pretraining_data(data, 16, 3, "static")
+
+
+def test_without_sidecars_every_files_first_record_is_checked(tmp_path):
+    _data(tmp_path, "a-0.tfrecord", sidecar=None)
+    _data(tmp_path, "a-1.tfrecord", sidecar=None, seq_length=24)
+    with pytest.raises(ValueError, match=r"a-1.tfrecord: records have input_ids of length 24 but "
+                                         r"run_pretraining.max_seq_length=16"):
+        check_pretraining_data(str(tmp_path / "a-*.tfrecord"), 16, 3, "static")

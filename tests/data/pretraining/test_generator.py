@@ -65,6 +65,7 @@ def test_exact_features_and_sidecar(tmp_path, vocab_file):
     assert counts["tokens"] == int(n.sum())
     assert 0.12 < counts["masked_fraction"] < 0.18
     assert on_disk["num_instances_in_file"] == len(records[0])
+    assert on_disk["bytes_in_file"] == os.path.getsize(on_disk["data_file"])
     assert meta["counts"] == counts
     assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "a.tfrecord.meta.json", "b.tfrecord", "b.tfrecord.meta.json"]
 

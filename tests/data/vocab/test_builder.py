@@ -83,5 +83,10 @@ def test_bad_inputs(tmp_path):
         build_vocab(PERSUASION, str(tmp_path / "v.txt"), vocab_size=150)
     with pytest.raises(ValueError, match="does not exist"):
         build_vocab(PERSUASION, str(tmp_path / "nodir" / "v.txt"))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ValueError, match=r"^--output_file='.*/out' is a directory; name a file "
+                                         r"in it, such as .*/out/vocab.txt.$"):
+        build_vocab(PERSUASION, str(tmp_path / "out"))
+    os.rmdir(tmp_path / "out")
     assert not os.path.exists(tmp_path / "v.txt")
     assert tf.io.gfile.listdir(str(tmp_path)) == ["empty.txt"]

@@ -44,6 +44,14 @@ def test_line_with_one_column(tmp_path):
         read_conll(str(path))
 
 
+def test_a_byte_that_is_not_utf8_names_file_and_line(tmp_path):
+    path = tmp_path / "train.txt"
+    path.write_bytes(b"EU NNP B-NP B-ORG\n\xff NN I-NP O\n")
+    with pytest.raises(ValueError, match=r"train.txt:2: not UTF-8 text \(invalid start byte 0xff "
+                                         r"at column 1\)"):
+        read_conll(str(path))
+
+
 def test_file_without_sentences(tmp_path):
     path = tmp_path / "train.txt"
     path.write_text("-DOCSTART- -X- -X- O\n\n")
