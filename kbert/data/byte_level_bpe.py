@@ -187,7 +187,7 @@ class ByteLevelBpeTokenizer(tf.Module):
         to_original = _ChunkMap(chunks, normalized, token_piece)
         base = tf.gather(piece_offset, token_piece)
         added = tf.gather(raw_ids >= 0, token_piece)
-        starts = base + tf.where(added, 0, to_original(within, end=False))
+        starts = base + tf.where(added, tf.zeros_like(within), to_original(within, end=False))
         ends = base + tf.where(added, tf.gather(piece_length, token_piece),
                                to_original(within + per_piece.flat_values, end=True))
         # `tokenizers`' `process_offsets` with `trim_offsets`.

@@ -202,6 +202,12 @@ def test_the_preprocessor_s_offsets_and_words_of_a_bpe_model():
                                           starts_word[0].numpy()) if f]
     assert words == [b"H", b"wor", b"!"]  # the first pieces of "Hello", " world", "!"
     assert pieces.to_list() == preprocessor.tokenize(tf.constant(["Hello world!"])).to_list()
+    # The same in a graph (an exported SQuAD model's), with added tokens and NFC.
+    texts = tf.constant(["a [MASK] Cafe\u0301 |||IP_ADDRESS||| x", ""])
+    graph = tf.function(preprocessor.tokenize_with_offsets,
+                        input_signature=[tf.TensorSpec([None], tf.string)])
+    for eager, traced in zip(preprocessor.tokenize_with_offsets(texts), graph(texts)):
+        assert eager.to_list() == traced.to_list()
 
 
 def test_offsets_with_a_prefix_space_are_refused(tmp_path):
