@@ -33,6 +33,9 @@ from tests.conftest import REPO
 from tests.finetune_testing import TESTDATA
 from tests.serving_testlib import start_server
 
+# Several minutes on a shared 2-core CPU (each fine-tuning or export traces a ModernBERT).
+pytestmark = pytest.mark.slow
+
 TOKENIZER_JSON = os.path.join(REPO, "tests", "testdata", "bpe_tokenizer.json")
 SST2 = os.path.join(TESTDATA, "glue", "SST-2")
 CONLL = os.path.join(TESTDATA, "conll2003")
@@ -60,7 +63,9 @@ def finetuned(pretrained, tmp_path_factory):
     root = tmp_path_factory.mktemp("modernbert_finetuned")
     made = {}
     for name, task, arguments in (
-            ("sst2", "glue", dict(task_name="sst-2", data_dir=SST2, max_seq_length=32)),
+            # No dev evaluation for SST-2 (it is the distillation teacher): a minute less.
+            ("sst2", "glue", dict(task_name="sst-2", data_dir=SST2, max_seq_length=32,
+                                  do_eval=False)),
             ("ner", "ner", dict(data_dir=CONLL, max_seq_length=32)),
             ("squad", "squad", dict(train_file=SQUAD, predict_file=SQUAD, max_seq_length=64,
                                     task_options=SquadConfig(doc_stride=32, max_query_length=16)))):
@@ -71,7 +76,7 @@ def finetuned(pretrained, tmp_path_factory):
 
 def test_classification_ner_and_squad_fine_tune(finetuned):
     sst2, ner, squad = (finetuned[name][1] for name in ("sst2", "ner", "squad"))
-    assert sst2["num_examples"] == 6 and 0.0 <= sst2["accuracy"] <= 1.0
+    assert sst2["train_steps"] == 3 and np.isfinite(sst2["train_loss"]).all()  # 12 sentences, batch 4
     assert ner["num_examples"] == 4 and {"precision", "recall", "f1"} <= set(ner)
     assert squad["num_examples"] == 6 and {"exact_match", "f1"} <= set(squad)
     model, record, _ = load_finetuned(finetuned["ner"][0])
