@@ -20,8 +20,13 @@ $(STAMP): setup.py constraints.txt
 demo: $(STAMP)
 	$(VENV)/bin/python tools/demo.py
 
+# Two worker processes (pytest-xdist), a test file each at a time: most tests are tiny
+# models whose time goes to one thread (tracing, Python, process start-up), so on two
+# cores two files at once take about half the time. TEST_WORKERS=0 runs in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m pytest tests -p no:cacheprovider
+	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m pytest tests -p no:cacheprovider \
+	    --numprocesses=$(TEST_WORKERS) --dist=loadfile
 
 # New pins: the newest versions setup.py allows, resolved in a scratch environment
 # (nothing pinned), written to constraints.txt; then `make test` installs and tests them.

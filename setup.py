@@ -28,6 +28,9 @@ setup(
         # kbert-serve's REST server: one event loop reads every connection, with read timeouts
         # and body limits (kbert/serving/rest_server.py says why not http.server or others).
         "tornado>=6.4",
+        # kbert-serve's /monitoring/prometheus/metrics (kbert/serving/metrics.py): the Prometheus
+        # exposition format, histograms and a per-server registry; pure Python, no dependencies.
+        "prometheus_client>=0.17",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
@@ -55,8 +58,9 @@ setup(
         # apache-beam[gcp] on the launching machine (docs/data.md).
         "beam": [BEAM],
         # The test suite runs the Beam pipelines and the faiss back-end's tests too;
-        # pytest-timeout gives every test its limit (setup.cfg). Exact versions: constraints.txt.
-        "test": ["pytest", "pytest-timeout>=2.3", BEAM, "faiss-cpu>=1.8"],
+        # pytest-timeout gives every test its limit (setup.cfg); pytest-xdist runs the suite
+        # in two processes (Makefile). Exact versions: constraints.txt.
+        "test": ["pytest", "pytest-timeout>=2.3", "pytest-xdist>=3.5", BEAM, "faiss-cpu>=1.8"],
     },
     entry_points={
         "console_scripts": [
@@ -67,6 +71,7 @@ setup(
             "kbert-export=kbert.bin.export:run",
             "kbert-serve=kbert.bin.serve:run",
             "kbert-index=kbert.bin.index:run",
+            "kbert-vocab=kbert.bin.vocab:run",
         ],
     },
 )

@@ -98,6 +98,27 @@ def run(cmd, env, log_path):
     return wall, usage.ru_utime + usage.ru_stime, peak_rss, peak_pss, out
 
 
+def marginal_rates(rows):
+    """MB/s once started: (big MB - small MB) / (big wall - small wall), per tool and settings.
+
+    Two runs of one tool with the same dupe_factor and workers on two corpus
+    sizes pay the same start-up, so their difference measures throughput
+    without estimating start-up (which varies by a second between runs).
+
+    Returns:
+        `{(tool, dupe_factor, num_workers): MB/s}` for the settings run at two sizes.
+    """
+    by_settings = {}
+    for tool, nbytes, dupe, workers, wall, *_ in rows:
+        by_settings.setdefault((tool, dupe, workers), []).append((nbytes, wall))
+    rates = {}
+    for key, runs in by_settings.items():
+        (small, small_wall), (big, big_wall) = min(runs), max(runs)
+        if big > small and big_wall > small_wall:
+            rates[key] = (big - small) / 1e6 / (big_wall - small_wall)
+    return rates
+
+
 def repeat_corpus(files, work, repeat):
     """The books `repeat` times under new names (a larger corpus of the same text)."""
     out_dir = os.path.join(work, f"x{repeat}")
@@ -202,8 +223,21 @@ def main():
           "steady MB/s (wall - start-up) | MB per CPU s after start-up | peak RSS MiB | peak PSS MiB |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for tool, nbytes, dupe, workers, wall, cpu, mbs, steady, pmbs, rss, pss in rows:
+        # "-": start-up is too large a part of this run for the difference to mean anything.
+        steady_cell = "-" if steady != steady else f"{steady:.2f}"
         print(f"| {tool} | {nbytes / 1e6:.2f} | {dupe} | {workers} | {wall:.1f} | {cpu:.1f} | {mbs:.2f} | "
-              f"{steady:.2f} | {pmbs:.2f} | {rss:.0f} | {pss:.0f} |")
+              f"{steady_cell} | {pmbs:.2f} | {rss:.0f} | {pss:.0f} |")
+    marginal = marginal_rates(rows)
+    if marginal:
+        print("\nOnce started (the extra input of the larger corpus over the extra wall time; no "
+              "start-up estimate):")
+        for (tool, dupe, workers), rate in marginal.items():
+            print(f"- {tool} dupe_factor={dupe} num_workers={workers}: {rate:.2f} MB/s")
+        for (tool, dupe, workers), rate in marginal.items():
+            original = marginal.get(("original", dupe, 1))
+            if tool == "kbert" and original:
+                print(f"- kbert / original once started, dupe_factor={dupe}, kbert num_workers="
+                      f"{workers}: {rate / original:.1f}x")
     originals = {(r[1], r[2]): r for r in rows if r[0] == "original"}
     if originals:
         print("\nkbert / original, same input and dupe_factor, this run:")

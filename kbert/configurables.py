@@ -31,16 +31,18 @@ from kbert.training import finetuning
 MODULE = "kbert"
 
 
+def _gin_arguments(fn, exclude=()) -> list[str]:
+    """The arguments `_configurable` lets gin bind."""
+    target = fn.__init__ if inspect.isclass(fn) else fn
+    return [name for name, parameter in inspect.signature(target).parameters.items()
+            if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
+            and name not in exclude]
+
+
 def _configurable(fn, exclude=()):
     # Keras classes take **kwargs, which would let gin accept any misspelled
     # binding; allow only the named arguments (minus runtime ones in `exclude`).
-    target = fn.__init__ if inspect.isclass(fn) else fn
-    named = [
-        name for name, parameter in inspect.signature(target).parameters.items()
-        if name != "self" and parameter.kind is not inspect.Parameter.VAR_KEYWORD
-        and name not in exclude
-    ]
-    return gin.external_configurable(fn, module=MODULE, allowlist=named)
+    return gin.external_configurable(fn, module=MODULE, allowlist=_gin_arguments(fn, exclude))
 
 
 # Every encoder architecture of `kbert.models.ENCODERS`, bound by class name
@@ -169,6 +171,83 @@ def vocabulary_size_from_data(input_file: str, vocab_file: str | None, gin_files
         for name in bound:
             gin.bind_parameter(f"{name}.vocabulary_size", size)
     return size
+
+
+# Encoder arguments a continued run may choose for itself: regularization and
+# the initialization of what the directory does not hold (fresh heads).
+RUN_CHOSEN_ENCODER_ARGUMENTS = ("dropout", "initializer_range")
+
+
+def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
+    """Binds the encoder's architecture to a pre-trained directory's: sizes and numerics.
+
+    `kbert-pretrain --gin_file=gin/continue_pretraining.gin --init_checkpoint=DIR`
+    then continues DIR without a size gin file, with DIR's own activation and
+    LayerNorm epsilon. A value the gin config binds already must agree with
+    DIR's; every one that does not is named in one error. `dropout` and
+    `initializer_range` (what fresh heads start from) come from DIR only
+    when unbound.
+
+    Args:
+        init_checkpoint: str. `--init_checkpoint`, a pre-trained directory.
+
+    Returns:
+        dict of the encoder arguments bound from the directory.
+
+    Raises:
+        ValueError: bound values contradict the directory (each key with both
+            values), or it is no pre-trained directory.
+
+    Example:
+
+    >>> configurables.parse_gin(["continue_pretraining.gin"])
+    >>> configurables.encoder_from_directory("minilm/")["activation"]
+    'gelu_exact'
+    """
+    from kbert.checkpoints.config_files import read_encoder_config
+    from kbert.checkpoints.pretrained import BERT_CONFIG
+    from kbert.models.registry import PRETRAINERS
+    from kbert.models.registry import encoder_architecture
+    import tensorflow as tf
+
+    path = os.path.join(init_checkpoint, BERT_CONFIG)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"--init_checkpoint={init_checkpoint} has no {BERT_CONFIG}; "
+                                "point it at a kbert-pretrain model_dir or kbert-convert output.")
+    encoder_class, arguments = read_encoder_config(path)
+    name = encoder_class.__name__
+    allowed = _gin_arguments(encoder_class, exclude=("shared_embeddings",))
+    defaults = {key: parameter.default
+                for key, parameter in inspect.signature(encoder_class.__init__).parameters.items()
+                if parameter.default is not inspect.Parameter.empty}
+    wanted = {key: value for key, value in {**defaults, **arguments}.items()
+              if key in allowed and key not in ("output_all_layers", "output_attention_scores",
+                                                "name", "dtype")}
+    differing = []
+    for key, value in wanted.items():
+        if _is_bound(f"{name}.{key}"):
+            bound = gin.query_parameter(f"{name}.{key}")
+            if bound != value and key not in RUN_CHOSEN_ENCODER_ARGUMENTS:
+                differing.append(f"{key}: directory {value!r}, gin {bound!r}")
+    if differing:
+        raise ValueError(
+            f"--init_checkpoint={init_checkpoint} is not the encoder the gin config binds; "
+            + "; ".join(differing) + f". Drop those {name} bindings (gin/continue_pretraining.gin "
+            "binds no size: the directory gives them) or use another checkpoint.")
+    bound_here = {}
+    with gin.unlock_config():
+        for key, value in wanted.items():
+            if not _is_bound(f"{name}.{key}"):
+                gin.bind_parameter(f"{name}.{key}", value)
+                bound_here[key] = value
+        if not _is_bound("pretrainer.model"):
+            pretrainer_class = PRETRAINERS.get(encoder_architecture(encoder_class),
+                                               models.BertPretrainer)
+            gin.parse_config(f"pretrainer.model = @{pretrainer_class.__name__}")
+        model = gin.query_parameter("pretrainer.model").configurable.name
+        if not _is_bound(f"{model}.encoder"):
+            gin.parse_config(f"{model}.encoder = @{name}()")
+    return bound_here
 
 
 def _is_bound(parameter: str) -> bool:

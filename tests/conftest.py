@@ -16,6 +16,8 @@ V, H, L, A, I, P = 99, 32, 2, 4, 37, 16
 BATCH, SEQ, PREDICTIONS = 3, 7, 2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Kept equal to tests/serving_testlib.py's (which imports this module).
+SHARED_DIR_VARIABLE = "KBERT_TESTS_SHARED_DIR"
 
 
 def tiny_encoder_kwargs(**overrides):
@@ -51,13 +53,18 @@ def pytest_configure(config):
     """One temporary directory for the run; a GPU, where visible, set up for parity tests.
 
     pytest's tmp_path, the serving tests' shared exports, kbert-serve logs and
-    the files of subprocesses (they inherit TMPDIR) land there; it is removed
+    the files of subprocesses (they inherit TMPDIR) land there, and so do the
+    directories of pytest-xdist workers (`make test` runs two); it is removed
     when the run passes (pytest_unconfigure), so nothing is left in /tmp. A
     failed run keeps it, named in its last line, to be looked at.
     """
     root = tempfile.mkdtemp(prefix="kbert-tests-")
     config.stash[_TEMP_ROOT] = root
     os.environ["TMPDIR"] = tempfile.tempdir = root
+    if not hasattr(config, "workerinput"):
+        # What the whole run builds once (tests/serving_testlib.py: built_once);
+        # pytest-xdist workers inherit it, and their own directories lie inside.
+        os.environ[SHARED_DIR_VARIABLE] = root
     # Where a GPU is visible (pytest and every subprocess a test starts read
     # these; set here, not at import, so scripts importing tests.* keep theirs):
     # full float32 matmuls, since TF32's 10-bit mantissa would break the parity
@@ -87,6 +94,13 @@ def pytest_unconfigure(config):
 
     root = config.stash[_TEMP_ROOT]
     session = config.stash.get(_SESSION, None)
+    if hasattr(config, "workerinput"):
+        # A pytest-xdist worker: its directory lies inside the main process's
+        # (TMPDIR is inherited), which goes with it. It must not leave at once:
+        # its last report to the main process may still be in flight, and the
+        # main process ends a worker that has not left within 10 seconds.
+        atexit._run_exitfuncs()  # pylint: disable=protected-access
+        return
     if session is None:
         shutil.rmtree(root, ignore_errors=True)
         return

@@ -1,4 +1,4 @@
-"""Tiny fine-tuned models of every task, exported once per test process, and a server starter.
+"""Tiny fine-tuned models of every task, exported once per test run, and a server starter.
 
 Shared by tests/export and tests/serving. Models use a 3003-line cut of the real
 bert-base-uncased vocabulary (`testdata/serving_vocab.txt`) so tokenization is
@@ -8,7 +8,9 @@ real, and an encoder with enough positions for strided QA windows.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import functools
+import json
 import os
 import re
 import shutil
@@ -69,15 +71,19 @@ def build_task_model(name: str, seed: int = 0):
 def exported_models() -> dict:
     """Fine-tuned dirs and exports (version 1) of every task plus an embedding model.
 
+    Built once per test run (`built_once`), and read only by the tests.
+
     Returns:
         Dict with `root`, and per name: `{"model_dir", "export_dir", "version_dir"}`.
     """
+    return built_once("serving-exports", _export_models)
+
+
+def _export_models(root: str) -> dict:
     from kbert.export.saved_model import export_saved_model
     from kbert.models import BertEncoder
     from kbert.checkpoints import save_pretrained
 
-    root = tempfile.mkdtemp(prefix="kbert-serving-test-")
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
     found = {"root": root}
     for index, name in enumerate(TASKS):
         found[name] = export_task(name, root, seed=index)
@@ -91,6 +97,45 @@ def exported_models() -> dict:
     path = export_saved_model(model_dir, export_dir, max_seq_length=32, check=False)
     found["embed"] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
     return found
+
+
+def built_once(name: str, build) -> dict:
+    """`build(root)`'s result, built once per test run even across pytest-xdist workers.
+
+    Under pytest, `tests/conftest.py` names a directory the whole run shares
+    (`KBERT_TESTS_SHARED_DIR`, removed with the run's temporary directory): the
+    first process to ask builds there under a file lock and records the result
+    as JSON; the others wait on the lock and read it. Outside pytest (the
+    benchmarks), it builds in a fresh temporary directory removed at exit.
+
+    Args:
+        name: the build's directory name.
+        build: `root -> dict of JSON values` (paths under `root`).
+
+    Returns:
+        What `build` returned.
+    """
+    shared = os.environ.get(SHARED_DIR_VARIABLE)
+    if not shared:
+        root = tempfile.mkdtemp(prefix=f"kbert-{name}-")
+        atexit.register(shutil.rmtree, root, ignore_errors=True)
+        return build(root)
+    root = os.path.join(shared, name)
+    record = root + ".json"
+    with open(root + ".lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not os.path.exists(record):
+            shutil.rmtree(root, ignore_errors=True)  # a build that died half-way
+            os.makedirs(root)
+            with open(record + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(build(root), f)
+            os.replace(record + ".tmp", record)
+    with open(record, encoding="utf-8") as f:
+        return json.load(f)
+
+
+# Set by tests/conftest.py for the whole run; inherited by pytest-xdist workers.
+SHARED_DIR_VARIABLE = _root_conftest.SHARED_DIR_VARIABLE
 
 
 def export_task(name: str, root: str, seed: int = 0) -> dict:
@@ -132,17 +177,20 @@ def exported_squad_defaults() -> dict:
     from kbert.models import BertSpanLabeler
     from kbert.tasks import SquadConfig
 
-    root = tempfile.mkdtemp(prefix="kbert-squad-defaults-")
-    atexit.register(shutil.rmtree, root, ignore_errors=True)
-    keras.utils.set_random_seed(11)
-    encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(), max_sequence_length=384))
-    config = TaskConfig(task="squad", task_name="squad", model_type="span_labeler", text_pair=True,
-                        max_seq_length=384, options=dataclasses.asdict(SquadConfig()))
-    model_dir = os.path.join(root, "finetuned")
-    save_finetuned(model_dir, BertSpanLabeler(encoder), config, VOCAB)
-    export_dir = os.path.join(root, "export")
-    path = export_saved_model(model_dir, export_dir, check=False)
-    return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+    def build(root: str) -> dict:
+        keras.utils.set_random_seed(11)
+        encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(),
+                                                    max_sequence_length=384))
+        config = TaskConfig(task="squad", task_name="squad", model_type="span_labeler",
+                            text_pair=True, max_seq_length=384,
+                            options=dataclasses.asdict(SquadConfig()))
+        model_dir = os.path.join(root, "finetuned")
+        save_finetuned(model_dir, BertSpanLabeler(encoder), config, VOCAB)
+        export_dir = os.path.join(root, "export")
+        path = export_saved_model(model_dir, export_dir, check=False)
+        return {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+
+    return built_once("squad-defaults", build)
 
 
 def start_server(args: list[str], timeout_s: float = 120.0):

@@ -11,7 +11,7 @@ from kbert import configurables
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
 # Run settings (not model sizes), included by base.gin.
 RUN_SETTINGS = {"pretrain.gin", "finetune.gin", "distill.gin",  # run settings, not model sizes
-                "pretrain_budget.gin"}
+                "pretrain_budget.gin", "continue_pretraining.gin"}
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),

@@ -5,6 +5,9 @@
     kbert-pretrain --gin_file=gin/tiny.gin --input_file='data/train-*.tfrecord' \\
         --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/tiny \\
         --gin_params='run_pretraining.num_train_steps = 10000'
+    kbert-pretrain --gin_file=gin/continue_pretraining.gin --init_checkpoint=out/minilm \\
+        --input_file='domain/train-*.tfrecord' --eval_input_file='domain/heldout-*.tfrecord' \\
+        --model_dir=out/minilm-domain
     kbert-pretrain --nodo_train --do_eval --init_checkpoint=out/converted \\
         --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/eval_converted
 
@@ -12,6 +15,11 @@ Re-running the same command after a crash resumes from the last checkpoint in
 `--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin); the
 encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
 unless your own gin file or `--gin_params` sets `BertEncoder.vocabulary_size`.
+With `--init_checkpoint`, the encoder (sizes, activation, LayerNorm epsilon,
+vocabulary) is the directory's: a gin file need bind no size, a binding that
+contradicts the directory is an error, and the data must have been made with
+the directory's `vocab.txt` (see docs/pretraining.md, "Continue pre-training
+on your domain").
 `--eval_input_file` evaluates held-out data every `run_pretraining.eval_every_steps`
 (default: each checkpoint) and at the end (see docs/pretraining.md, "Is my
 pre-training working?").
@@ -41,8 +49,10 @@ flags.DEFINE_integer("num_gpus", None, "GPUs used by --strategy=mirrored/one_dev
                      "(default: all visible).")
 flags.DEFINE_integer("num_cpu_devices", None, "Split the CPU into this many logical devices; "
                      "--strategy=mirrored replicates over them when there is no GPU.")
-flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to start from (weights "
-                    "only), e.g. a kbert-convert output; ignored when --model_dir has a checkpoint.")
+flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to continue (weights "
+                    "only), e.g. a kbert-convert output; its sizes, activation and LayerNorm "
+                    "epsilon are used (no size gin file needed). Ignored when --model_dir has a "
+                    "checkpoint.")
 flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fine-tuning and "
                     "export find it (default: the one named by the data's sidecar).")
 flags.DEFINE_bool("do_lower_case", None, "Whether the data was lower-cased; recorded in "
@@ -98,7 +108,9 @@ def train() -> None:
     if not FLAGS.do_train and not FLAGS.do_eval:
         raise ValueError("--nodo_train leaves nothing to do; add --do_eval "
                          "--eval_input_file=... to evaluate a checkpoint.")
-    if FLAGS.input_file:
+    if FLAGS.input_file and not FLAGS.init_checkpoint:
+        # A continued run's vocabulary is the directory's (encoder_from_directory
+        # bound it), and the data must have been made with it.
         configurables.vocabulary_size_from_data(FLAGS.input_file, FLAGS.vocab_file,
                                                 FLAGS.gin_file, FLAGS.gin_params)
     strategy = training.create_strategy(FLAGS.strategy, tpu=FLAGS.tpu, num_gpus=FLAGS.num_gpus,
@@ -139,6 +151,9 @@ def main(argv: list[str]) -> None:
     # TF logs every checkpoint write at INFO; progress lines go to stdout.
     logging.set_verbosity(logging.WARNING)
     configurables.parse_gin(FLAGS.gin_file or [], FLAGS.gin_params)
+    if FLAGS.init_checkpoint and FLAGS.do_train:
+        # Continue the directory's own encoder: its sizes and numerics, no size gin file.
+        configurables.encoder_from_directory(FLAGS.init_checkpoint)
     if FLAGS.dry_run:
         dry_run()
         return

@@ -33,6 +33,13 @@ flags.DEFINE_float("file_system_poll_wait_seconds", 1, "Seconds between looks fo
 flags.DEFINE_bool("enable_batching", False, "Merge concurrent requests into batches.")
 flags.DEFINE_string("batching_parameters_file", None, "BatchingParameters text proto (max_batch_size, "
                     "batch_timeout_micros, num_batch_threads, max_enqueued_batches, allowed_batch_sizes).")
+flags.DEFINE_integer("max_batch_tokens", 1024, "With --enable_batching: most padded tokens (rows x the longest "
+                     "text's tokens) in one merged batch, as text-embeddings-inference's --max-batch-tokens; "
+                     "requests close in length run together. A text's tokens are estimated from its bytes (words + "
+                     "punctuation + letters / 8 + non-ASCII bytes / 3, + [CLS]/[SEP], at most the model's "
+                     "max_seq_length; kbert.serving.token_counts). A request over it runs alone. 0 counts examples only (the batching file's max_batch_size, as TF Serving).")
+flags.DEFINE_integer("max_concurrent_requests", 512, "Most requests (gRPC and REST together) being read, queued "
+                     "or answered at once; more get RESOURCE_EXHAUSTED (HTTP 429) at once instead of queueing.")
 flags.DEFINE_integer("max_request_bytes", 64 << 20, "Largest request accepted; larger ones get "
                      "RESOURCE_EXHAUSTED (HTTP 413).")
 flags.DEFINE_integer("max_batch_size", 256, "Most examples in one Predict request; larger batches get "
@@ -111,12 +118,14 @@ def main(argv: list[str]) -> None:
         raise ValueError("--batching_parameters_file needs --enable_batching.")
     limits = Limits(max_batch_size=FLAGS.max_batch_size, max_text_bytes=FLAGS.max_text_bytes,
                     max_request_bytes=FLAGS.max_request_bytes,
-                    max_concurrent_request_bytes=FLAGS.max_concurrent_request_bytes)
+                    max_concurrent_request_bytes=FLAGS.max_concurrent_request_bytes,
+                    max_concurrent_requests=FLAGS.max_concurrent_requests)
     if FLAGS.max_num_load_retries < 0 or FLAGS.load_retry_interval_micros < 0:
         raise ValueError("--max_num_load_retries and --load_retry_interval_micros must be >= 0.")
     _raise_open_file_limit(FLAGS.rest_api_max_connections + FLAGS.grpc_max_concurrent_rpcs + 256)
     server = ModelServer(configs, host=FLAGS.host, port=FLAGS.port, rest_api_port=FLAGS.rest_api_port,
-                         poll_wait_seconds=FLAGS.file_system_poll_wait_seconds, batching=batching, limits=limits,
+                         poll_wait_seconds=FLAGS.file_system_poll_wait_seconds, batching=batching,
+                         max_batch_tokens=FLAGS.max_batch_tokens, limits=limits,
                          grpc_max_threads=FLAGS.grpc_max_threads,
                          grpc_max_concurrent_rpcs=FLAGS.grpc_max_concurrent_rpcs,
                          rest_api_num_threads=FLAGS.rest_api_num_threads,

@@ -51,6 +51,10 @@ class TaskConfig:
         do_lower_case: bool. Tokenizer setting.
         options: dict. The task's own config fields (e.g. SQuAD's
             `doc_stride`), written flat beside the keys above.
+        dev_data: dict. Where the dev split fine-tuning evaluated on is
+            (`task_name`, `data_dir`, `predict_file`: `kbert.tasks.TaskData`'s
+            fields, absolute paths); `kbert-export --quantize` scores on it.
+            Empty for directories written without it.
 
     Example:
 
@@ -66,10 +70,13 @@ class TaskConfig:
     max_seq_length: int = 128
     do_lower_case: bool = True
     options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    dev_data: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The flat dict `task_config.json` holds (the task's options beside the common keys)."""
         values = dataclasses.asdict(self)
+        if not values["dev_data"]:
+            del values["dev_data"]  # files written without it stay as they were
         return {**values.pop("options"), **values}
 
     def to_json(self) -> str:

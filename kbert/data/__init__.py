@@ -30,6 +30,7 @@ from kbert.data.pretraining import pretraining_feature_spec
 from kbert.data.pretraining import read_pretraining_metadata
 from kbert.data.text_datasets import classification_dataset
 from kbert.data.text_files import expand_file_patterns
+from kbert.data.text_files import split_sentences
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenization import BertTokenizer

@@ -364,3 +364,35 @@ def decode_piece(piece: TextPiece, data: bytes, encoding: str) -> bytes:
     if codecs.lookup(encoding).name == "utf-8":
         return data
     return text.encode("utf-8")
+
+
+# A sentence ends at ".", "!" or "?" (closing quotes and brackets included) before white space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Splits a paragraph into sentences for the corpus format (one sentence a line).
+
+    A rule, not a model (abbreviations such as "Mr." end a sentence too): the
+    pre-training data tool fills each instance with consecutive lines up to
+    `max_seq_length`, so a sentence cut in two costs little. Line breaks
+    inside `text` are white space.
+
+    Args:
+        text: str. A paragraph.
+
+    Returns:
+        Its sentences, stripped, without empty ones.
+
+    Example:
+
+    >>> kbert.data.split_sentences("It rained. Did it? Yes!")
+    ['It rained.', 'Did it?', 'Yes!']
+    """
+    text = " ".join(text.split())
+    sentences, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        sentences.append(text[start:match.end()].strip())
+        start = match.end()
+    sentences.append(text[start:].strip())
+    return [s for s in sentences if s]

@@ -6,6 +6,12 @@ in a fresh, isolated Python process (`python -I`) that imports only
 `tensorflow` and `tensorflow_text`, lists every op its graphs use, sorts them
 into core TensorFlow, tensorflow-text and unknown, and fails on any unknown op
 or on a load that needed anything else (kbert or Keras, say).
+
+An int8 export (`kbert-export --quantize=int8`) uses core ops whose CPU kernels
+exist only in TensorFlow builds with oneDNN and run only while oneDNN is on
+(`ONEDNN_OPS`): the check lists them, and fails when the checking TensorFlow
+has no CPU kernel for an op or has oneDNN turned off (`TF_ENABLE_ONEDNN_OPTS=0`),
+since a server built or run that way could not answer.
 """
 
 from __future__ import annotations
@@ -14,6 +20,11 @@ import dataclasses
 import json
 import subprocess
 import sys
+
+# Core ops with CPU kernels only in TensorFlow builds with oneDNN (the Linux x86
+# pip wheels), used by int8 exports (`kbert.layers.int8_dense`). Kept here, not
+# imported from kbert.layers, so the check stays a plain-TensorFlow script.
+ONEDNN_OPS = ("QuantizedMatMulWithBiasAndDequantize",)
 
 # Runs in the fresh process; prints one JSON line.
 _SCRIPT = r"""
@@ -39,8 +50,20 @@ import tensorflow_text  # noqa: F401  (registers its ops)
 baseline = set(sys.modules)
 text = sorted(op for op in ops if op not in core and op_def_registry.get(op) is not None)
 unknown = sorted(ops - set(core) - set(text))
+onednn = sorted(ops & set(sys.argv[2].split(",")))
+no_kernel = []
+if onednn:
+    from tensorflow.python.framework import kernels
+    no_kernel = [op for op in onednn if not any(
+        k.device_type == "CPU" for k in kernels.get_registered_kernels_for_op(op).kernel)]
 error = ""
-if not unknown:
+if no_kernel:
+    error = ("this TensorFlow has no CPU kernel for " + ", ".join(no_kernel)
+             + " (a build without oneDNN)")
+elif onednn and os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower() in ("0", "false"):
+    error = ("TF_ENABLE_ONEDNN_OPTS=0 turns off oneDNN, which " + ", ".join(onednn)
+             + " need; unset it")
+if not unknown and not error:
     try:
         loaded = tf.saved_model.load(path)
         signatures = sorted(loaded.signatures.keys())
@@ -52,7 +75,7 @@ else:
 extra_modules = sorted({name.split(".")[0] for name in set(sys.modules) - baseline
                         if name.split(".")[0] in ("kbert", "keras", "keras_hub", "tf_keras")})
 print(json.dumps({"core": core, "text": text, "unknown": unknown, "error": error,
-                  "signatures": signatures, "extra_modules": extra_modules}))
+                  "signatures": signatures, "extra_modules": extra_modules, "onednn": onednn}))
 """
 
 
@@ -70,6 +93,8 @@ class OpsReport:
         error: str. Why loading failed, if it did.
         extra_modules: list of str. Top-level Python packages other than
             tensorflow/tensorflow_text that loading pulled in.
+        onednn_ops: list of str. Ops that need TensorFlow with oneDNN
+            (`ONEDNN_OPS`; int8 exports).
     """
 
     path: str
@@ -79,6 +104,7 @@ class OpsReport:
     signatures: list[str]
     error: str = ""
     extra_modules: list[str] = dataclasses.field(default_factory=list)
+    onednn_ops: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -89,7 +115,10 @@ class OpsReport:
         if self.ok:
             return (f"{self.path}: loads with only tensorflow + tensorflow_text; "
                     f"{len(self.core_ops)} core ops, tensorflow-text ops: {', '.join(self.text_ops) or 'none'}; "
-                    f"signatures: {', '.join(self.signatures)}.")
+                    f"signatures: {', '.join(self.signatures)}."
+                    + (f" Needs TensorFlow with oneDNN (Linux x86 pip wheels; not "
+                       f"TF_ENABLE_ONEDNN_OPTS=0) for {', '.join(self.onednn_ops)}."
+                       if self.onednn_ops else ""))
         problems = []
         if self.unknown_ops:
             problems.append(f"ops outside tensorflow and tensorflow_text: {', '.join(self.unknown_ops)}")
@@ -119,7 +148,7 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
     (True, ['FastBertNormalize', 'FastWordpieceTokenizeWithOffsets', 'NormalizeUTF8'])
     """
     result = subprocess.run(
-        [python or sys.executable, "-I", "-c", _SCRIPT, saved_model_dir],
+        [python or sys.executable, "-I", "-c", _SCRIPT, saved_model_dir, ",".join(ONEDNN_OPS)],
         capture_output=True, text=True, timeout=timeout,
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -129,4 +158,4 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
                          + " | ".join(tail))
     found = json.loads(lines[-1])
     return OpsReport(saved_model_dir, found["core"], found["text"], found["unknown"],
-                     found["signatures"], found["error"], found["extra_modules"])
+                     found["signatures"], found["error"], found["extra_modules"], found["onednn"])

@@ -23,10 +23,15 @@ from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.export.ops_check import check_ops
+from kbert.export.quantization import DEFAULT_MAX_DROP
+from kbert.export.quantization import check_quality
+from kbert.export.quantization import check_quantize
+from kbert.export.quantization import quality_data
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
 from kbert.export.serving_modules import task_model_serving_module
 from kbert.files import atomic_directory
+from kbert.layers.int8_dense import int8_layers
 
 EXPORT_INFO = "kbert_export.json"
 
@@ -181,7 +186,10 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
 
 def export_saved_model(model_dir: str, export_dir: str, version: int | None = None,
                        max_seq_length: int | None = None, check: bool = True,
-                       feature_layers: str | None = None) -> str:
+                       feature_layers: str | None = None, quantize: str | None = None,
+                       quantization_data_dir: str | None = None,
+                       max_quantization_drop: float = DEFAULT_MAX_DROP,
+                       quantization_drop_is_error: bool = True) -> str:
     """Exports a fine-tuned or pre-trained model directory; what `kbert-export` runs.
 
     A fine-tuned directory (with `task_config.json`) exports its task; a
@@ -197,14 +205,48 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         check: bool. Run the fresh-process ops check before publishing.
         feature_layers: str or None. Embedding models only: the blocks of the
             `features` signature (`"-1,-2,-3,-4"`; None: the last four).
+        quantize: str or None. `int8`: export the model with int8 matmuls
+            (`kbert.export.quantization`), after scoring it against float32 on
+            the dev data; None: float32.
+        quantization_data_dir: str or None. The dev data to score on (a
+            `kbert-finetune --data_dir` folder, or SQuAD's dev JSON; text files
+            for an embedding model). None: what `task_config.json` recorded.
+        max_quantization_drop: float. Largest allowed drop of the task's main
+            metric, in points. Defaults to 1.
+        quantization_drop_is_error: bool. Refuse (True) or only warn (False)
+            when the drop is larger.
 
     Returns:
         The path of the published version.
+
+    Raises:
+        ValueError: with `quantize`, a drop over `max_quantization_drop` while
+            `quantization_drop_is_error`.
+
+    Example:
+
+    >>> export_saved_model("runs/sst2", "export/sst2-int8", quantize="int8")
+    'export/sst2-int8/1'
     """
+    check_quantize(quantize)
     directory = open_model_dir(model_dir, flag="--model_dir")
+    # Read before any model is loaded, so missing data fails at once.
+    data = quality_data(directory, quantization_data_dir) if quantize is not None else None
     module = serving_module(directory, max_seq_length, feature_layers)
     info = (_task_info(directory.task_config) if directory.is_finetuned
             else _embedding_info(module))
+    if quantize is not None:
+        float_module = module
+        module = serving_module(directory, max_seq_length, feature_layers, quantize=quantize)
+        report = check_quality(directory, data, float_module, module, quantize,
+                               max_quantization_drop, len(int8_layers(module.model)))
+        if not report.ok and quantization_drop_is_error:
+            raise ValueError(f"{report.message()} Not exported: pass a larger "
+                             "--max_quantization_drop, --noquantization_drop_is_error to export "
+                             "anyway, or export float32 (no --quantize).")
+        (log.info if report.ok else log.warning)("%s", report.message())
+        info["quantization"] = report.to_dict()
+        del float_module
     return _publish(module, export_dir, version, info, directory.vocab_file, check)
 
 

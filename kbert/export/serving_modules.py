@@ -56,7 +56,8 @@ def serving_task(model_dir: ModelDir, feature_layers: str | None = None) -> Task
 
 
 def serving_module(model_dir: ModelDir, max_seq_length: int | None = None,
-                   feature_layers: str | None = None) -> ServingModule:
+                   feature_layers: str | None = None,
+                   quantize: str | None = None) -> ServingModule:
     """Builds the serving module of an opened model directory.
 
     Args:
@@ -67,6 +68,8 @@ def serving_module(model_dir: ModelDir, max_seq_length: int | None = None,
         feature_layers: str or None. Pre-trained directories only: the blocks
             of the `features` signature, such as `"-1,-2,-3,-4"` (None: the
             last four).
+        quantize: str or None. `int8` serves a quantized copy of the model
+            (`kbert.export.quantization`); None serves float32.
 
     Returns:
         The task's `ServingModule` (the embedding module for a pre-trained directory).
@@ -88,11 +91,11 @@ def serving_module(model_dir: ModelDir, max_seq_length: int | None = None,
                                  "is fine-tuned and exports its task as recorded in "
                                  "task_config.json.")
         return _module(serving_task(model_dir), model_dir.model(),
-                       model_dir.preprocessor(model_dir.task_config.max_seq_length))
+                       model_dir.preprocessor(model_dir.task_config.max_seq_length), quantize)
     encoder = model_dir.encoder(dropout=0.0)
     length = max_seq_length or min(DEFAULT_EMBEDDING_LENGTH, encoder.max_sequence_length)
     return _module(serving_task(model_dir, feature_layers), encoder,
-                   model_dir.preprocessor(length))
+                   model_dir.preprocessor(length), quantize)
 
 
 def task_model_serving_module(model: keras.Model, task_config: TaskConfig,
@@ -152,7 +155,19 @@ def _preprocessor(encoder, vocab_file: str, do_lower_case: bool,
     return TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case, max_seq_length)
 
 
-def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor) -> ServingModule:
+def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor,
+            quantize: str | None = None) -> ServingModule:
     # Every serving module is made here, so options that change how a model is
     # served (a numeric format, ...) are added once for export and index alike.
-    return task.serving_module(model, preprocessor)
+    if quantize is None:
+        return task.serving_module(model, preprocessor)
+    from kbert.export.quantization import quantize_model
+
+    # A copy: functions already traced over the float model keep its float
+    # kernels. The task builds its serving model first (the embedding task
+    # rebuilds the encoder), then that model is quantized.
+    copy = model.__class__.from_config(model.get_config())
+    copy.set_weights(model.get_weights())
+    module = task.serving_module(copy, preprocessor)
+    quantize_model(module.model, quantize)
+    return module

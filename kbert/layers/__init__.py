@@ -10,6 +10,10 @@ from kbert.layers.crf import bio_transitions
 from kbert.layers.dropout import Dropout
 from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate
+from kbert.layers.int8_dense import Int8Dense
+from kbert.layers.int8_dense import Int8EinsumDense
+from kbert.layers.int8_dense import int8_layers
+from kbert.layers.int8_dense import quantize_int8
 from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.layer_mix import layer_indexes
 from kbert.layers.layer_normalization import LayerNormalization

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import random
 
+from kbert.data.text_files import split_sentences
 from kbert.retrieval.beir import Document
 from kbert.retrieval.beir import qrels_path
 from kbert.retrieval.beir import read_corpus
@@ -52,6 +53,20 @@ class QuerySet(list):
         self.corpus = corpus
         self.first_stage_file = first_stage_file
         self._bm25 = None
+
+    def input_texts(self) -> list[list[str]]:
+        """The split's text inputs as corpus documents: each query, then each corpus document.
+
+        A document's title (when it has one) is its first line, its text's
+        sentences the next; relevance judgements are never included.
+        """
+        documents = [[e.text] for e in self if e.text.strip()]
+        for document in self.corpus:
+            lines = ([document.title] if document.title.strip() else []) + split_sentences(
+                document.text)
+            if lines:
+                documents.append(lines)
+        return documents
 
     @property
     def qrels(self) -> dict[str, dict[str, int]]:

@@ -12,6 +12,7 @@ _EXPORTS = {
     "Limits": "kbert.serving.limits",
     "ModelManager": "kbert.serving.model_manager",
     "ModelServer": "kbert.serving.server",
+    "ServingMetrics": "kbert.serving.metrics",
 }
 __all__ = list(_EXPORTS)
 

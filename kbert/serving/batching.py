@@ -7,15 +7,27 @@ together; `num_batch_threads` workers each take the oldest queue that is full
 default timeout of 0 a worker takes whatever has queued as soon as it is free,
 so batches grow exactly as fast as requests arrive while the model is busy.
 
+With a token budget (`max_batch_tokens`, text-embeddings-inference's
+`--max-batch-tokens`) a batch is also capped by its padded tokens, rows times
+its longest example, measured by `kbert.serving.token_counts`: the worker takes
+the oldest request, then the queued requests closest to it in length while the
+batch stays within `max_batch_size` rows and the budget, so long and short
+texts run apart and little padding is computed. A request over the budget on
+its own runs alone. A queue counts as full once its requests' own padded
+tokens reach the budget.
+
 The parameters file is TF Serving's `BatchingParameters` text proto. The
 `tensorflow-serving-api` package does not ship that proto, so the few fields
-are parsed here with a small reader of the same syntax.
+are parsed here with a small reader of the same syntax. The token budget is a
+flag (`--max_batch_tokens`), not a field, so the same file still loads in the
+stock `tensorflow_model_server`.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 import re
 import threading
@@ -28,6 +40,8 @@ import tensorflow as tf
 
 from kbert.serving.errors import ServingError
 from kbert.serving.limits import deadline_exceeded
+
+log = logging.getLogger("kbert.serving")
 
 _WRAPPED = re.compile(r"(\w+)\s*\{\s*value\s*:\s*(\"[^\"]*\"|[^\s}]+)\s*\}")
 _PLAIN = re.compile(r"(\w+)\s*:\s*(\"[^\"]*\"|[^\s{}]+)")
@@ -125,6 +139,8 @@ class _Task:
     run: Callable
     created: float
     deadline: float | None = None
+    length: int = 0  # tokens of its longest example
+    tokens: int = 0  # tokens of all its examples
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     outputs: dict | None = None
     error: Exception | None = None
@@ -135,16 +151,31 @@ class BatchScheduler:
 
     Args:
         params: `BatchingParameters`.
+        max_batch_tokens: int. Most padded tokens (rows x the longest
+            example's tokens) in one batch, `--max_batch_tokens`; 0 counts
+            examples only (TF Serving's batching). Defaults to 0.
+        on_batch: callable or None. Called after every batch runs (also a
+            request run alone) as `on_batch(num_requests, num_tokens,
+            padded_tokens)`: requests merged, tokens of their examples and
+            rows x the longest example (rows padded up to
+            `allowed_batch_sizes`), for metrics. Its errors are logged, never
+            passed to the requests.
 
     Example:
 
-    >>> scheduler = BatchScheduler(BatchingParameters(max_batch_size=32))
-    >>> outputs = scheduler.run(key, servable_run, {"text": texts}, batch_size=len(texts))
+    >>> scheduler = BatchScheduler(BatchingParameters(max_batch_size=32), max_batch_tokens=4096)
+    >>> outputs = scheduler.run(key, servable_run, {"text": texts}, batch_size=len(texts),
+    ...                         tokens=example_tokens({"text": texts}))
     """
 
-    def __init__(self, params: BatchingParameters):
+    def __init__(self, params: BatchingParameters, max_batch_tokens: int = 0,
+                 on_batch: Callable[[int, int, int], None] | None = None):
         params.validate()
+        if max_batch_tokens < 0:
+            raise ValueError(f"--max_batch_tokens={max_batch_tokens}; it must be >= 0 (0: count examples only).")
         self.params = params
+        self.max_batch_tokens = max_batch_tokens
+        self.on_batch = on_batch
         self._queues: dict = collections.OrderedDict()
         self._condition = threading.Condition()
         self._stopped = False
@@ -154,7 +185,7 @@ class BatchScheduler:
             worker.start()
 
     def run(self, key, run: Callable[[dict], dict], inputs: dict, batch_size: int,
-            deadline: float | None = None) -> dict:
+            deadline: float | None = None, tokens=None) -> dict:
         """Runs `run(inputs)` as part of a batch; blocks until this request's rows are back.
 
         Args:
@@ -165,6 +196,9 @@ class BatchScheduler:
             batch_size: int.
             deadline: float or None. A `time.monotonic()` instant; a request
                 still queued then is taken out and not run.
+            tokens: sequence of int or None. Tokens of each example
+                (`kbert.serving.token_counts.example_tokens`); None counts 1
+                each, so the token budget then caps rows.
 
         Returns:
             This request's rows of every output.
@@ -173,9 +207,16 @@ class BatchScheduler:
             ServingError: UNAVAILABLE when the queue is full, DEADLINE_EXCEEDED
                 when the deadline passes before the batch starts.
         """
-        if batch_size >= self.params.max_batch_size:
-            return run(inputs)  # already a full batch: nothing to merge with
-        task = _Task(inputs, batch_size, run, time.monotonic(), deadline)
+        tokens = [1] * batch_size if tokens is None else [int(t) for t in tokens]
+        task = _Task(inputs, batch_size, run, time.monotonic(), deadline, max(tokens), sum(tokens))
+        budget = self.max_batch_tokens
+        if batch_size >= self.params.max_batch_size or (budget and self._padded_tokens(batch_size, task.length)
+                                                        >= budget):
+            # Already a full batch, or over the token budget on its own: nothing to merge with.
+            try:
+                return run(inputs)
+            finally:
+                self._report(1, task.tokens, batch_size * task.length)
         with self._condition:
             if self._stopped:
                 raise ServingError(grpc.StatusCode.UNAVAILABLE, "The server is shutting down.")
@@ -200,6 +241,11 @@ class BatchScheduler:
             raise task.error
         return task.outputs
 
+    def _full(self, queue) -> bool:
+        if sum(t.size for t in queue) >= self.params.max_batch_size:
+            return True
+        return bool(self.max_batch_tokens) and sum(t.size * t.length for t in queue) >= self.max_batch_tokens
+
     def _ready(self, now: float):
         """Returns (key, wait): a queue to run now, or how long until one is due."""
         timeout = self.params.batch_timeout_micros / 1e6
@@ -207,9 +253,8 @@ class BatchScheduler:
         for key, queue in self._queues.items():
             if not queue:
                 continue
-            size = sum(t.size for t in queue)
             due = queue[0].created + timeout
-            if size >= self.params.max_batch_size or due <= now:
+            if due <= now or self._full(queue):
                 if best_time is None or queue[0].created < best_time:
                     best_key, best_time = key, queue[0].created
             else:
@@ -227,18 +272,44 @@ class BatchScheduler:
                         break
                     self._condition.wait(timeout=wait)
                 queue = self._queues[key]
-                tasks, size, now = [], 0, time.monotonic()
-                while queue and size + queue[0].size <= self.params.max_batch_size:
-                    task = queue.popleft()
-                    if task.deadline is not None and task.deadline <= now:
-                        self._expire(task)
-                        continue
-                    tasks.append(task)
-                    size += task.size
+                tasks = self._take(queue, time.monotonic())
                 if not queue:
                     del self._queues[key]
             if tasks:
-                self._run_batch(tasks, size)
+                self._run_batch(tasks)
+
+    def _take(self, queue: collections.deque, now: float) -> list[_Task]:
+        """Removes and returns the next batch's requests from `queue` (expiring any past their deadline)."""
+        for task in [t for t in queue if t.deadline is not None and t.deadline <= now]:
+            queue.remove(task)
+            self._expire(task)
+        if not queue:
+            return []
+        if not self.max_batch_tokens:  # oldest first, as TF Serving
+            tasks, size = [], 0
+            while queue and size + queue[0].size <= self.params.max_batch_size:
+                task = queue.popleft()
+                tasks.append(task)
+                size += task.size
+            return tasks
+        # The oldest request always goes (nothing waits forever); then the requests
+        # closest to it in length, oldest first among equals, while rows and
+        # padded tokens fit. Sorting the whole queue costs microseconds: it holds
+        # at most the clients waiting.
+        first = queue[0]
+        tasks, size, length = [first], first.size, first.length
+        candidates = sorted(range(1, len(queue)), key=lambda i: (abs(queue[i].length - first.length), i))
+        for i in candidates:
+            task = queue[i]
+            rows, longest = size + task.size, max(length, task.length)
+            if rows <= self.params.max_batch_size and self._padded_tokens(rows, longest) <= self.max_batch_tokens:
+                tasks.append(task)
+                size, length = rows, longest
+        chosen = {id(task) for task in tasks}
+        remaining = [task for task in queue if id(task) not in chosen]
+        queue.clear()
+        queue.extend(remaining)
+        return tasks
 
     @staticmethod
     def _expire(task: _Task) -> None:
@@ -251,12 +322,25 @@ class BatchScheduler:
                 return allowed
         return size
 
-    def _run_batch(self, tasks: list[_Task], size: int) -> None:
+    def _padded_tokens(self, rows: int, length: int) -> int:
+        """Tokens the model runs for `rows` examples padded to `length` (and rows to an allowed size)."""
+        return self._padded_size(rows) * length
+
+    def _report(self, num_requests: int, tokens: int, padded_tokens: int) -> None:
+        if self.on_batch is None:
+            return
+        try:
+            self.on_batch(num_requests, tokens, padded_tokens)
+        except Exception:  # metrics must never fail a request
+            log.exception("kbert-serve: the on_batch hook failed")
+
+    def _run_batch(self, tasks: list[_Task]) -> None:
+        size = sum(task.size for task in tasks)
+        padded = self._padded_size(size)
         try:
             if len(tasks) == 1 and not self.params.allowed_batch_sizes:
                 results = [tasks[0].run(tasks[0].inputs)]
             else:
-                padded = self._padded_size(size)
                 batch = {}
                 for name in tasks[0].inputs:
                     parts = [task.inputs[name] for task in tasks]
@@ -279,6 +363,13 @@ class BatchScheduler:
         finally:
             for task in tasks:
                 task.done.set()
+        self._report(len(tasks), sum(task.tokens for task in tasks),
+                     padded * max(task.length for task in tasks))
+
+    def queued_examples(self) -> int:
+        """Examples waiting for a batch now (`kbert_serving_queued_examples`)."""
+        with self._condition:
+            return sum(task.size for queue in self._queues.values() for task in queue)
 
     def stop(self) -> None:
         """Finishes queued requests, then stops the workers."""

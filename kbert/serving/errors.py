@@ -25,20 +25,24 @@ class ServingError(Exception):
     Args:
         code: `grpc.StatusCode`, e.g. `INVALID_ARGUMENT`, `NOT_FOUND`.
         message: str. Names the input, model or limit at fault.
+        http_status: int or None. The REST status when the code's usual one
+            does not fit (RESOURCE_EXHAUSTED is 413 for a body too large but
+            429 for too many requests at once). Defaults to the code's.
 
     Example:
 
     >>> raise ServingError(grpc.StatusCode.NOT_FOUND, "Servable not found for request: Latest(sst3)")
     """
 
-    def __init__(self, code: grpc.StatusCode, message: str):
+    def __init__(self, code: grpc.StatusCode, message: str, http_status: int | None = None):
         super().__init__(message)
         self.code = code
         self.message = message
+        self._http_status = http_status
 
     @property
     def http_status(self) -> int:
-        return _HTTP_STATUS.get(self.code, 500)
+        return self._http_status or _HTTP_STATUS.get(self.code, 500)
 
 
 def invalid(message: str) -> ServingError:

@@ -37,6 +37,15 @@ class Limits:
             requests being read or answered at once
             (`--max_concurrent_request_bytes`); past it requests get
             UNAVAILABLE (HTTP 503) and may retry. Defaults to 256 MiB.
+        max_concurrent_requests: int. Most model requests (gRPC and REST
+            together) being read, queued or answered at once
+            (`--max_concurrent_requests`, text-embeddings-inference's
+            `--max-concurrent-requests`); past it a request is refused at once
+            with RESOURCE_EXHAUSTED (HTTP 429) instead of queueing. Defaults
+            to 512, as TEI: at the 150-750 requests/s kbert-serve answered
+            on this 2-core machine (benchmarks/serving_batching.py,
+            serving_latency.py) the 512th waits 0.7-3.5 s, inside the 30 s
+            REST deadline; more would only queue towards it.
 
     Example:
 
@@ -48,6 +57,7 @@ class Limits:
     max_text_bytes: int = 1 << 20
     max_request_bytes: int = 64 << 20
     max_concurrent_request_bytes: int = 256 << 20
+    max_concurrent_requests: int = 512
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -136,6 +146,52 @@ class ByteBudget:
     def give(self, size: int) -> None:
         with self._lock:
             self._used -= size
+
+    @property
+    def used(self) -> int:
+        with self._lock:
+            return self._used
+
+
+class RequestSlots:
+    """Requests that may be in flight at once; one more is refused at once, not queued.
+
+    Refusing at once (text-embeddings-inference's `--max-concurrent-requests`)
+    lets a client or load balancer go elsewhere instead of waiting behind a
+    queue that only grows. Shared by gRPC and REST.
+
+    Args:
+        capacity: int. Requests at once (`--max_concurrent_requests`).
+
+    Example:
+
+    >>> slots = RequestSlots(512)
+    >>> slots.take()
+    >>> slots.give()
+    """
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        """Holds one slot until `give()`.
+
+        Raises:
+            ServingError: RESOURCE_EXHAUSTED (HTTP 429) when all are held.
+        """
+        with self._lock:
+            if self._used < self.capacity:
+                self._used += 1
+                return
+        raise ServingError(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                           f"The server is answering {self.capacity} requests, its limit "
+                           f"(--max_concurrent_requests={self.capacity}); retry later.", http_status=429)
+
+    def give(self) -> None:
+        with self._lock:
+            self._used -= 1
 
     @property
     def used(self) -> int:

@@ -2,8 +2,9 @@
 
 Messages are the `tensorflow-serving-api` protos, so any TF Serving client
 (`prediction_service_pb2_grpc.PredictionServiceStub`) talks to kbert-serve.
-Classify, Regress and MultiInference (tf.Example based) are not offered: kbert
-signatures take raw text through Predict.
+Classify, Regress and MultiInference read raw text from tf.Examples' bytes
+features (`kbert.serving.example_apis`). Every call is counted and timed in the
+server's metrics.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
+from kbert.serving.example_apis import ExampleApis
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.limits import RequestSlots
 from kbert.serving.limits import check_deadline
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.predictor import Predictor
@@ -64,29 +67,52 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         predictor: `Predictor`.
         budget: `ByteBudget` or None. Bytes that all requests in flight may
             hold (shared with REST); None sets no such cap.
+        slots: `RequestSlots` or None. Requests in flight at once (shared
+            with REST); None sets no such cap.
     """
 
-    def __init__(self, predictor: Predictor, budget: ByteBudget | None = None):
+    def __init__(self, predictor: Predictor, budget: ByteBudget | None = None,
+                 slots: RequestSlots | None = None):
         self.predictor = predictor
         self.budget = budget
+        self.slots = slots
+        self.examples = ExampleApis(predictor)
+
+    def _serve(self, api: str, request, context, answer):
+        """Runs `answer(deadline, record)` under the deadline, the byte budget and the metrics."""
+        deadline = _deadline(context)
+        held, slot = 0, False
+        with self.predictor.metrics.request(api, "grpc") as record:
+            try:
+                if self.slots is not None:  # first: a refusal must cost nothing
+                    self.slots.take()
+                    slot = True
+                # A request that waited for a thread past its client's deadline is not run at all.
+                check_deadline(deadline, "a thread was free to read it")
+                if not context.is_active():
+                    raise ServingError(grpc.StatusCode.CANCELLED, "The client cancelled the request.")
+                if self.budget is not None:
+                    size = request.ByteSize()
+                    self.budget.take(size)
+                    held = size
+                return answer(deadline, record)
+            except ServingError as e:
+                error = e
+                record.status = e.code.name
+            finally:
+                if held:
+                    self.budget.give(held)
+                if slot:
+                    self.slots.give()
+        _abort(context, error)  # outside the record: grpc's abort raises an exception of its own
 
     def Predict(self, request: predict_pb2.PredictRequest, context) -> predict_pb2.PredictResponse:
-        deadline = _deadline(context)
-        held = 0
-        try:
-            # A request that waited for a thread past its client's deadline is not run at all.
-            check_deadline(deadline, "a thread was free to read it")
-            if not context.is_active():
-                raise ServingError(grpc.StatusCode.CANCELLED, "The client cancelled the request.")
-            if self.budget is not None:
-                size = request.ByteSize()
-                self.budget.take(size)
-                held = size
+        def answer(deadline, record):
             name, version, label = _version_request(request.model_spec)
             servable, signature, outputs = self.predictor.predict(
                 name, version, label, request.model_spec.signature_name,
                 _to_arrays(request.inputs, self.predictor.limits), list(request.output_filter),
-                deadline=deadline)
+                deadline=deadline, record=record)
             response = predict_pb2.PredictResponse()
             response.model_spec.name = servable.name
             response.model_spec.version.value = servable.version
@@ -94,35 +120,41 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
             for key, value in outputs.items():
                 response.outputs[key].CopyFrom(tf.make_tensor_proto(value))
             return response
-        except ServingError as e:
-            error = e
-        finally:
-            if held:
-                self.budget.give(held)
-        _abort(context, error)
+
+        return self._serve("predict", request, context, answer)
+
+    def Classify(self, request, context):
+        """tf.Examples' `text` (+ `text_pair`) -> every class's label and probability, as Predict gives them."""
+        return self._serve("classify", request, context,
+                           lambda deadline, record: self.examples.classify(request, deadline, record))
+
+    def Regress(self, request, context):
+        """tf.Examples' text features -> the model's `score`, as Predict gives it."""
+        return self._serve("regress", request, context,
+                           lambda deadline, record: self.examples.regress(request, deadline, record))
+
+    def MultiInference(self, request, context):
+        """Classify and Regress tasks over one input (all on one model, as TF Serving requires)."""
+        return self._serve("multi_inference", request, context,
+                           lambda deadline, record: self.examples.multi_inference(request, deadline, record))
 
     def GetModelMetadata(self, request, context):
-        fields = list(request.metadata_field)
-        if fields != ["signature_def"]:
-            _abort(context, invalid(f"metadata_field must be ['signature_def'], got {fields}."))
-        try:
+        def answer(deadline, record):
+            fields = list(request.metadata_field)
+            if fields != ["signature_def"]:
+                raise invalid(f"metadata_field must be ['signature_def'], got {fields}.")
             name, version, label = _version_request(request.model_spec)
             servable, signature_map = self.predictor.metadata(name, version, label)
-        except ServingError as e:
-            _abort(context, e)
-        response = get_model_metadata_pb2.GetModelMetadataResponse()
-        response.model_spec.name = servable.name
-        response.model_spec.version.value = servable.version
-        packed = any_pb2.Any()
-        packed.Pack(signature_map)
-        response.metadata["signature_def"].CopyFrom(packed)
-        return response
+            record.servable(servable, "")
+            response = get_model_metadata_pb2.GetModelMetadataResponse()
+            response.model_spec.name = servable.name
+            response.model_spec.version.value = servable.version
+            packed = any_pb2.Any()
+            packed.Pack(signature_map)
+            response.metadata["signature_def"].CopyFrom(packed)
+            return response
 
-    def _unimplemented(self, request, context):
-        context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                      "kbert-serve implements Predict and GetModelMetadata; send raw text with Predict.")
-
-    Classify = Regress = MultiInference = _unimplemented
+        return self._serve("get_model_metadata", request, context, answer)
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):

@@ -13,8 +13,11 @@ from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import Limits
 from kbert.serving.limits import check_deadline
+from kbert.serving.metrics import RequestRecord
+from kbert.serving.metrics import ServingMetrics
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.servable import Servable
+from kbert.serving.token_counts import example_tokens
 
 log = logging.getLogger("kbert.serving")
 
@@ -27,6 +30,8 @@ class Predictor:
         scheduler: `BatchScheduler` or None (no server-side batching).
         limits: `Limits` on batch size and string length. Defaults to
             `Limits()`.
+        metrics: `ServingMetrics` or None. Records every batch the model runs
+            and the examples of every request. Defaults to a private one.
 
     Example:
 
@@ -35,14 +40,16 @@ class Predictor:
     """
 
     def __init__(self, manager: ModelManager, scheduler: BatchScheduler | None = None,
-                 limits: Limits | None = None):
+                 limits: Limits | None = None, metrics: ServingMetrics | None = None):
         self.manager = manager
         self.scheduler = scheduler
         self.limits = limits or Limits()
+        self.metrics = metrics or ServingMetrics()
 
     def predict(self, name: str, version: int | None, label: str | None, signature_name: str,
                 inputs: dict[str, np.ndarray], output_filter: list[str] | None = None,
-                servable: Servable | None = None, deadline: float | None = None):
+                servable: Servable | None = None, deadline: float | None = None,
+                record: RequestRecord | None = None):
         """Runs one Predict request.
 
         Args:
@@ -56,6 +63,8 @@ class Predictor:
                 read its signature's input types).
             deadline: float or None. `time.monotonic()` instant after which
                 the model is not run (the client has given up).
+            record: `RequestRecord` or None. The request's metrics record,
+                labelled here with the servable and signature once known.
 
         Returns:
             `(servable, signature_name, outputs)`.
@@ -70,6 +79,8 @@ class Predictor:
         try:
             servable = servable or self.manager.get(name, version, label)
             signature = servable.signature(signature_name)
+            if record is not None:
+                record.servable(servable, signature)
             batch = servable.validate(signature, inputs)
             self.limits.check_inputs(inputs)
             if output_filter:
@@ -80,6 +91,7 @@ class Predictor:
                                   f"produce; it has {sorted(outputs_known)}.")
             check_deadline(deadline, "the model ran")
             outputs = self._run(servable, signature, inputs, batch, deadline)
+            self.metrics.observe_examples(servable, signature, record.api if record else "predict", batch)
             if output_filter:
                 outputs = {key: outputs[key] for key in output_filter}
             return servable, signature, outputs
@@ -93,12 +105,36 @@ class Predictor:
 
     def _run(self, servable: Servable, signature: str, inputs: dict, batch: int,
              deadline: float | None) -> dict:
+        run = self.batch_runner(servable, signature)
         if self.scheduler is None:
-            return servable.run(signature, inputs)
+            return run(inputs)
         key = (id(servable), signature,
                tuple(sorted((k, v.shape[1:], v.dtype.str) for k, v in inputs.items())))
-        return self.scheduler.run(key, lambda batched: servable.run(signature, batched), inputs, batch,
-                                  deadline)
+        return self.scheduler.run(key, run, inputs, batch, deadline,
+                                  tokens=example_tokens(inputs, servable.truncation_length))
+
+    def batch_runner(self, servable: Servable, signature: str):
+        """The function that runs one batch of a signature and records it in the metrics.
+
+        Args:
+            servable: `Servable`.
+            signature: str. Signature name.
+
+        Returns:
+            `run(batched_inputs) -> outputs`. Each batch's examples
+            (`kbert_serving_batch_size`) and estimated padded tokens, rows x
+            the longest example's estimate (`kbert_serving_batch_tokens`;
+            `token_counts.example_tokens`, as the token budget counts them),
+            are recorded.
+        """
+        def run(batched: dict) -> dict:
+            tokens = example_tokens(batched, servable.truncation_length) if batched else []
+            size = len(tokens)
+            self.metrics.observe_batch(servable.name, servable.version, signature, size,
+                                       size * int(max(tokens)) if size else 0)
+            return servable.run(signature, batched)
+
+        return run
 
     def metadata(self, name: str, version: int | None, label: str | None):
         """Returns `(servable, SignatureDefMap)` for GetModelMetadata."""

@@ -3,13 +3,20 @@
     POST /v1/models/<name>[/versions/<v> | /labels/<l>]:predict
          {"signature_name": "...", "instances": [...]}   -> {"predictions": [...]}
          {"signature_name": "...", "inputs": {...}}      -> {"outputs": {...}}
+    POST /v1/models/<name>[/versions/<v> | /labels/<l>]:classify | :regress
+         {"signature_name": "...", "context": {...}, "examples": [{"text": "..."}, ...]}
+                                   -> {"result": [[[label, score], ...], ...]} | {"result": [value, ...]}
+    POST /v1/embeddings            OpenAI's embeddings API (kbert.serving.encoder_apis)
+    POST /rerank                   TEI's rerank API (kbert.serving.encoder_apis)
+    GET  /monitoring/prometheus/metrics   Prometheus text exposition (kbert.serving.metrics)
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]            model status
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]/metadata   signature defs
     POST /v1/indexes/<name>:search {"queries": [...], "top_k": 10}
                                    -> {"ids": [[...]], "scores": [[...]], "texts": [[...]]}
     GET  /v1/indexes/<name>        the index's metadata (kbert-serve --index_dir)
 
-Errors are `{"error": "<message>"}` with HTTP 400 (bad request, malformed or
+Errors are `{"error": "<message>"}` (OpenAI's and TEI's shapes on their
+paths, `encoder_apis.error_body`) with HTTP 400 (bad request, malformed or
 over-deep JSON, a limit passed), 404 (unknown model or version), 413 (over
 `--max_request_bytes`), 503 (busy: retry) or 504 (deadline passed). Strings may
 be sent as `{"b64": "<base64>"}` (TF Serving's way to send bytes that are not
@@ -29,16 +36,24 @@ import grpc
 import numpy as np
 from google.protobuf import json_format
 
+from kbert.serving.encoder_apis import EMBEDDINGS_PATH
+from kbert.serving.encoder_apis import RERANK_PATH
+from kbert.serving.encoder_apis import EncoderApis
+from kbert.serving.encoder_apis import error_body
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import not_found
+from kbert.serving.example_apis import ExampleApis
 from kbert.serving.limits import Limits
 from kbert.serving.limits import check_deadline
+from kbert.serving.metrics import CONTENT_TYPE
+from kbert.serving.metrics import METRICS_PATH
+from kbert.serving.metrics import status_of_http
 from kbert.serving.prediction_service import status_response
 
 log = logging.getLogger("kbert.serving")
 
-_PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:predict$")
+_PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:(predict|classify|regress)$")
 _SEARCH = re.compile(r"^/v1/indexes/([^/:]+):search$")
 _INDEX = re.compile(r"^/v1/indexes/([^/:]+)$")
 _STATUS = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?(/metadata)?$")
@@ -132,6 +147,26 @@ def parse_predict_body(body, specs: dict, limits: Limits | None = None) -> tuple
     return {name: _to_array(value, name, specs.get(name)) for name, value in inputs.items()}, "columnar"
 
 
+@dataclasses.dataclass
+class RawBody:
+    """A REST answer that is not JSON (the Prometheus exposition)."""
+
+    content_type: str
+    body: bytes
+
+
+def _api_of(path: str) -> str:
+    """The `api` label of a POST path (a fixed set, whatever the client sends)."""
+    if path == EMBEDDINGS_PATH:
+        return "embeddings"
+    if path == RERANK_PATH:
+        return "rerank"
+    if _SEARCH.match(path):
+        return "search"
+    match = _PREDICT.match(path)
+    return match[4] if match else "unknown"
+
+
 def _named(value) -> bool:
     """Whether a JSON value maps input names to values (rather than being one b64 string)."""
     return isinstance(value, dict) and set(value) != {"b64"}
@@ -156,6 +191,8 @@ class RestApi:
         manager: `ModelManager`.
         indexes: dict or None. Index name -> `kbert.index.IndexSearcher`,
             answered at `/v1/indexes/<name>:search`.
+        metrics: `ServingMetrics` or None (the predictor's). Every POST is
+            counted and timed; GET `/monitoring/prometheus/metrics` shows them.
 
     Example:
 
@@ -164,13 +201,18 @@ class RestApi:
     (200, {'predictions': [{'label': 'positive', ...}]})
     """
 
-    def __init__(self, predictor, manager, indexes: dict | None = None):
+    def __init__(self, predictor, manager, indexes: dict | None = None, metrics=None):
         self.predictor = predictor
         self.manager = manager
         self.indexes = dict(indexes or {})
+        self.metrics = metrics or predictor.metrics
+        self.encoder_apis = EncoderApis(predictor)
+        self.example_apis = ExampleApis(predictor)
 
     def get(self, path: str) -> tuple[int, dict]:
-        """Model status (`/v1/models/<name>[/versions/<v>]`) or metadata (`.../metadata`)."""
+        """Model status (`/v1/models/<name>[/versions/<v>]`), metadata (`.../metadata`) or the metrics."""
+        if path == METRICS_PATH:
+            return 200, RawBody(CONTENT_TYPE, self.metrics.exposition())
         try:
             index = _INDEX.match(path)
             if index:
@@ -201,7 +243,8 @@ class RestApi:
             return e.http_status, {"error": e.message}
 
     def post(self, path: str, raw: bytes, deadline: float | None = None) -> tuple[int, dict]:
-        """Predict (`/v1/models/<name>[/versions/<v> | /labels/<l>]:predict`).
+        """Predict, Classify, Regress (`/v1/models/<name>[/versions/<v> | /labels/<l>]:<method>`),
+        `/v1/embeddings`, `/rerank` or an index search; counted and timed in the metrics.
 
         Args:
             path: str. The URL path, without the query.
@@ -209,18 +252,31 @@ class RestApi:
             deadline: float or None. `time.monotonic()` instant after which the
                 model is not run.
         """
+        with self.metrics.request(_api_of(path), "rest") as record:
+            status, payload = self._post(path, raw, deadline, record)
+            record.status = status_of_http(status)
+        return status, payload
+
+    def _post(self, path: str, raw: bytes, deadline: float | None, record) -> tuple[int, dict]:
         try:
             check_deadline(deadline, "a thread was free to read it")  # waited in the pool too long
+            if path == EMBEDDINGS_PATH:
+                return 200, self.encoder_apis.embeddings(_parse_json(raw), deadline, record)
+            if path == RERANK_PATH:
+                return 200, self.encoder_apis.rerank(_parse_json(raw), deadline, record)
             search = _SEARCH.match(path)
             if search:
                 return 200, self._search(search[1], _parse_json(raw))
             match = _PREDICT.match(path)
             if not match:
                 raise not_found(f"Malformed request: POST {path}; predict at "
-                                "/v1/models/<name>[/versions/<v>]:predict.")
-            name, version, label = match.groups()
+                                "/v1/models/<name>[/versions/<v>]:predict (or :classify, :regress), "
+                                f"{EMBEDDINGS_PATH} or {RERANK_PATH}.")
+            name, version, label, method = match.groups()
             version = int(version) if version else None
             body = _parse_json(raw)
+            if method != "predict":
+                return 200, self.example_apis.rest(method, name, version, label, body, deadline, record)
             signature_name = body.get("signature_name", "") if isinstance(body, dict) else ""
             if not isinstance(signature_name, str):
                 raise invalid("'signature_name' must be a string.")
@@ -228,12 +284,12 @@ class RestApi:
             signature = servable.signature(signature_name)
             inputs, form = parse_predict_body(body, servable.input_specs[signature], self.predictor.limits)
             _, _, outputs = self.predictor.predict(name, version, label, signature, inputs, servable=servable,
-                                                   deadline=deadline)
+                                                   deadline=deadline, record=record)
             return 200, format_predict_response(outputs, form)
         except ServingError as e:
-            return e.http_status, {"error": e.message}
+            return e.http_status, error_body(path, e)
         except RecursionError:  # nesting below the JSON parser's own limit, e.g. in 'instances'
-            return 400, {"error": _TOO_DEEP}
+            return 400, error_body(path, invalid(_TOO_DEEP))
 
     def _index(self, name: str):
         if name not in self.indexes:

@@ -28,14 +28,19 @@ import threading
 import time
 from concurrent import futures
 
+import grpc
 import tornado.httpserver
 import tornado.netutil
 import tornado.web
 
+from kbert.serving.encoder_apis import error_body
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.limits import RequestSlots
+from kbert.serving.metrics import REFUSALS
+from kbert.serving.rest import RawBody
 from kbert.serving.rest import RestApi
 
 log = logging.getLogger("kbert.serving")
@@ -57,9 +62,12 @@ class _BoundedHTTPServer(tornado.httpserver.HTTPServer):
 
     max_connections = 1000
     open_connections = 0
+    metrics = None  # ServingMetrics: refusals are counted
 
     def handle_stream(self, stream, address) -> None:
         if self.open_connections >= self.max_connections:
+            if self.metrics is not None:
+                self.metrics.observe_refusal("UNAVAILABLE", "rest")
             body = _json_bytes({"error": f"The server has {self.open_connections} connections open, its limit "
                                          f"(--rest_api_max_connections={self.max_connections}); retry later."})
             head = (f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -83,6 +91,7 @@ class _Handler(tornado.web.RequestHandler):
         self._chunks: list[bytes] = []
         self._received = 0
         self._held = 0  # bytes taken from the server's budget, given back when the request ends
+        self._slot = False  # a --max_concurrent_requests slot, given back when the request ends
         self._deadline = time.monotonic() + server.timeout_seconds
         self._open = True  # until finished or the client hangs up
         server.in_flight += 1  # only the event loop's thread touches the count
@@ -91,14 +100,21 @@ class _Handler(tornado.web.RequestHandler):
         self.set_header("Server", "kbert-serve")
         self.set_header("Content-Type", "application/json")
 
-    def _reply(self, status: int, payload: dict) -> None:
+    def _reply(self, status: int, payload) -> None:
         if self._finished or not self._open:
             return
         self.set_status(status)
+        if isinstance(payload, RawBody):
+            self.set_header("Content-Type", payload.content_type)
+            self.finish(payload.body)
+            return
         self.finish(_json_bytes(payload))
 
     def _refuse(self, error: ServingError) -> None:
-        self._reply(error.http_status, {"error": error.message})
+        # Refused from the headers or while the body arrives: never reaches the API's request count.
+        if error.code.name in REFUSALS:
+            self.server.api.metrics.observe_refusal(error.code.name, "rest")
+        self._reply(error.http_status, error_body(self.request.path, error))
 
     def write_error(self, status_code: int, **kwargs) -> None:
         # tornado's own errors (an unknown method, an uncaught exception) keep the JSON error form.
@@ -112,6 +128,9 @@ class _Handler(tornado.web.RequestHandler):
             return
         headers = self.request.headers
         try:
+            if self.server.slots is not None:  # refused from the headers, before the body is read
+                self.server.slots.take()
+                self._slot = True
             if "Content-Length" in headers:
                 try:
                     length = int(headers["Content-Length"])
@@ -161,6 +180,9 @@ class _Handler(tornado.web.RequestHandler):
             self.server.in_flight -= 1
             self.server.budget.give(self._held)
             self._held = 0
+            if self._slot:
+                self.server.slots.give()
+                self._slot = False
 
 
 class RestServer:
@@ -180,6 +202,8 @@ class RestServer:
             body, and before its model work starts (`--rest_api_timeout_in_ms`).
         max_connections: int. Open connections past which new ones get 503
             (`--rest_api_max_connections`).
+        slots: `RequestSlots` or None. POST requests in flight at once, shared
+            with gRPC (`--max_concurrent_requests`); past it 429 at once.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -192,8 +216,10 @@ class RestServer:
     """
 
     def __init__(self, address: tuple[str, int], api: RestApi, limits: Limits, budget: ByteBudget,
-                 num_threads: int = 16, timeout_seconds: float = 30.0, max_connections: int = 1000):
+                 num_threads: int = 16, timeout_seconds: float = 30.0, max_connections: int = 1000,
+                 slots: RequestSlots | None = None):
         self.api = api
+        self.slots = slots
         self.limits = limits
         self.budget = budget
         self.timeout_seconds = timeout_seconds
@@ -212,7 +238,8 @@ class RestServer:
             return self.api.post(path, raw, deadline)
         except Exception as e:  # never drop the connection without an answer
             log.exception("kbert-serve: REST POST %s failed", path)
-            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
+            return 500, error_body(path, ServingError(grpc.StatusCode.INTERNAL,
+                                                      f"internal error: {type(e).__name__}: {e}"))
 
     def start(self) -> None:
         """Serves in a background thread; returns once it accepts connections."""
@@ -230,6 +257,7 @@ class RestServer:
             # One chunk above the limit, so that the handler's JSON 413 comes before tornado's bare 400.
             max_body_size=self.limits.max_request_bytes + (64 << 10), max_header_size=64 << 10)
         self._http.max_connections = self.max_connections
+        self._http.metrics = self.api.metrics
         self._http.add_sockets(self._sockets)
         self._loop.call_soon(ready.set)
         self._loop.run_forever()

@@ -12,6 +12,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import op_error_cause
+from kbert.serving.token_counts import read_truncation_length
 
 import grpc
 
@@ -54,6 +55,7 @@ class Servable:
         self.functions = dict(self._loaded.signatures)
         if not self.functions:
             raise ValueError(f"{path} has no serving signatures.")
+        self.truncation_length = read_truncation_length(path)  # None: texts may run in windows
         self.input_specs = {}
         for signature, function in self.functions.items():
             _, kwargs = function.structured_input_signature

@@ -15,6 +15,8 @@ from kbert.serving.batching import BatchingParameters
 from kbert.serving.batching import BatchScheduler
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
+from kbert.serving.limits import RequestSlots
+from kbert.serving.metrics import ServingMetrics
 from kbert.serving.model_config import ModelConfig
 from kbert.serving.model_manager import ModelManager
 from kbert.serving.prediction_service import ModelServicer
@@ -46,9 +48,12 @@ class ModelServer:
         poll_wait_seconds: float. Seconds between looks for new versions; 0
             looks once at start. Defaults to 1.
         batching: `BatchingParameters` or None. None runs each request alone.
+        max_batch_tokens: int. With `batching`: most padded tokens in one
+            merged batch (`--max_batch_tokens`; 0 counts examples only).
+            Defaults to 0.
         limits: `Limits` or None (the defaults): `--max_batch_size`,
             `--max_text_bytes`, `--max_request_bytes`,
-            `--max_concurrent_request_bytes`.
+            `--max_concurrent_request_bytes`, `--max_concurrent_requests`.
         grpc_max_threads: int. gRPC requests run at once. Defaults to 64.
         grpc_max_concurrent_rpcs: int. gRPC requests accepted at once (running
             or waiting for a thread); more get RESOURCE_EXHAUSTED. Defaults to 128.
@@ -72,7 +77,8 @@ class ModelServer:
 
     def __init__(self, configs: list[ModelConfig], host: str = "127.0.0.1", port: int = 8500,
                  rest_api_port: int = 8501, poll_wait_seconds: float = 1.0,
-                 batching: BatchingParameters | None = None, limits: Limits | None = None,
+                 batching: BatchingParameters | None = None, max_batch_tokens: int = 0,
+                 limits: Limits | None = None,
                  grpc_max_threads: int = 64, grpc_max_concurrent_rpcs: int = 128, rest_api_num_threads: int = 16,
                  rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
                  max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
@@ -93,12 +99,19 @@ class ModelServer:
         self.rest_api_timeout_in_ms = rest_api_timeout_in_ms
         self.rest_api_max_connections = rest_api_max_connections
         self.budget = ByteBudget(self.limits.max_concurrent_request_bytes)
+        self.slots = RequestSlots(self.limits.max_concurrent_requests)
         self.indexes = dict(indexes or {})
         if self.indexes and not rest_api_port:
             raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
-        self.scheduler = BatchScheduler(batching) if batching is not None else None
-        self.predictor = Predictor(self.manager, self.scheduler, self.limits)
+        self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
+                          else None)
+        # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each
+        # batch is recorded by the predictor's batch runner.
+        self.metrics = ServingMetrics()
+        if self.scheduler is not None:
+            self.metrics.track_queue(self.scheduler.queued_examples)
+        self.predictor = Predictor(self.manager, self.scheduler, self.limits, self.metrics)
         self._grpc = None
         self._rest = None
         self._stopped = threading.Event()
@@ -137,7 +150,7 @@ class ModelServer:
                                                             thread_name_prefix="kbert-grpc"),
                                  options=options, maximum_concurrent_rpcs=self.grpc_max_concurrent_rpcs)
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
-            PredictionServicer(self.predictor, self.budget), self._grpc)
+            PredictionServicer(self.predictor, self.budget, self.slots), self._grpc)
         model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(self.manager), self._grpc)
         _check_port_free(self.host, self.port, "gRPC", "--port")
         try:
@@ -154,7 +167,7 @@ class ModelServer:
                     (self.host, self.rest_api_port), RestApi(self.predictor, self.manager, self.indexes), self.limits,
                     self.budget, num_threads=self.rest_api_num_threads,
                     timeout_seconds=self.rest_api_timeout_in_ms / 1000,
-                    max_connections=self.rest_api_max_connections)
+                    max_connections=self.rest_api_max_connections, slots=self.slots)
             except OSError as e:
                 self._grpc.stop(0)
                 raise ValueError(f"cannot listen on {self.host}:{self.rest_api_port} (REST): "

@@ -39,7 +39,7 @@ PACKED_INPUT_NAMES = (*PACKED_INPUTS, CLS_POSITIONS)
 SPLITS = ("train", "dev", "test")
 # Keys of task_config.json every task has; the others are the task's config fields.
 COMMON_KEYS = ("task", "task_name", "model_type", "label_names", "text_pair",
-               "max_seq_length", "do_lower_case")
+               "max_seq_length", "do_lower_case", "dev_data")
 # SQuAD settings that task_config.json held for every task before the task
 # registry; other tasks ignore them so that those files still load.
 LEGACY_KEYS = ("doc_stride", "max_query_length", "max_answer_length")
@@ -251,6 +251,25 @@ class Task(abc.ABC):
         """
         raise ValueError(f"{source}: task {self.name!r} reads no unlabelled transfer file; "
                          "drop --transfer_file to distill on its training split.")
+
+    def input_texts(self, examples: list) -> list[list[str]]:
+        """The examples' text inputs as documents of sentences, never their labels.
+
+        What task-adaptive pre-training reads (`tools/task_text.py` writes it
+        in the pre-training data tool's corpus format): the text a model sees
+        when it is fine-tuned on the task, and nothing it is asked to predict.
+
+        Args:
+            examples: list of the task's examples (`read`).
+
+        Returns:
+            list of documents, each a list of str (a sentence or a short text
+            each), in the examples' order.
+
+        Raises:
+            ValueError: the task has no text inputs.
+        """
+        raise ValueError(f"task {self.name!r} has no text inputs to pre-train on.")
 
     def training_rows(self, examples: list, preprocessor: TextPreprocessor) -> list:
         """The rows one training epoch goes over; `dataset` batches them.

@@ -9,11 +9,16 @@ rather than in a task folder because task folders never import each other.
 | signature         | inputs                                    | outputs                      |
 |-------------------|-------------------------------------------|------------------------------|
 | `serving_default` | `text` `[batch]` string                   | `embedding` `[batch, dim]`   |
+| `embeddings`      | `text`                                    | `embedding`, `num_tokens` int32 `[batch]` |
 | `serve_ids`       | `token_ids`, `segment_ids`, `padding_mask` | `embedding`                  |
 | `query`, `document` (towers differ) | `text`                  | `embedding` of that tower    |
 
 With two towers (a retrieval model trained with separate query and document
 encoders) `serving_default` is the query tower, the one online traffic uses.
+`embeddings` is `serving_default` plus the pieces each text was read as
+(`[CLS]` and `[SEP]` included, after truncation): kbert-serve's OpenAI-style
+`POST /v1/embeddings` runs it to report `usage` without tokenizing twice; it is
+a signature of its own so that `serving_default`'s answers keep their shape.
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ class SentenceEmbeddingServingModule(ServingModule):
         self.serve_text = tf.function(self._serve_query, autograph=False,
                                       input_signature=[text_spec("text")])
         self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
+        self.serve_usage = tf.function(self._serve_usage, autograph=False,
+                                       input_signature=[text_spec("text")])
         self.serve_document = None
         if document_tower is not None:
             self.serve_document = tf.function(self._serve_document, autograph=False,
@@ -59,6 +66,11 @@ class SentenceEmbeddingServingModule(ServingModule):
     def _serve_query(self, text):
         return {"embedding": tf.cast(self.run(self._pack(text)), tf.float32)}
 
+    def _serve_usage(self, text):
+        inputs = self._pack(text)
+        return {"embedding": tf.cast(self.run(inputs), tf.float32),
+                "num_tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), axis=1)}
+
     def _serve_document(self, text):
         return {"embedding": tf.cast(self.document_tower(self._pack(text), training=False), tf.float32)}
 
@@ -67,7 +79,8 @@ class SentenceEmbeddingServingModule(ServingModule):
                                      tf.float32)}
 
     def signatures(self):
-        signatures = {"serving_default": self.serve_text, "serve_ids": self.serve_ids}
+        signatures = {"serving_default": self.serve_text, "serve_ids": self.serve_ids,
+                      "embeddings": self.serve_usage}
         if self.serve_document is not None:
             signatures.update(query=self.serve_text, document=self.serve_document)
         return signatures

@@ -400,7 +400,8 @@ def run_finetuning(
     if warnings:
         results["warnings"] = warnings
     _write_outputs(model_dir, model if do_train else None, task_object, preprocessor,
-                   checkpoint.vocab_file, {**files, **extra_files}, results if do_eval else None)
+                   checkpoint.vocab_file, {**files, **extra_files}, results if do_eval else None,
+                   data)
     return results
 
 
@@ -710,19 +711,32 @@ def _best_hparams_gin(task: Task, settings: _Settings, best: _TrainedRun,
 
 def _write_outputs(model_dir: str, trained: keras.Model | None, task: Task,
                    preprocessor: TextPreprocessor, vocab_file: str, files: dict[str, str],
-                   results: dict[str, Any] | None) -> None:
+                   results: dict[str, Any] | None, data: TaskData | None = None) -> None:
     """Writes the fine-tuned directory (when trained), prediction files and eval results."""
     tf.io.gfile.makedirs(model_dir)
     if trained is not None:
         record = TaskConfig.from_dict({**task.describe(),
                                        "max_seq_length": preprocessor.max_seq_length,
-                                       "do_lower_case": preprocessor.do_lower_case})
+                                       "do_lower_case": preprocessor.do_lower_case,
+                                       "dev_data": _dev_data_record(data)})
         save_finetuned(model_dir, _uncompiled(trained), record, vocab_file)
     for name, text in files.items():
         write_text(os.path.join(model_dir, name), text)
     if results is not None:
         write_text(os.path.join(model_dir, EVAL_RESULTS),
                    json.dumps(results, indent=2, sort_keys=True) + "\n")
+
+
+def _dev_data_record(data: TaskData | None) -> dict[str, Any]:
+    """`task_config.json`'s `dev_data`: where the dev split is, for `kbert-export --quantize`."""
+    if data is None or not (data.data_dir or data.predict_file):
+        return {}
+
+    def absolute(path):
+        return path if path is None or "://" in path else os.path.abspath(path)
+
+    return {"task_name": data.task_name, "data_dir": absolute(data.data_dir),
+            "predict_file": absolute(data.predict_file)}
 
 
 def _uncompiled(model: keras.Model) -> keras.Model:

@@ -57,6 +57,7 @@ from kbert.training.pretraining_settings import PretrainingSettings
 from kbert.training.pretraining_state import TrainingState
 from kbert.training.pretraining_state import build_pretrainer_in_scope
 from kbert.training.pretraining_state import build_state
+from kbert.training.pretraining_state import continued_settings
 from kbert.training.pretraining_state import pretrainer_with_heads
 from kbert.training.pretraining_state import restore_checkpoint
 from kbert.training.pretraining_step import make_train_loop
@@ -223,6 +224,8 @@ def run_pretraining(
                                                  max_predictions_per_seq, masking)
     eval_data = (EvalData.from_files(eval_input_file, max_seq_length, max_predictions_per_seq,
                                      masking) if settings.evaluates else None)
+    if init_checkpoint and do_train:
+        settings = continued_settings(settings, files, metadata)
     _check_writable(model_dir)
     settings = settings.with_sidecar_defaults(metadata)
     if not do_train:

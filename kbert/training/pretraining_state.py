@@ -20,11 +20,16 @@ import tensorflow as tf
 
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer
+from kbert.checkpoints.pretrained import ELECTRA_PRETRAINER_WEIGHTS
 from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.checkpoints import load_pretrainer_weights
+from kbert.checkpoints import read_tokenizer_config
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
+from kbert.data.pretraining.checks import check_same_vocabulary
+from kbert.models import BertPretrainer
 from kbert.models import encoder_sizes
+from kbert.models.encoder import Encoder
 from kbert.training.optimizer import create_optimizer
 from kbert.training.pretraining_settings import PretrainingSettings
 from kbert.training.pretraining_step import distributed_input
@@ -95,6 +100,39 @@ def build_state(settings: PretrainingSettings, files: list[str],
                                          max_to_keep=settings.keep_checkpoint_max)
     return TrainingState(pretrainer, optimizer, global_step, iterator, next_batch, checkpoint,
                          manager, latest)
+
+
+def continued_settings(settings: PretrainingSettings, files: list[str],
+                       metadata: dict[str, Any] | None) -> PretrainingSettings:
+    """A continued run's vocabulary and case: the `init_checkpoint` directory's.
+
+    The data must have been made with the directory's `vocab.txt` (the same
+    content: after `kbert-vocab extend`, the extended one); the directory's
+    vocabulary and `do_lower_case` are what the run writes into `model_dir`
+    unless `vocab_file` / `do_lower_case` were given.
+
+    Args:
+        settings: the run's `PretrainingSettings`, with `init_checkpoint`.
+        files: list of str. The training data files.
+        metadata: dict or None. Their sidecar.
+
+    Returns:
+        The settings with the directory's vocabulary and case filled in.
+
+    Raises:
+        ValueError: the data's vocabulary is not the directory's, naming both.
+    """
+    recorded = read_tokenizer_config(settings.init_checkpoint)
+    vocab_file = recorded["vocab_file"]
+    if vocab_file is None:
+        return settings
+    if files:
+        check_same_vocabulary(metadata, files[0], vocab_file,
+                              f"--init_checkpoint={settings.init_checkpoint}")
+    return dataclasses.replace(
+        settings, vocab_file=settings.vocab_file or vocab_file,
+        do_lower_case=(recorded["do_lower_case"] if settings.do_lower_case is None
+                       else settings.do_lower_case))
 
 
 def build_pretrainer_in_scope(settings: PretrainingSettings) -> keras.Model:
@@ -218,31 +256,83 @@ def restore_checkpoint(settings: PretrainingSettings, state: TrainingState) -> i
         state.checkpoint.restore(state.latest).assert_existing_objects_matched()
         settings.print_fn(f"resuming from {state.latest} (step {int(state.global_step.numpy())})")
     elif settings.init_checkpoint:
-        loaded = _load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
+        loaded = load_init_checkpoint(state.pretrainer, settings.init_checkpoint)
         settings.print_fn(f"initialised from {settings.init_checkpoint} ({loaded})")
     return int(state.global_step.numpy())
 
 
-def _load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
-    """Loads a pre-trained directory's encoder (and matching heads); returns what was loaded."""
+def load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
+    """Loads a pre-trained directory's encoder (and matching heads) into a built pre-trainer.
+
+    Args:
+        pretrainer: the run's pre-trainer, built with the directory's sizes and numerics.
+        directory: str. `--init_checkpoint`.
+
+    Returns:
+        str: what was loaded, for the progress line; says when the masked-LM
+        head starts fresh because the directory has none.
+
+    Raises:
+        ValueError: another architecture, or sizes or numerics that differ
+            (every differing key in one message).
+    """
     source = load_encoder(directory)
     encoder = pretrainer.encoder
     if type(source) is not type(encoder):
         raise ValueError(f"--init_checkpoint={directory} holds a {type(source).__name__} but the "
                          f"gin config builds a {type(encoder).__name__}; use another checkpoint.")
-    # The sizes must agree (the architecture's `size_keys`).
-    sizes = encoder_sizes(source)
-    for key, value in encoder_sizes(encoder).items():
-        if sizes[key] != value:
-            name = "embedding_dim" if key == "embedding_width" else key
-            raise ValueError(
-                f"--init_checkpoint={directory} has {key}={sizes[key]} but the gin "
-                f"config builds {key}={value}; set {type(encoder).__name__}.{name} = "
-                f"{sizes[key]} or use another checkpoint."
-            )
+    differing = init_checkpoint_differences(source, encoder)
+    if differing:
+        name = type(encoder).__name__
+        raise ValueError(
+            f"--init_checkpoint={directory} is not the encoder the gin config builds; "
+            + "; ".join(f"{key}: directory {a!r}, gin {b!r}" for key, a, b in differing)
+            + f". Set {name}." + f", {name}.".join(
+                f"{_binding_name(key)} = {a!r}" for key, a, _ in differing)
+            + " (kbert-pretrain --init_checkpoint binds them from the directory) or use "
+            "another checkpoint.")
     encoder.set_weights(source.get_weights())
     if load_pretrainer_weights(pretrainer, directory):
         return "encoder and pre-training heads"
+    has_other_heads = any(tf.io.gfile.exists(os.path.join(directory, name))
+                          for name in (PRETRAINER_WEIGHTS, ELECTRA_PRETRAINER_WEIGHTS))
+    if isinstance(pretrainer, BertPretrainer) and not has_other_heads:
+        return (f"encoder only: {directory} has no masked-LM head ({PRETRAINER_WEIGHTS}), so the "
+                "head starts fresh (a random transform, the output tied to the loaded token "
+                "embedding, zero bias); the first steps' loss is high until it is learned: warm "
+                "up from zero (gin/continue_pretraining.gin)")
     # A BERT directory starting an ELECTRA run (or the other way round) gives
     # its encoder; the heads of another kind of pre-trainer cannot be used.
     return "encoder (no pre-training heads of this kind there)"
+
+
+# What a continued encoder must share with its directory besides the sizes:
+# the numerics its weights were trained with.
+NUMERIC_KEYS = ("activation", "layer_norm_epsilon")
+
+
+def init_checkpoint_differences(source: Encoder, encoder: Encoder) -> list[tuple[str, Any, Any]]:
+    """The sizes and numerics in which a built encoder differs from a directory's.
+
+    Args:
+        source: the directory's encoder (`load_encoder`).
+        encoder: the encoder the run built.
+
+    Returns:
+        list of `(key, directory's value, built value)`; empty when they agree.
+    """
+    sizes, built = encoder_sizes(source), encoder_sizes(encoder)
+    if "embedding_width" in sizes and (sizes["embedding_width"], built["embedding_width"]) == (
+            sizes.get("hidden_dim"), built.get("hidden_dim")):
+        # Both follow their hidden_dim (no factorized embedding): one difference, not two.
+        del sizes["embedding_width"]
+    differing = [(key, sizes[key], built[key]) for key in sizes if sizes[key] != built[key]]
+    for key in NUMERIC_KEYS:
+        a, b = getattr(source, key, None), getattr(encoder, key, None)
+        if a != b:
+            differing.append((key, a, b))
+    return differing
+
+
+def _binding_name(key: str) -> str:
+    return "embedding_dim" if key == "embedding_width" else key

@@ -73,3 +73,11 @@ def test_line_number_of_a_range_is_counted_for_errors(tmp_path):
     assert piece.first_line is None and piece.data == b"four \xff\n"
     with pytest.raises(ValueError, match=r"bad.txt:4: not valid utf-8 .*at byte 5 of the line"):
         text_files.decode_piece(piece, piece.data, "utf-8")
+
+
+def test_split_sentences_one_a_line():
+    from kbert.data import split_sentences
+
+    assert split_sentences('It rained.  "Did it?" she asked.\nYes! (Twice.) Then   ') == [
+        "It rained.", '"Did it?"', "she asked.", "Yes!", "(Twice.)", "Then"]
+    assert split_sentences(" \n ") == []

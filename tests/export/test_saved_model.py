@@ -33,7 +33,7 @@ def _strings(values):
 
 def test_every_model_has_serving_default_and_serve_ids(signatures):
     for name, model_signatures in signatures.items():
-        extra = {"ner": ["words"], "embed": ["features"]}.get(name, [])
+        extra = {"ner": ["words"], "embed": ["features", "embeddings"]}.get(name, [])
         assert sorted(model_signatures) == sorted(["serve_ids", "serving_default", *extra]), name
 
 
@@ -186,6 +186,11 @@ def test_embedding_signature_is_normalised_mean_of_encoder(exported, signatures)
     expected = lib.reference_embedding(encoder, lib.TEXTS, 32)
     np.testing.assert_allclose(outputs["embedding"].numpy(), expected, atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(outputs["embedding"].numpy(), axis=-1), 1.0, atol=1e-6)
+    # `embeddings` (what /v1/embeddings runs) adds the pieces read to the same vectors.
+    with_usage = signatures["embed"]["embeddings"](text=_strings(lib.TEXTS))
+    np.testing.assert_array_equal(with_usage["embedding"].numpy(), outputs["embedding"].numpy())
+    reference = lib.reference_inputs(lib.TEXTS, None, 32)
+    assert with_usage["num_tokens"].numpy().tolist() == reference["padding_mask"].sum(axis=1).tolist()
 
 
 def test_features_signature_gives_the_encoder_layers_and_each_piece_word(exported, signatures):

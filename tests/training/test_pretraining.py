@@ -280,8 +280,9 @@ def test_init_checkpoint_loads_weights_and_refuses_other_sizes(reference, small_
                                                     "num_warmup_steps": 0, "learning_rate": 0.0})
     for ours, theirs in zip(built[0].get_weights(), load_pretrainer_weights(source)):
         np.testing.assert_array_equal(ours, theirs)
-    with pytest.raises(ValueError, match=r"--init_checkpoint=.* has hidden_dim=32 but the gin "
-                                         r"config builds hidden_dim=64"):
+    with pytest.raises(ValueError, match=r"--init_checkpoint=.* is not the encoder the gin config "
+                                         r"builds; hidden_dim: directory 32, gin 64\. Set "
+                                         r"BertEncoder\.hidden_dim = 32 "):
         run_pretraining(small_data_file, str(tmp_path / "b"),
                         lambda: BertPretrainer(BertEncoder(**tiny_encoder_kwargs(hidden_dim=64))),
                         init_checkpoint=source, **RUN)

@@ -296,6 +296,43 @@ def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab
             )
 
 
+def check_same_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab_file: str,
+                          owner: str) -> None:
+    """Checks that the data was made with `vocab_file` (the same bytes), naming both otherwise.
+
+    A vocabulary of the same size but other tokens (another model's, or one
+    before `kbert-vocab extend`) would train the model on ids that mean other
+    words, so the sizes agreeing is not enough.
+
+    Args:
+        metadata: dict or None. `read_pretraining_metadata`'s result; without
+            a recorded `vocab_sha256` nothing is checked.
+        data_file: str. The run's first data file (named in the message).
+        vocab_file: str. The vocabulary the model was trained with.
+        owner: str. What `vocab_file` belongs to, as the message names it
+            (e.g. `--init_checkpoint=out/minilm`).
+
+    Raises:
+        ValueError: the contents differ, naming both files and the fix.
+
+    Example:
+
+    >>> check_same_vocabulary(meta, "data/train.tfrecord", "minilm/vocab.txt",
+    ...                       "--init_checkpoint=minilm")
+    """
+    if not metadata or not metadata.get("vocab_sha256"):
+        return
+    digest = vocab_sha256(vocab_file)
+    if digest != metadata["vocab_sha256"]:
+        made_with = (metadata.get("vocab_file") or (metadata.get("flags") or {}).get("vocab_file")
+                     or "a vocabulary")
+        raise ValueError(
+            f"{_sidecar_of(data_file)} says the data was made with {made_with} (sha256 "
+            f"{metadata['vocab_sha256'][:12]}...) but {owner} has {vocab_file} (sha256 "
+            f"{digest[:12]}...), another vocabulary; make the data with "
+            f"tools/create_pretraining_data.py --vocab_file={vocab_file}.")
+
+
 def named_data_error(files: list[str], error: tf.errors.OpError) -> ValueError:
     """A clear error naming the corrupt or truncated file (and offset) of a data error.
 

@@ -112,6 +112,10 @@ class GlueTask(Task):
     def read(self, data: TaskData, split: str) -> list[GlueExample]:
         return read_glue(data.data_dir, self.spec.name, split)
 
+    def input_texts(self, examples: list[GlueExample]) -> list[list[str]]:
+        """Each example a document: its sentence, or its two sentences for pair tasks."""
+        return [[e.text_a] + ([e.text_b] if e.text_b else []) for e in examples]
+
     def unlabelled_examples(self, lines, source) -> list[GlueExample]:
         """One input per non-empty line: `text`, or `text<TAB>text_pair` for pair tasks."""
         examples = []

@@ -126,6 +126,10 @@ class NerTask(Task):
     def read(self, data: TaskData, split: str) -> list[Sentence]:
         return read_conll(conll_split_file(data.data_dir, split), self._label_names)
 
+    def input_texts(self, examples: list[Sentence]) -> list[list[str]]:
+        """Each sentence a document: its words joined by spaces (no tags)."""
+        return [[" ".join(s.words)] for s in examples if s.words]
+
     def unlabelled_examples(self, lines, source) -> list[Sentence]:
         """One sentence per non-empty line, words split on white space."""
         outside = self._label_names[0]  # a placeholder tag; transfer sets have no labels

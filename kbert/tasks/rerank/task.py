@@ -123,6 +123,10 @@ class RerankTask(Task):
             raise ValueError("--task=rerank needs --data_dir: a BEIR folder (corpus.jsonl, "
                              "queries.jsonl, qrels/<split>.tsv).")
 
+    def input_texts(self, examples: QuerySet) -> list[list[str]]:
+        """The queries, then the corpus documents (sentence by sentence); no judgements."""
+        return examples.input_texts()
+
     def read(self, data: TaskData, split: str) -> QuerySet:
         path = os.path.join(data.data_dir, "corpus.jsonl")
         if path not in self._corpora:

@@ -110,6 +110,10 @@ class SimilarityTask(Task):
                 raise ValueError(f"--task=similarity needs --{flag} (a pairs JSONL) for the {split} "
                                  "split, or --task_name=sts-b with --data_dir.")
 
+    def input_texts(self, examples: list[PairExample]) -> list[list[str]]:
+        """Each pair a document: its two texts (and its hard negative); no scores."""
+        return [[e.text_a, e.text_b] + ([e.negative] if e.negative else []) for e in examples]
+
     def read(self, data: TaskData, split: str) -> list[PairExample]:
         if self.task_name == "sts-b":
             examples = read_stsb(data.data_dir, split)

@@ -8,6 +8,7 @@ import logging
 
 import keras
 
+from kbert.data.text_files import split_sentences
 from kbert.models.bert_span_labeler import BertSpanLabeler
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
@@ -93,6 +94,16 @@ class SquadTask(Task):
             raise ValueError("--task=squad --do_train needs --train_file (SQuAD JSON).")
         if {"dev", "test"} & set(splits) and not data.predict_file:
             raise ValueError("--task=squad --do_eval/--do_predict need --predict_file (SQuAD JSON).")
+
+    def input_texts(self, examples: list[SquadExample]) -> list[list[str]]:
+        """Each paragraph once (its sentences), then its questions as one document; no answers."""
+        questions: dict[str, list[str]] = {}
+        for e in examples:
+            questions.setdefault(e.context, []).append(e.question)
+        documents = []
+        for context, asked in questions.items():
+            documents += [split_sentences(context), [q for q in asked if q.strip()]]
+        return [d for d in documents if d]
 
     def read(self, data: TaskData, split: str) -> list[SquadExample]:
         version_2 = self.config.version_2_with_negative

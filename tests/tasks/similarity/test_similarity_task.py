@@ -79,8 +79,10 @@ def test_cosine_training_then_export_embeds_as_evaluated(setup, tmp_path):
     config = json.load(open(os.path.join(model_dir, "task_config.json")))
     assert (config["task"], config["pooling"], config["normalize"]) == ("similarity", "mean", True)
     loaded = tf.saved_model.load(export_saved_model(model_dir, str(tmp_path / "export"), check=False))
-    assert set(loaded.signatures) == {"serving_default", "serve_ids"}
+    assert set(loaded.signatures) == {"serving_default", "serve_ids", "embeddings"}
     vectors = loaded.signatures["serving_default"](text=tf.constant(sentences(2)))["embedding"].numpy()
+    with_usage = loaded.signatures["embeddings"](text=tf.constant(sentences(2)))
+    np.testing.assert_array_equal(with_usage["embedding"].numpy(), vectors)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), [1.0, 1.0], rtol=1e-5)
 
 

@@ -1,0 +1,171 @@
+"""int8 exports against float32: model-alone speed at batch 1 and 32, size, SST-2 dev quality.
+
+Models (each exported float32 and `--quantize=int8` by `export_saved_model`,
+the code `kbert-export` runs):
+
+    minilm  all-MiniLM-L6-v2 (`kbert-convert --source=minilm`; 6 x 384), the
+            sentence-embedding export
+    base    a random BERT-base-shaped encoder (12 x 768, 12 heads, 3072, the
+            MiniLM vocabulary), the sentence-embedding export
+    sst2    (with --sst2) all-MiniLM-L6-v2 fine-tuned on --sst2_train_size SST-2
+            training sentences (1 epoch, length 64), the classifier export; its
+            int8 export's own check gives the SST-2 dev accuracy drop (all 872)
+
+Speed is the loaded SavedModel's `serving_default` on raw SST-2 dev sentences
+(tokenization included: what a server runs per request), in one process,
+float32 and int8 alternating, best of --repeats timed rounds per batch size;
+`--threads` caps TensorFlow's intra-op threads. On a shared machine the figures are
+indicative: compare the ratios of one run. Sizes are the version directories.
+An embedding export's check reports `embedding_agreement` (100 x the mean
+cosine between the float32 and the int8 embedding of the same texts).
+
+    PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm,base
+    PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm --sst2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks.finetuning_quality import _glue_subset  # noqa: E402
+from benchmarks.finetuning_quality import _minilm  # noqa: E402
+
+SST2 = "/work/shared/data/glue/SST-2"
+
+
+def _base_dir(work: str, minilm_dir: str) -> str:
+    """A random BERT-base-shaped pre-trained directory with MiniLM's tokenizer."""
+    from kbert.checkpoints import open_model_dir
+    from kbert.checkpoints import save_pretrained
+    from kbert.models import BertEncoder
+
+    path = os.path.join(work, "base")
+    if not os.path.exists(os.path.join(path, "encoder.weights.h5")):
+        import keras
+
+        keras.utils.set_random_seed(0)
+        minilm = open_model_dir(minilm_dir)
+        encoder = BertEncoder(vocabulary_size=minilm.encoder_config["vocabulary_size"],
+                              num_layers=12, num_heads=12, hidden_dim=768, intermediate_dim=3072,
+                              max_sequence_length=512)
+        save_pretrained(path, encoder, vocab_file=minilm.vocab_file, do_lower_case=True)
+    return path
+
+
+def _sst2_dir(work: str, minilm_dir: str, train_size: int) -> str:
+    from kbert.training.finetuning import run_finetuning
+
+    path = os.path.join(work, f"sst2-{train_size}")
+    if not os.path.exists(os.path.join(path, "task_model.keras")):
+        data = os.path.join(work, f"sst2-data-{train_size}")
+        _glue_subset(SST2, data, train_size, seed=0)
+        start = time.time()
+        results = run_finetuning(task="glue", task_name="sst-2", init_checkpoint=minilm_dir,
+                                 model_dir=path, data_dir=data, do_train=True, do_eval=True,
+                                 max_seq_length=64, num_train_epochs=1.0, verbose=2)
+        print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev accuracy "
+              f"{results['accuracy']:.4f}", flush=True)
+    return path
+
+
+def _size_mb(path: str) -> float:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path)
+               for f in files) / 2**20
+
+
+def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int) -> dict:
+    """examples/s of each SavedModel's serving_default, rounds alternating between models."""
+    import tensorflow as tf
+
+    runs = {name: tf.saved_model.load(path).signatures["serving_default"]
+            for name, path in paths.items()}
+    best = {(name, b): 0.0 for name in runs for b in batch_sizes}
+    for b in batch_sizes:
+        batches = [tf.constant(texts[i:i + b]) for i in range(0, len(texts) - b + 1, b)]
+        batches = batches[:max(1, 64 // b)]  # 64 examples per round (2 batches of 32)
+        for run in runs.values():
+            run(text=batches[0])  # warm up this shape's kernels
+        for _ in range(repeats):
+            for name, run in runs.items():
+                start = time.perf_counter()
+                for batch in batches:
+                    run(text=batch)
+                rate = sum(int(x.shape[0]) for x in batches) / (time.perf_counter() - start)
+                best[name, b] = max(best[name, b], rate)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="minilm,base")
+    parser.add_argument("--sst2", action="store_true", help="Also fine-tune MiniLM on SST-2 and "
+                        "export it in int8 (its check scores all 872 dev sentences).")
+    parser.add_argument("--sst2_train_size", type=int, default=2000)
+    parser.add_argument("--batch_sizes", default="1,32")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TF's choice)")
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "kbert-quantization"))
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    from kbert.export.saved_model import export_saved_model
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    with open(os.path.join(SST2, "dev.tsv"), encoding="utf-8") as f:
+        texts = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
+    minilm = _minilm(args.work_dir)
+    sources = {"minilm": lambda: minilm, "base": lambda: _base_dir(args.work_dir, minilm)}
+    wanted = [m for m in args.models.split(",") if m]
+    if args.sst2:
+        sources["sst2"] = lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)
+        wanted.append("sst2")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    print(f"TensorFlow {tf.__version__}; {os.cpu_count()} CPUs; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
+    for name in wanted:
+        model_dir = sources[name]()
+        exports = os.path.join(args.work_dir, "exports", name)
+        paths = {}
+        for fmt in ("float32", "int8"):
+            target = os.path.join(exports, fmt)
+            start = time.time()
+            quantize = None if fmt == "float32" else "int8"
+            length = None if name == "sst2" else 128
+            paths[fmt] = export_saved_model(model_dir, target, max_seq_length=length, check=False,
+                                            quantize=quantize,
+                                            max_quantization_drop=1.0,
+                                            quantization_drop_is_error=False)
+            print(f"{name} {fmt}: exported in {time.time() - start:.0f} s, "
+                  f"{_size_mb(paths[fmt]):.1f} MiB", flush=True)
+        with open(os.path.join(paths["int8"], "assets.extra", "kbert_export.json")) as f:
+            check = json.load(f)["quantization"]
+        speeds = _speeds(paths, texts, batch_sizes, args.repeats)
+        line = {"model": name, "load": round(os.getloadavg()[0], 1),
+                "size_mib": {fmt: round(_size_mb(p), 1) for fmt, p in paths.items()},
+                "check": {k: check[k] for k in ("metric", "float32", "quantized", "drop_points",
+                                                "num_examples", "quantized_layers")}}
+        for b in batch_sizes:
+            f32, i8 = speeds["float32", b], speeds["int8", b]
+            line[f"batch{b}_examples_per_s"] = {"float32": round(f32, 1), "int8": round(i8, 1),
+                                                "ratio": round(i8 / f32, 2)}
+        line["size_ratio"] = round(line["size_mib"]["int8"] / line["size_mib"]["float32"], 3)
+        print(json.dumps(line), flush=True)
+        with open(os.path.join(args.work_dir, "results.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    main()

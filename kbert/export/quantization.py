@@ -1,0 +1,313 @@
+"""`kbert-export --quantize`: the cheaper numeric format and the quality check that guards it.
+
+`int8` switches the model's matmul layers to int8 weights and oneDNN's int8
+matmul (`kbert.layers.quantize_int8`, which says why that mechanism), inside
+the same raw-text SavedModel. Before a quantized version is published, the
+float32 and the int8 model are scored on the task's dev split (by default the
+one the fine-tuned directory recorded in `task_config.json`'s `dev_data`) with
+the task's main metric; a drop of more than `max_drop` points refuses the
+export (or only warns). The figures go into `kbert_export.json` under
+`quantization`.
+
+An embedding model (a pre-trained directory) has no task metric: it is scored
+by `embedding_agreement`, 100 x the mean cosine similarity between the float32
+and the int8 embedding of the same texts (float32 scores 100), on the lines of
+the files in `--quantization_data_dir` or, without it, on fixed pseudo-sentences
+of vocabulary words.
+
+`bfloat16` is refused: it pays only on CPUs with bfloat16 units (AVX512-BF16 or
+AMX), and there stock TF Serving's `--mixed_precision=bfloat16` already runs a
+float32 export in bfloat16, so no second SavedModel is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import random
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.export.serving_modules import serving_task
+from kbert.layers.int8_dense import quantize_int8
+from kbert.tasks import TaskData
+
+QUANTIZE_FORMATS = ("int8", "bfloat16")
+DEFAULT_MAX_DROP = 1.0
+# SQuAD's official scorer reports percentages; every other task's scorer
+# reports fractions, which count 100 points to 1.0.
+PERCENT_METRIC_TASKS = ("squad",)
+EMBEDDING_METRIC = "embedding_agreement"
+_BATCH_SIZE = 32
+_AGREEMENT_TEXTS = 256
+
+log = logging.getLogger("kbert.export")
+
+
+def check_quantize(quantize: str | None, cpu_flags: set[str] | None = None) -> None:
+    """Refuses a `--quantize` value this export cannot honour, saying what to do instead.
+
+    Args:
+        quantize: str or None. `int8`, `bfloat16`, or None (float32).
+        cpu_flags: set of str or None. The CPU's feature flags; None reads
+            `/proc/cpuinfo`.
+
+    Raises:
+        ValueError: an unknown format, or `bfloat16`.
+
+    Example:
+
+    >>> check_quantize("int8")
+    """
+    if quantize is None:
+        return
+    if quantize not in QUANTIZE_FORMATS:
+        raise ValueError(f"--quantize={quantize!r}; choose one of {', '.join(QUANTIZE_FORMATS)} "
+                         "or leave it out for float32.")
+    if quantize == "bfloat16":
+        flags = _cpu_flags() if cpu_flags is None else cpu_flags
+        units = sorted(flags & {"avx512_bf16", "amx_bf16"})
+        if not units:
+            raise ValueError("--quantize=bfloat16: this CPU has no bfloat16 units (neither "
+                             "avx512_bf16 nor amx_bf16 in /proc/cpuinfo), so bfloat16 would run "
+                             "slower than float32 here. Use --quantize=int8 (oneDNN int8 runs on "
+                             "AVX-512 VNNI / AVX2).")
+        raise ValueError(f"--quantize=bfloat16: this CPU has {', '.join(units)}, but kbert-export "
+                         "writes no bfloat16 SavedModel: export float32 and serve it with stock "
+                         "TF Serving's --mixed_precision=bfloat16, which converts the graph at "
+                         "load; or use --quantize=int8.")
+
+
+def _cpu_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def quantize_model(model: keras.Model, quantize: str) -> list[str]:
+    """Switches `model` to the `quantize` format in place (`kbert.layers.quantize_int8`).
+
+    Args:
+        model: a built kbert model (a serving module's task model or sentence encoder).
+        quantize: str. `int8`.
+
+    Returns:
+        list of str. The paths of the layers now in int8.
+
+    Raises:
+        ValueError: a format `check_quantize` refuses, or a model with no layer to quantize.
+
+    Example:
+
+    >>> quantize_model(module.model, "int8")[:1]
+    ['bert_encoder/transformer_layer_0/feedforward_output_dense']
+    """
+    check_quantize(quantize)
+    switched = quantize_int8(model)
+    if not switched:
+        raise ValueError(f"--quantize={quantize}: no layer of {model.name} could be quantized "
+                         "(it has no Dense/EinsumDense matmul at least 16 wide); export it in "
+                         "float32.")
+    return switched
+
+
+@dataclasses.dataclass
+class QuantizationReport:
+    """What the export's quality check found.
+
+    Args:
+        format: str. `int8`.
+        metric: str. The task's main metric (or `embedding_agreement`).
+        float32: float. Its value for the float32 model.
+        quantized: float. Its value for the quantized model.
+        drop_points: float. `float32 - quantized`, in points (percent units).
+        max_drop_points: float. The allowed drop (`--max_quantization_drop`).
+        num_examples: int. Examples scored.
+        data: str. Where they came from.
+        quantized_layers: int. Layers switched to int8.
+    """
+
+    format: str
+    metric: str
+    float32: float
+    quantized: float
+    drop_points: float
+    max_drop_points: float
+    num_examples: int
+    data: str
+    quantized_layers: int
+
+    @property
+    def ok(self) -> bool:
+        return self.drop_points <= self.max_drop_points
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(dataclasses.asdict(self), ok=self.ok)
+
+    def message(self) -> str:
+        """One line: the metric both ways, the drop and the verdict."""
+        verdict = ("within" if self.ok else "OVER") + f" --max_quantization_drop={self.max_drop_points:g}"
+        return (f"{self.format} check on {self.num_examples} examples of {self.data}: "
+                f"{self.metric} float32 {self.float32:.4f}, {self.format} {self.quantized:.4f}, "
+                f"drop {self.drop_points:+.2f} points ({verdict}); "
+                f"{self.quantized_layers} layers in {self.format}.")
+
+
+@dataclasses.dataclass
+class QualityData:
+    """The examples the check scores on, read before any model is loaded.
+
+    Args:
+        examples: list. The task's dev examples, or texts (embedding models).
+        where: str. Where they came from, for the report.
+    """
+
+    examples: list
+    where: str
+
+
+def quality_data(model_dir: ModelDir, data_dir: str | None = None) -> QualityData:
+    """Reads the data the quality check scores on, failing early with the flag to pass.
+
+    Args:
+        model_dir: `ModelDir` being exported.
+        data_dir: str or None. `--quantization_data_dir`: the dev data (a
+            `kbert-finetune --data_dir` folder, or a file for tasks that read one,
+            such as SQuAD's dev JSON; text files for an embedding model). None:
+            the dev data `task_config.json` recorded (fixed pseudo-sentences for
+            an embedding model).
+
+    Returns:
+        `QualityData`.
+
+    Example:
+
+    >>> len(quality_data(open_model_dir("runs/sst2")).examples)
+    872
+    """
+    if not model_dir.is_finetuned:
+        return QualityData(*_agreement_texts(model_dir, data_dir))
+    data = _dev_data(model_dir, data_dir)
+    task = serving_task(model_dir)
+    task.check_data(data, ["dev"])
+    examples = task.read(data, "dev")
+    where = data.data_dir or data.predict_file
+    if not examples:
+        raise ValueError(f"the dev split at {where} has no examples; pass "
+                         "--quantization_data_dir with the task's dev data.")
+    return QualityData(examples, where)
+
+
+def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantized_module,
+                  quantize: str, max_drop: float, quantized_layers: int) -> QuantizationReport:
+    """Scores the float32 and the quantized serving module on the same dev data.
+
+    Args:
+        model_dir: `ModelDir` the modules were built from.
+        data: `QualityData` from `quality_data`.
+        float_module: its float32 `ServingModule`.
+        quantized_module: its quantized `ServingModule`.
+        quantize: str. The format (`int8`).
+        max_drop: float. Allowed drop of the main metric, in points.
+        quantized_layers: int. How many layers were switched (reported).
+
+    Returns:
+        The `QuantizationReport` (the caller refuses or warns when not `ok`).
+
+    Example:
+
+    >>> report = check_quality(directory, data, module, int8_module, "int8", 1.0, 37)
+    >>> report.drop_points
+    0.11
+    """
+    if model_dir.is_finetuned:
+        metric, before, after = _task_scores(model_dir, data.examples, float_module,
+                                             quantized_module)
+    else:
+        metric, before, after = _embedding_scores(data.examples, float_module, quantized_module)
+    return QuantizationReport(quantize, metric, float(before), float(after),
+                              float(before - after), float(max_drop), len(data.examples),
+                              data.where, quantized_layers)
+
+
+def _task_scores(model_dir: ModelDir, examples: list, float_module, quantized_module):
+    task_config = model_dir.task_config
+    task = serving_task(model_dir)
+    scores = []
+    for module in (float_module, quantized_module):
+        evaluation = task.evaluate(module.model, examples, module.preprocessor, _BATCH_SIZE)
+        scores.append(evaluation.metrics)
+    metric = task.main_metric or next(iter(scores[0]))
+    scale = 1.0 if task_config.task in PERCENT_METRIC_TASKS else 100.0
+    return metric, scale * scores[0][metric], scale * scores[1][metric]
+
+
+def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:
+    """The dev data: `--quantization_data_dir`, else what fine-tuning recorded."""
+    task_config = model_dir.task_config
+    if data_dir is not None:
+        if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
+            return TaskData(task_name=task_config.task_name, predict_file=data_dir)
+        return TaskData(task_name=task_config.task_name, data_dir=data_dir)
+    recorded = task_config.dev_data
+    if not recorded or not (recorded.get("data_dir") or recorded.get("predict_file")):
+        raise ValueError(f"{model_dir.path}/task_config.json records no dev data (fine-tuned "
+                         "before kbert-finetune recorded it, or without --do_eval data); pass "
+                         "--quantization_data_dir=<the task's dev data: a --data_dir folder, or "
+                         "SQuAD's dev JSON>.")
+    return TaskData(task_name=recorded.get("task_name", task_config.task_name),
+                    data_dir=recorded.get("data_dir"), predict_file=recorded.get("predict_file"))
+
+
+def _embedding_scores(texts: list[str], float_module, quantized_module):
+    embeddings = []
+    for module in (float_module, quantized_module):
+        run = module.signatures()["serving_default"]
+        rows = [run(text=tf.constant(texts[i:i + _BATCH_SIZE]))["embedding"].numpy()
+                for i in range(0, len(texts), _BATCH_SIZE)]
+        embeddings.append(np.concatenate(rows).astype(np.float64))
+    a, b = embeddings
+    cosine = np.sum(a * b, -1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1),
+                                            1e-12)
+    return EMBEDDING_METRIC, 100.0, 100.0 * float(np.mean(cosine))
+
+
+def _agreement_texts(model_dir: ModelDir, data_dir: str | None) -> tuple[list[str], str]:
+    if data_dir is not None:
+        paths = ([data_dir] if not tf.io.gfile.isdir(data_dir) else
+                 sorted(os.path.join(data_dir, name) for name in tf.io.gfile.listdir(data_dir)
+                        if not tf.io.gfile.isdir(os.path.join(data_dir, name))))
+        texts = []
+        for path in paths:
+            with tf.io.gfile.GFile(path) as f:
+                texts.extend(line.strip() for line in f if line.strip())
+        if not texts:
+            raise ValueError(f"--quantization_data_dir={data_dir} holds no text lines to embed.")
+        return texts[:1024], data_dir
+    # Without data: pseudo-sentences of the vocabulary's whole words, fixed by
+    # the seed; they measure numeric agreement, not quality.
+    words = [w for w in _vocabulary_words(model_dir.vocab_file) if w.isalpha()]
+    rng = random.Random(0)
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 40)))
+             for _ in range(_AGREEMENT_TEXTS)]
+    return texts, f"{_AGREEMENT_TEXTS} pseudo-sentences of {os.path.basename(model_dir.vocab_file)} words"
+
+
+def _vocabulary_words(vocab_file: str) -> list[str]:
+    with tf.io.gfile.GFile(vocab_file) as f:
+        text = f.read()
+    if vocab_file.endswith(".json"):
+        vocab = json.loads(text).get("model", {}).get("vocab", {})
+        return [w.lstrip("\u0120") for w in vocab]
+    return text.split("\n")

@@ -1,0 +1,232 @@
+"""`kbert-export --quantize=int8`: exact int8 arithmetic, the dev-set guard, and serving.
+
+One tiny SST-2 classifier (32 wide, so its blocks are quantized) with a 48-line dev
+set of real vocabulary words is exported float32 and, by the binary with no flag
+but `--quantize=int8`, in int8; the other tests read those exports.
+"""
+
+import dataclasses
+import json
+import os
+import random
+import subprocess
+import sys
+import urllib.request
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests import serving_testlib as lib
+
+from kbert.checkpoints import save_finetuned
+from kbert.export.saved_model import export_saved_model
+from kbert.export.saved_model import versions
+from kbert.layers import Int8Dense
+from kbert.layers import Int8EinsumDense
+from kbert.layers import quantize_int8
+
+LABELS = ["negative", "positive"]
+
+
+def _reference_int8(x, kernel):
+    """numpy: per-channel int8 weights, per-row uint8 activations over [min(x, 0), max(x)]."""
+    scale = np.abs(kernel).max(axis=0) / 127.0
+    q_w = np.clip(np.round(kernel / scale), -127, 127)
+    # The activations' float32 arithmetic as the graph does it, so that rounding agrees.
+    x = x.astype(np.float32)
+    low = np.minimum(x.min(axis=-1, keepdims=True), np.float32(0))
+    step = (x.max(axis=-1, keepdims=True) - low) / np.float32(255)
+    q_x = np.clip(np.floor((x - low) * (np.float32(1) / step) + np.float32(0.5)), 0, 255)
+    step, low, q_x = (v.astype(np.float64) for v in (step, low, q_x))  # QuantizeV2 rounds half up
+    return step * (q_x @ q_w) * scale + low * (q_w * scale).sum(axis=0)
+
+
+def test_int8_dense_computes_the_stated_int8_arithmetic_and_drops_the_float_kernel():
+    rng = np.random.default_rng(0)
+    layer = keras.layers.Dense(48, activation="relu")
+    layer.build((None, 5, 40))
+    x = rng.standard_normal((3, 5, 40)).astype(np.float32)
+    kernel, bias = layer.kernel.numpy(), layer.bias.numpy()
+    float_y = layer(x).numpy()
+    assert quantize_int8(layer) == [layer.path]
+    assert type(layer) is Int8Dense
+    assert [w.name for w in layer.weights] == ["bias", "int8_kernel", "int8_scale", "int8_column_sum"]
+    assert layer.int8_kernel.dtype == "int8" and layer.int8_kernel.shape == (40, 48)
+    y = layer(x).numpy()
+    expected = np.maximum(_reference_int8(x.reshape(15, 40), kernel) + bias, 0)
+    np.testing.assert_allclose(y.reshape(15, 48), expected, atol=2e-5, rtol=1e-4)
+    # int8, not float: the answer moved, by about one quantization step.
+    assert 1e-4 < np.abs(y - float_y).max() < 0.05 * np.abs(float_y).max()
+    # A row's answer does not depend on the other rows of its batch (server batching).
+    np.testing.assert_allclose(layer(x[1:2]).numpy(), y[1:2], atol=1e-6)
+
+
+def test_attention_einsum_layers_are_quantized_and_thin_output_layers_stay_float():
+    rng = np.random.default_rng(1)
+    query = keras.layers.EinsumDense("abc,cde->abde", output_shape=(None, 4, 8), bias_axes="de")
+    query.build((None, 6, 32))
+    output = keras.layers.EinsumDense("abcd,cde->abe", output_shape=(None, 32), bias_axes="e")
+    output.build((None, 6, 4, 8))
+    thin = keras.layers.Dense(2)
+    thin.build((None, 32))
+    x = rng.standard_normal((2, 6, 32)).astype(np.float32)
+    h = rng.standard_normal((2, 6, 4, 8)).astype(np.float32)
+    q_kernel, o_kernel = query.kernel.numpy(), output.kernel.numpy()
+    q_bias, o_bias = query.bias.numpy(), output.bias.numpy()
+    for layer in (query, output, thin):
+        quantize_int8(layer)
+    assert (type(query), type(output), type(thin)) == (Int8EinsumDense, Int8EinsumDense,
+                                                        keras.layers.Dense)
+    expected_q = _reference_int8(x.reshape(12, 32), q_kernel.reshape(32, 32))
+    np.testing.assert_allclose(query(x).numpy(),
+                               expected_q.reshape(2, 6, 4, 8) + q_bias, atol=2e-5, rtol=1e-4)
+    expected_o = _reference_int8(h.reshape(12, 32), o_kernel.reshape(32, 32))
+    np.testing.assert_allclose(output(h).numpy(), expected_o.reshape(2, 6, 32) + o_bias,
+                               atol=2e-5, rtol=1e-4)
+
+
+def test_bfloat16_is_refused_with_what_to_do_instead():
+    from kbert.export.quantization import check_quantize
+
+    with pytest.raises(ValueError, match="no bfloat16 units .* Use --quantize=int8"):
+        check_quantize("bfloat16", cpu_flags={"avx512f", "avx512_vnni"})
+    with pytest.raises(ValueError, match="has avx512_bf16.*--mixed_precision=bfloat16"):
+        check_quantize("bfloat16", cpu_flags={"avx512_bf16"})
+    with pytest.raises(ValueError, match="--quantize='int4'; choose one of int8, bfloat16"):
+        check_quantize("int4")
+
+
+def _dev_set(path, count=48):
+    """`dev.tsv` of sentences of real vocabulary words, with labels."""
+    with open(lib.VOCAB, encoding="utf-8") as f:
+        words = [w for w in f.read().split("\n") if w.isalpha()]
+    rng = random.Random(0)
+    rows = [(" ".join(rng.choice(words) for _ in range(rng.randint(3, 12))), rng.randint(0, 1))
+            for _ in range(count)]
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "dev.tsv"), "w", encoding="utf-8") as f:
+        f.write("sentence\tlabel\n" + "".join(f"{text}\t{label}\n" for text, label in rows))
+    return rows
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory):
+    root = tmp_path_factory.mktemp("int8")
+    rows = _dev_set(str(root / "SST-2"))
+    model, task_config = lib.build_task_model("sst2")
+    task_config = dataclasses.replace(task_config, label_names=["0", "1"], dev_data={
+        "task_name": "sst-2", "data_dir": str(root / "SST-2"), "predict_file": None})
+    model_dir = str(root / "finetuned")
+    save_finetuned(model_dir, model, task_config, lib.VOCAB)
+    float_dir = export_saved_model(model_dir, str(root / "float"), check=False)
+    env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run(
+        [sys.executable, "-m", "kbert.bin.export", f"--model_dir={model_dir}",
+         f"--export_dir={root / 'int8'}", "--quantize=int8"],
+        capture_output=True, text=True, env=env, cwd=lib.REPO, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {"root": root, "rows": rows, "model_dir": model_dir, "float": float_dir,
+            "int8": str(root / "int8" / "1"), "result": result}
+
+
+def test_binary_exports_int8_with_no_other_flag_prints_and_records_the_drop(exports):
+    result = exports["result"]
+    info = json.loads((exports["root"] / "int8" / "1" / "assets.extra" / "kbert_export.json").read_text())
+    found = info["quantization"]
+    assert (found["format"], found["metric"], found["num_examples"]) == ("int8", "accuracy", 48)
+    assert found["data"] == str(exports["root"] / "SST-2") and found["ok"] is True
+    # Every Dense/EinsumDense of the two blocks (6 each) and the pooler; not the 2-class output.
+    assert found["quantized_layers"] == 13
+    assert found["drop_points"] <= found["max_drop_points"] == 1.0
+    assert (f"int8: accuracy float32 {found['float32']:.4f}, int8 {found['quantized']:.4f}, drop "
+            f"{found['drop_points']:+.2f} points (limit 1) on 48 examples") in result.stdout
+    # The ops check ran on the int8 graph and names the oneDNN op it needs.
+    assert "Needs TensorFlow with oneDNN" in result.stderr
+    assert "QuantizedMatMulWithBiasAndDequantize" in result.stderr
+    # The float kernels of the switched layers are not stored: int8 only.
+    names = dict(tf.train.list_variables(os.path.join(exports["int8"], "variables", "variables")))
+    float_names = dict(tf.train.list_variables(os.path.join(exports["float"], "variables", "variables")))
+    assert sum("int8_kernel" in name for name in names) == 13
+    assert len(names) == len(float_names) + 2 * 13  # kernel -> int8 kernel, scale, column sum
+
+
+def test_int8_predictions_agree_with_float32_on_dev_within_the_recorded_drop(exports):
+    texts = tf.constant([text for text, _ in exports["rows"]])
+    gold = np.array([label for _, label in exports["rows"]])
+    outputs = {name: tf.saved_model.load(exports[name]).signatures["serving_default"](text=texts)
+               for name in ("float", "int8")}
+    accuracy = {name: 100.0 * np.mean(np.argmax(out["logits"].numpy(), -1) == gold)
+                for name, out in outputs.items()}
+    info = json.loads((exports["root"] / "int8" / "1" / "assets.extra" / "kbert_export.json").read_text())
+    # What the export scored is what the SavedModels answer.
+    assert info["quantization"]["float32"] == pytest.approx(accuracy["float"])
+    assert info["quantization"]["quantized"] == pytest.approx(accuracy["int8"])
+    assert accuracy["float"] - accuracy["int8"] <= 1.0
+    np.testing.assert_allclose(outputs["int8"]["probabilities"].numpy(),
+                               outputs["float"]["probabilities"].numpy(), atol=0.02)
+
+
+def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, caplog):
+    export_dir = str(exports["root"] / "refused")
+    with pytest.raises(ValueError, match=r"drop \+0\.00 points \(OVER --max_quantization_drop=-0\.5\)"
+                                         r".* Not exported: pass a larger --max_quantization_drop"):
+        export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
+                           max_quantization_drop=-0.5)
+    assert versions(export_dir) == []
+    path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
+                              max_quantization_drop=-0.5, quantization_drop_is_error=False)
+    info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
+    assert info["quantization"]["ok"] is False
+    assert "OVER --max_quantization_drop=-0.5" in caplog.text
+
+
+def test_a_directory_without_recorded_dev_data_names_the_flag(tmp_path):
+    model, task_config = lib.build_task_model("sst2")
+    save_finetuned(str(tmp_path / "ft"), model, task_config, lib.VOCAB)
+    with pytest.raises(ValueError, match="records no dev data .* pass --quantization_data_dir="):
+        export_saved_model(str(tmp_path / "ft"), str(tmp_path / "x"), check=False, quantize="int8")
+
+
+def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
+    texts = [text for text, _ in exports["rows"][:8]]
+    expected = tf.saved_model.load(exports["int8"]).signatures["serving_default"](
+        text=tf.constant(texts))
+    server = lib.start_server([f"--model_name=sst2", f"--model_base_path={exports['root'] / 'int8'}"])
+    try:
+        request = urllib.request.Request(
+            f"{server.rest_url}/v1/models/sst2:predict", method="POST",
+            data=json.dumps({"inputs": {"text": texts}}).encode())
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            answer = json.loads(reply.read())["outputs"]
+    finally:
+        assert server.stop() == 0
+    np.testing.assert_allclose(answer["logits"], expected["logits"].numpy(), atol=1e-6)
+    assert answer["label"] == [v.decode() for v in expected["label"].numpy()]
+
+
+def test_finetuning_records_where_the_dev_data_is(tmp_path, monkeypatch):
+    from kbert.checkpoints import TaskConfig
+    from kbert.tasks import TaskData
+    from kbert.training.finetuning import _dev_data_record
+
+    monkeypatch.chdir(tmp_path)
+    record = _dev_data_record(TaskData("sst-2", "glue/SST-2"))
+    assert record == {"task_name": "sst-2", "data_dir": str(tmp_path / "glue" / "SST-2"),
+                      "predict_file": None}
+    assert _dev_data_record(TaskData("squad", None, "train.json", "gs://b/dev.json"))["predict_file"] \
+        == "gs://b/dev.json"
+    assert _dev_data_record(TaskData("sst-2")) == {}
+    # Kept in task_config.json beside the task's keys, and not handed to the task as a setting.
+    config = TaskConfig("glue", "sst-2", "classifier", ["0", "1"], dev_data=record)
+    again = TaskConfig.from_dict(json.loads(config.to_json()))
+    assert again.dev_data == record and again.options == {}
+    assert "dev_data" not in TaskConfig("glue", "sst-2", "classifier").to_dict()
+
+
+def test_the_ops_check_and_the_layers_name_the_same_onednn_ops():
+    from kbert.export.ops_check import ONEDNN_OPS
+    from kbert.layers.int8_dense import ONEDNN_INT8_OPS
+
+    assert ONEDNN_OPS == ONEDNN_INT8_OPS
