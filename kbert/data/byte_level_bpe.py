@@ -80,6 +80,16 @@ class ByteLevelBpeTokenizer(tf.Module):
         keys = [spec.vocab[a] * self._size + spec.vocab[b] for a, b in spec.merges]
         self._merge_rank = _int_table(keys, range(len(keys)), -1)
         self._merge_result = _int_table(keys, [spec.vocab[a + b] for a, b in spec.merges], -1)
+        # Per BPE id, for offsets: its bytes (one per symbol) and its leading and
+        # trailing spaces ("Ġ"), which `tokenizers`' ByteLevel `trim_offsets` leaves out.
+        lengths, leading, trailing = [0] * self._size, [0] * self._size, [0] * self._size
+        for symbol, token_id in spec.vocab.items():
+            lengths[token_id] = len(symbol)
+            leading[token_id] = len(symbol) - len(symbol.lstrip(BYTE_SYMBOLS[0x20]))
+            trailing[token_id] = len(symbol) - len(symbol.rstrip(BYTE_SYMBOLS[0x20]))
+        self._byte_lengths = tf.constant(lengths, tf.int64)
+        self._leading_spaces = tf.constant(leading, tf.int64)
+        self._trailing_spaces = tf.constant(trailing, tf.int64)
 
     # Plain TensorFlow ops with no Python control flow on tensors, so
     # AutoGraph has nothing to convert; skipping it halves tracing time.
@@ -95,18 +105,106 @@ class ByteLevelBpeTokenizer(tf.Module):
             `tokenizers`' `encode(text, add_special_tokens=False).ids`.
         """
         texts = tf.convert_to_tensor(texts, tf.string)
-        pieces, raw_ids = self._raw_added.split(texts)
+        pieces, raw_ids, _ = self._raw_added.split(texts)
         flat = pieces.flat_values
         if self.normalization:
             flat = tf_text.normalize_utf8(flat, self.normalization)
-        parts, normalized_ids = self._normalized_added.split(flat)
-        ids = self._pre_tokenize_and_merge(parts.flat_values)
+        parts, normalized_ids, _ = self._normalized_added.split(flat)
+        ids, _ = self._pre_tokenize_and_merge(parts.flat_values)
         ids = _with_added(parts.with_flat_values(ids), normalized_ids)
         ids = _with_added(pieces.with_flat_values(ids), raw_ids)
         return tf.cast(ids, self.token_out_type)
 
-    def _pre_tokenize_and_merge(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Pre-tokenizes and BPE-merges texts free of added tokens: `[n] -> [n, (ids)]`."""
+    @tf.autograph.experimental.do_not_convert
+    def tokenize_with_offsets(self, texts: tf.Tensor):
+        """`tokenize`, and where each token is in its text, and which tokens start a word.
+
+        Offsets are those of the `tokenizers` library with a `ByteLevel`
+        post-processor's `trim_offsets` (RoBERTa's setting; ModernBERT's
+        TemplateProcessing does not trim): a token's leading and trailing
+        spaces ("Ġ", and whitespace an added token matched) are left out, so
+        " world" covers "world" and a run of spaces covers nothing; a token
+        holding part of a character covers the whole character. They are
+        UTF-8 byte offsets where `tokenizers` counts characters. A word is
+        one piece of GPT-2's pre-tokenization (" world", "!") or an added token.
+
+        Where normalization (NFC) changes the length of a word (a combining
+        accent), offsets inside that word are cut to it (each of its tokens
+        stays inside it; `tokenizers` aligns such characters one by one);
+        every other word's are exact.
+
+        Args:
+            texts: string `[batch]` of valid UTF-8.
+
+        Returns:
+            `(ids, starts, ends, starts_word)`: ragged `[batch, (tokens)]`
+            ids (`tokenize`'s), int64 byte offsets `[start, end)` of each
+            token in its text, and bool: the token is its word's first.
+
+        Example:
+
+        >>> ids, starts, ends, first = tokenizer.tokenize_with_offsets(tf.constant(["Hi  there!"]))
+        >>> starts.to_list(), ends.to_list(), first.to_list()
+        ([[0, 4, 4, 9]], [[2, 4, 9, 10]], [[True, True, True, True]])
+        """
+        if self.add_prefix_space:
+            raise NotImplementedError(
+                "Offsets of a tokenizer.json with add_prefix_space=true (a space not in the "
+                "text) are not implemented; ModernBERT's has add_prefix_space=false.")
+        texts = tf.convert_to_tensor(texts, tf.string)
+        pieces, raw_ids, raw_text = self._raw_added.split(texts)
+        # Normalized chunk by chunk between whitespace (which composes with
+        # nothing, so the text is the same), so that an offset moved by
+        # normalization is moved within its chunk only.
+        chunks = _regex_split(pieces.flat_values, f"[{WHITESPACE}]+")
+        normalized = chunks.flat_values
+        if self.normalization:
+            normalized = tf_text.normalize_utf8(normalized, self.normalization)
+        flat = tf.strings.reduce_join(chunks.with_flat_values(normalized), axis=1)
+        parts, normalized_ids, part_text = self._normalized_added.split(flat)
+        ids, starts_word = self._pre_tokenize_and_merge(parts.flat_values)
+        ids = parts.with_flat_values(ids)
+        # Per token: (id, bytes, leading spaces, trailing spaces, starts a word),
+        # an added token's bytes and spaces those of the text it matched.
+        per_id = [ids, ids.with_flat_values(tf.gather(self._byte_lengths, ids.flat_values)),
+                  ids.with_flat_values(tf.gather(self._leading_spaces, ids.flat_values)),
+                  ids.with_flat_values(tf.gather(self._trailing_spaces, ids.flat_values)),
+                  ids.with_flat_values(tf.cast(starts_word, tf.int64))]
+        tokens = [_with_added(values, added, normalized_ids >= 0) for values, added in
+                  zip(per_id, [normalized_ids, *_extent(part_text), tf.ones_like(normalized_ids)])]
+        # [batch, (pieces), (tokens)]: the tokens of each piece between raw added tokens.
+        tokens = [_with_added(pieces.with_flat_values(values), added, raw_ids >= 0, merge=False)
+                  for values, added in zip(tokens, [raw_ids, *_extent(raw_text),
+                                                    tf.ones_like(raw_ids)])]
+        ids, lengths, leading, trailing, starts_word = tokens
+        # `lengths` count normalized bytes; a piece between raw added tokens
+        # keeps its place and its original length (`raw_text`).
+        piece_length = tf.cast(tf.strings.length(raw_text), tf.int64)
+        piece_offset = _offsets_in_rows(piece_length, pieces.row_splits)
+        per_piece = lengths.values  # [pieces, (tokens)]
+        token_piece = per_piece.value_rowids()
+        within = _offsets_in_rows(per_piece.flat_values, per_piece.row_splits)
+        to_original = _ChunkMap(chunks, normalized, token_piece)
+        base = tf.gather(piece_offset, token_piece)
+        added = tf.gather(raw_ids >= 0, token_piece)
+        starts = base + tf.where(added, tf.zeros_like(within), to_original(within, end=False))
+        ends = base + tf.where(added, tf.gather(piece_length, token_piece),
+                               to_original(within + per_piece.flat_values, end=True))
+        # `tokenizers`' `process_offsets` with `trim_offsets`.
+        starts = tf.minimum(starts + leading.flat_values, ends)
+        ends = tf.maximum(ends - trailing.flat_values, starts)
+        starts, ends = _whole_characters(texts, tf.gather(pieces.value_rowids(), token_piece),
+                                         starts, ends)
+        return (tf.cast(ids.merge_dims(1, 2), self.token_out_type),
+                *(ids.with_flat_values(values).merge_dims(1, 2)
+                  for values in (starts, ends, starts_word.flat_values > 0)))
+
+    def _pre_tokenize_and_merge(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor]:
+        """Pre-tokenizes and BPE-merges texts free of added tokens: `[n] -> [n, (ids)]`.
+
+        Also returns, flat over the ids, whether each is the first of its
+        pre-tokenized word.
+        """
         if self.add_prefix_space:
             # As `tokenizers`: a space before every piece that does not start with one.
             prefix = (tf.strings.substr(texts, 0, 1) != " ") & (texts != "")
@@ -114,7 +212,10 @@ class ByteLevelBpeTokenizer(tf.Module):
         runs = _split_whitespace(texts)
         words = _regex_split(runs.flat_values, _WORD_PATTERN)
         ids = self._merge(words.flat_values)
-        return runs.with_flat_values(words.with_flat_values(ids).merge_dims(1, 2)).merge_dims(1, 2)
+        first = tf.equal(tf.range(tf.size(ids.flat_values, out_type=tf.int64)),
+                         tf.gather(ids.row_splits, ids.value_rowids()))
+        ids = runs.with_flat_values(words.with_flat_values(ids).merge_dims(1, 2)).merge_dims(1, 2)
+        return ids, first
 
     def _merge(self, words: tf.Tensor) -> tf.RaggedTensor:
         """BPE over each word's bytes: `[n] -> [n, (ids)]` int64."""
@@ -177,16 +278,17 @@ class _AddedTokens(tf.Module):
             tf.constant(contents), tf.constant([token.id for token in tokens], tf.int64)), -1)
         self.strip = rf"^[{WHITESPACE}]+|[{WHITESPACE}]+$"
 
-    def split(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor]:
-        """Returns `(pieces, ids)`: `[n, (pieces)]` strings, the added token pieces
-        replaced by "", and `ids` `[pieces]` int64, an added token's id or -1."""
+    def split(self, texts: tf.Tensor) -> tuple[tf.RaggedTensor, tf.Tensor, tf.Tensor]:
+        """Returns `(pieces, ids, matched)`: `[n, (pieces)]` strings, the added token
+        pieces replaced by ""; `ids` `[pieces]` int64, an added token's id or -1;
+        and `matched` `[pieces]`, every piece's text (what an added token matched)."""
         if self.empty:
             # Each text is its one piece; an empty text has none.
             present = texts != ""
             pieces = tf.RaggedTensor.from_row_lengths(
                 tf.boolean_mask(texts, present), tf.cast(present, tf.int64), validate=False)
             return pieces, tf.fill(tf.shape(pieces.flat_values, out_type=tf.int64),
-                                   tf.constant(-1, tf.int64))
+                                   tf.constant(-1, tf.int64)), pieces.flat_values
         pieces = _regex_split(texts, self.pattern)
         flat = pieces.flat_values
         is_added = tf.strings.regex_full_match(flat, self.pattern)
@@ -194,7 +296,7 @@ class _AddedTokens(tf.Module):
         ids = self.exact.lookup(flat)
         ids = tf.where(ids >= 0, ids, self.exact.lookup(tf.strings.regex_replace(flat, self.strip, "")))
         ids = tf.where(is_added, ids, -1)
-        return pieces.with_flat_values(tf.where(is_added, "", flat)), ids
+        return pieces.with_flat_values(tf.where(is_added, "", flat)), ids, flat
 
 
 def _split_whitespace(texts: tf.Tensor) -> tf.RaggedTensor:
@@ -242,13 +344,92 @@ def _regex_split(texts: tf.Tensor, pattern: str) -> tf.RaggedTensor:
     return tf.RaggedTensor.from_row_splits(pieces, row_splits, validate=False)
 
 
-def _with_added(ids: tf.RaggedTensor, added: tf.Tensor) -> tf.RaggedTensor:
-    """`[n, (pieces), (ids)]` to `[n, (ids)]`, an added token's piece (no ids) replaced by its id."""
-    is_added = added >= 0
+def _with_added(ids: tf.RaggedTensor, added: tf.Tensor, is_added: tf.Tensor | None = None,
+                merge: bool = True) -> tf.RaggedTensor:
+    """`[n, (pieces), (ids)]` to `[n, (ids)]`, an added token's piece (no ids) replaced by its id.
+
+    With `is_added`, `added` holds any per-piece value of an added token
+    (its length, ...) and `ids` values of the same kind. With `merge=False`
+    the pieces stay: `[n, (pieces), (ids)]`.
+    """
+    if is_added is None:
+        is_added = added >= 0
     tokens = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(added, is_added),
                                               tf.cast(is_added, tf.int64), validate=False)
-    per_piece = tf.concat([tokens, ids.values], axis=1)
-    return ids.with_values(per_piece).merge_dims(1, 2)
+    per_piece = ids.with_values(tf.concat([tokens, ids.values], axis=1))
+    return per_piece.merge_dims(1, 2) if merge else per_piece
+
+
+def _extent(matched: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Bytes, leading and trailing whitespace bytes of each matched text: int64 `[n]` each."""
+    length = tf.cast(tf.strings.length(matched), tf.int64)
+    stripped = [tf.strings.regex_replace(matched, pattern, "")
+                for pattern in (f"^[{WHITESPACE}]+", f"[{WHITESPACE}]+$")]
+    leading, trailing = (length - tf.cast(tf.strings.length(text), tf.int64) for text in stripped)
+    return length, leading, trailing
+
+
+def _offsets_in_rows(lengths: tf.Tensor, row_splits: tf.Tensor) -> tf.Tensor:
+    """Where each item starts within its row, items of `lengths` laid end to end: int64 `[n]`."""
+    ends = tf.cumsum(lengths)
+    starts = ends - lengths
+    row = tf.RaggedTensor.from_row_splits(lengths, row_splits, validate=False).value_rowids()
+    row_start = tf.gather(tf.concat([[0], ends], 0), row_splits[:-1])
+    return starts - tf.gather(row_start, row)
+
+
+class _ChunkMap:
+    """Offsets in normalized pieces -> offsets in the original pieces, chunk by chunk.
+
+    Args:
+        chunks: ragged string `[pieces, (chunks)]`, the original text of each
+            piece cut at whitespace.
+        normalized: string `[chunks]`, each chunk normalized.
+        token_piece: int64 `[tokens]`, the piece of each token.
+    """
+
+    def __init__(self, chunks: tf.RaggedTensor, normalized: tf.Tensor, token_piece: tf.Tensor):
+        def starts(text):  # Where each chunk starts over all pieces; one past the last at the end.
+            ends = tf.cumsum(tf.cast(tf.strings.length(text), tf.int64))
+            total = tf.reduce_sum(ends[-1:])
+            return tf.concat([[0], ends, [total]], 0)  # And one more: there may be no chunk.
+
+        self.normalized_start = starts(normalized)
+        self.original_start = starts(chunks.flat_values)
+        first_chunk = chunks.row_splits[:-1]
+        self.normalized_base = tf.gather(tf.gather(self.normalized_start, first_chunk), token_piece)
+        self.original_base = tf.gather(tf.gather(self.original_start, first_chunk), token_piece)
+        self.last = tf.size(chunks.flat_values, out_type=tf.int64) - 1
+
+    def __call__(self, offsets: tf.Tensor, end: bool) -> tf.Tensor:
+        """Normalized byte offsets within each token's piece -> original ones."""
+        position = self.normalized_base + offsets
+        # The chunk holding the byte at `position` (or, for an end, before it).
+        chunk = tf.searchsorted(self.normalized_start, position, side="left" if end else "right",
+                                out_type=tf.int64) - 1
+        chunk = tf.clip_by_value(chunk, 0, tf.maximum(self.last, 0))
+        into = position - tf.gather(self.normalized_start, chunk)
+        normalized_length = tf.gather(self.normalized_start, chunk + 1) - tf.gather(
+            self.normalized_start, chunk)
+        original_length = tf.gather(self.original_start, chunk + 1) - tf.gather(
+            self.original_start, chunk)
+        # A chunk whose length normalization changed keeps the offsets inside it.
+        moved = tf.where(into >= normalized_length, original_length,
+                         tf.minimum(into, original_length))
+        return tf.gather(self.original_start, chunk) + moved - self.original_base
+
+
+def _whole_characters(texts: tf.Tensor, row: tf.Tensor, starts: tf.Tensor, ends: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Byte offsets widened to whole UTF-8 characters (a token may hold part of one)."""
+    splits, byte_values = tf.raw_ops.UnicodeDecode(input=texts, input_encoding="ISO-8859-1")
+    # A continuation byte is 10xxxxxx; a text's first byte and the end never are.
+    continuation = tf.concat([tf.equal(tf.bitwise.bitwise_and(byte_values, 0xC0), 0x80),
+                              [False]], 0)
+    base = tf.gather(splits, row)
+    for _ in range(3):  # A character has at most 3 continuation bytes.
+        starts -= tf.cast(tf.gather(continuation, base + starts), tf.int64)
+        ends += tf.cast(tf.gather(continuation, base + ends), tf.int64)
+    return starts, ends
 
 
 def _literal(text: str) -> str:

@@ -16,6 +16,8 @@ gives the same lengths; tests/data/test_text_preprocessor.py checks both).
 
 from __future__ import annotations
 
+import copy
+
 import tensorflow as tf
 
 from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
@@ -78,6 +80,7 @@ class TextPreprocessor(tf.Module):
         # WordPiece marks a word's later pieces with "##"; a piece without it
         # starts a word, which is how words are found again after tokenization.
         self._starts_word = tf.constant([not token.startswith("##") for token in vocab])
+        self.word_prefix = ""
 
     def _init_byte_level_bpe(self, vocab: list[str] | None, spec: TokenizerJson) -> None:
         if vocab is not None or self.do_lower_case:
@@ -97,6 +100,10 @@ class TextPreprocessor(tf.Module):
         self.vocabulary_size = len(spec.vocabulary)
         self.tokenizer = ByteLevelBpeTokenizer(spec)
         self._starts_word = None
+        # Byte-level BPE marks a word that follows a space ("Ġworld"); a word
+        # tokenized on its own (NER's words) gets that space so that its pieces
+        # are those of running text, as RoBERTa's `add_prefix_space` does.
+        self.word_prefix = " "
 
     @classmethod
     def from_tokenizer_json(cls, tokenizer_json: str | TokenizerJson,
@@ -146,13 +153,29 @@ class TextPreprocessor(tf.Module):
             segments.append(self.tokenize(pairs))
         return self.pack(segments)
 
+    def with_max_seq_length(self, max_seq_length: int) -> "TextPreprocessor":
+        """This preprocessor (the same tokenizer and tables) packing up to `max_seq_length`.
+
+        Args:
+            max_seq_length: int. Longest packed sequence, special tokens included.
+
+        Returns:
+            A shallow copy, or `self` when the length is the same.
+        """
+        check_max_seq_length(max_seq_length)
+        if max_seq_length == self.max_seq_length:
+            return self
+        other = copy.copy(self)
+        other.max_seq_length = int(max_seq_length)
+        return other
+
     @staticmethod
     def clean(texts: tf.Tensor) -> tf.Tensor:
         """Drops invalid UTF-8 bytes, as google-research/bert's `convert_to_unicode` does."""
         return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Returns the WordPiece ids of each string, `[batch, (pieces)]` int32."""
+        """Returns the WordPiece (or BPE) ids of each string, `[batch, (pieces)]` int32."""
         return self.tokenizer.tokenize(self.clean(texts))
 
     def tokenize_with_offsets(self, texts: tf.Tensor):
@@ -165,12 +188,15 @@ class TextPreprocessor(tf.Module):
         Returns:
             `(pieces, starts, ends, starts_word)`: ragged `[batch, (pieces)]`
             ids, byte offsets into `texts` of each piece's start and end, and
-            whether each piece begins a word.
+            whether each piece begins a word. With a byte-level BPE a word is
+            one piece of GPT-2's pre-tokenization (" world", "!") and a
+            piece's offsets leave out its leading and trailing spaces
+            (`ByteLevelBpeTokenizer.tokenize_with_offsets`).
         """
         if self._starts_word is None:
-            raise NotImplementedError(
-                "Offsets of byte-level BPE tokens (for NER and SQuAD) are not implemented; "
-                "use a WordPiece (vocab.txt) model for those tasks.")
+            # A byte-level BPE word is one piece of GPT-2's pre-tokenization.
+            pieces, starts, ends, starts_word = self.tokenizer.tokenize_with_offsets(texts)
+            return pieces, tf.cast(starts, tf.int32), tf.cast(ends, tf.int32), starts_word
         pieces, starts, ends = self.tokenizer.tokenize_with_offsets(texts)
         starts_word = tf.ragged.map_flat_values(tf.gather, self._starts_word, pieces)
         return pieces, tf.cast(starts, tf.int32), tf.cast(ends, tf.int32), starts_word

@@ -7,7 +7,9 @@ word each. Fine-tuning tokenizes each word on its own and tags its first
 piece. Serving finds the same words in raw text by splitting it where
 `str.split()` does (`split_words`) and both go through `word_pieces`, so a
 sentence sent as the CoNLL words joined by spaces gets the pieces, and the
-first-piece positions, it was trained on. The embedding task's `features`
+first-piece positions, it was trained on. With a byte-level BPE (ModernBERT)
+each word is tokenized after a space, as it reads in running text ("Ġworld"),
+which is RoBERTa's `add_prefix_space` for words. The embedding task's `features`
 signature reports each piece's word by the same rule.
 """
 
@@ -63,7 +65,11 @@ def word_pieces(preprocessor: TextPreprocessor, words: tf.RaggedTensor):
     >>> first.to_list(), word.to_list()
     ([[True, True]], [[0, 1]])
     """
-    per_word = preprocessor.tokenize(words.flat_values)  # [all words, (pieces)]
+    flat = words.flat_values
+    if preprocessor.word_prefix:
+        # Byte-level BPE: each word as it reads after a space in running text.
+        flat = tf.strings.join([preprocessor.word_prefix, flat])
+    per_word = preprocessor.tokenize(flat)  # [all words, (pieces)]
     per_word_length = tf.cast(per_word.row_lengths(), tf.int32)
     first = tf.equal(tf.ragged.range(per_word_length).flat_values, 0)
     word_in_row = tf.ragged.range(tf.cast(words.row_lengths(), tf.int32)).flat_values

@@ -60,7 +60,10 @@ class Encoder(Protocol):
           `vocabulary_size`, `max_sequence_length`, `transformer_layers`,
           the config keys `output_all_layers` / `output_attention_scores`;
         - export, index and tools: `max_sequence_length`, `num_layers`,
-          `with_all_layers()`;
+          `with_all_layers()`, and the optional class attribute
+          `long_windows` (True: served NER and QA read long texts in
+          windows of `max_sequence_length` rather than the fine-tuning
+          length; ModernBERT sets it);
         - checkpoints: `get_config()` / `from_config()` (the pre-trained
           directory records the architecture's name and config, see
           `kbert.checkpoints.save_pretrained`), the weights, `size_keys`.

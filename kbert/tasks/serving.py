@@ -49,6 +49,34 @@ def label_table(label_names: list[str], num_outputs: int) -> tf.Tensor:
     return tf.constant(list(label_names) or [str(i) for i in range(num_outputs)])
 
 
+def window_preprocessor(model: keras.Model, preprocessor: TextPreprocessor) -> TextPreprocessor:
+    """The preprocessor whose `max_seq_length` is the window served NER and QA read long texts in.
+
+    The fine-tuning length, except for an encoder that declares `long_windows`
+    (ModernBERT: rotary positions, pre-trained on every length up to its
+    `max_sequence_length`), which reads windows of its whole
+    `max_sequence_length`: an 8,000-piece document is then one window, so
+    every word sees all of it.
+
+    Args:
+        model: the task model; its `encoder` is asked.
+        preprocessor: `TextPreprocessor` at the fine-tuning length.
+
+    Returns:
+        `preprocessor`, or it at the encoder's `max_sequence_length`.
+
+    Example:
+
+    >>> window_preprocessor(tagger, preprocessor).max_seq_length
+    8192
+    """
+    encoder = getattr(model, "encoder", None)
+    if not getattr(encoder, "long_windows", False):
+        return preprocessor
+    return preprocessor.with_max_seq_length(max(preprocessor.max_seq_length,
+                                                int(encoder.max_sequence_length)))
+
+
 def rows_between(rows: tf.RaggedTensor, begin: tf.Tensor, end: tf.Tensor) -> tf.RaggedTensor:
     """Rows `begin:end` of a ragged `[n, (m)]` tensor, for bounds known only at run time."""
     splits = rows.row_splits

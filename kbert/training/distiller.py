@@ -391,10 +391,19 @@ def encoder_from_layers(teacher: Encoder, layers: Sequence[int]) -> Encoder:
     for name in ("token_embedding", "position_embedding", "segment_embedding",
                  "embeddings_layer_norm", "embeddings_projection", "final_layer_norm",
                  "pooled_dense"):
-        if getattr(teacher, name) is not None:
+        # Each architecture has some of these (ModernBERT: no position, segment or pooler).
+        if getattr(teacher, name, None) is not None:
             getattr(student, name).set_weights(getattr(teacher, name).get_weights())
-    for student_block, teacher_index in zip(student.transformer_layers, layers):
-        student_block.set_weights(teacher.transformer_layers[teacher_index].get_weights())
+    for index, (student_block, teacher_index) in enumerate(zip(student.transformer_layers, layers)):
+        weights = teacher.transformer_layers[teacher_index].get_weights()
+        if len(weights) != len(student_block.weights):
+            # ModernBERT's first block has no attention norm; its others do.
+            raise ValueError(
+                f"--student_layers={','.join(map(str, layers))}: teacher block {teacher_index} "
+                f"has {len(weights)} weights but student block {index} has "
+                f"{len(student_block.weights)} ({type(teacher).__name__}'s blocks differ by "
+                "position); start with teacher block 0.")
+        student_block.set_weights(weights)
     return student
 
 

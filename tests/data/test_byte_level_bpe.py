@@ -135,10 +135,85 @@ def test_long_texts_are_truncated_as_tokenizers_and_pairs_as_run_classifier(hf):
     assert token_ids.numpy().tolist() == [[1127] + a[:9 - kept_b] + [1128] + b[:kept_b] + [1128]]
 
 
-def test_offsets_are_refused_with_a_clear_error():
+def _hf_trimmed_byte_offsets(texts):
+    """`tokenizers`' offsets with a ByteLevel post-processor's `trim_offsets`, as UTF-8 bytes."""
+    from tokenizers import processors
+
+    trimming = Tokenizer.from_file(TOKENIZER_JSON)
+    trimming.post_processor = processors.ByteLevel(trim_offsets=True, add_prefix_space=False)
+    found = []
+    for text, encoding in zip(texts, trimming.encode_batch(texts, add_special_tokens=False)):
+        byte_of = [len(text[:i].encode("utf-8")) for i in range(len(text) + 1)]
+        found.append((encoding.ids, [(byte_of[a], byte_of[b]) for a, b in encoding.offsets]))
+    return found
+
+
+def _offsets(tokenizer, texts):
+    ids, starts, ends, first = tokenizer.tokenize_with_offsets(tf.constant(texts))
+    return [(i, list(zip(s, e)), f) for i, s, e, f in
+            zip(ids.to_list(), starts.to_list(), ends.to_list(), first.to_list())]
+
+
+def test_offsets_equal_tokenizers_trimmed_offsets(tokenizer):
+    # Normalization that changes a word's length (a combining accent under
+    # NFC) is aligned character by character by `tokenizers` only (below).
+    rng = random.Random(1)
+    alphabet = list("  \n\t\u00a0\u3000'sdtmlreAbc09.,!-") + [
+        "'s", "[MASK]", "[CLS]", "|||IP_ADDRESS|||", "é", "東", "😀", "\u200b", "     ", "ﬁ"]
+    texts = [text for text in TRICKY if "\u0301" not in text] + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) for _ in range(300)]
+    got = _offsets(tokenizer, texts)
+    for text, (ids, offsets, _), want in zip(texts, got, _hf_trimmed_byte_offsets(texts)):
+        assert (ids, offsets) == want, text
+    # By hand: " world" covers "world", a run of spaces ("  ", an added token)
+    # nothing, the emoji's three byte tokens the whole emoji, " [MASK]" (taking
+    # the space before it) "[MASK]".
+    text = "Hello world!  😀 a [MASK]"
+    (ids, offsets, first), = _offsets(tokenizer, [text])
+    pieces = [text.encode("utf-8")[a:b].decode("utf-8") for a, b in offsets]
+    assert "world" in "".join(pieces) and not any(p.startswith(" ") for p in pieces)
+    assert pieces[ids.index(1130)] == "[MASK]" and pieces.count("😀") == 3
+    # A word is one piece of GPT-2's pre-tokenization or an added token ("  " here).
+    bounds = [i for i, starts_word in enumerate(first) if starts_word] + [len(first)]
+    words = [text.encode("utf-8")[offsets[a][0]:offsets[b - 1][1]].decode("utf-8")
+             for a, b in zip(bounds, bounds[1:])]
+    assert words == ["Hello", "world", "!", "", "😀", "a", "[MASK]"]
+
+
+def test_offsets_around_a_word_normalization_changes(tokenizer):
+    # "e" + combining acute is one NFC character: the tokens of "Cafe\u0301" stay
+    # inside it, and every later word's are where `tokenizers` puts them.
+    text = "Cafe\u0301 au lait"
+    (ids, offsets, _), = _offsets(tokenizer, [text])
+    want_ids, want = _hf_trimmed_byte_offsets([text])[0]
+    assert ids == want_ids
+    assert all(0 <= a <= b <= len(text.encode("utf-8")) for a, b in offsets)
+    later = [i for i, (a, _) in enumerate(want) if a >= len("Cafe\u0301".encode("utf-8"))]
+    assert len(later) >= 2 and [offsets[i] for i in later] == [want[i] for i in later]
+
+
+def test_the_preprocessor_s_offsets_and_words_of_a_bpe_model():
     preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=12)
-    with pytest.raises(NotImplementedError, match="byte-level BPE"):
-        preprocessor.tokenize_with_offsets(tf.constant(["a"]))
+    pieces, starts, ends, starts_word = preprocessor.tokenize_with_offsets(
+        tf.constant(["Hello world!"]))
+    assert starts.dtype == ends.dtype == tf.int32
+    text = b"Hello world!"
+    words = [text[s:e] for s, e, f in zip(starts[0].numpy(), ends[0].numpy(),
+                                          starts_word[0].numpy()) if f]
+    assert words == [b"H", b"wor", b"!"]  # the first pieces of "Hello", " world", "!"
+    assert pieces.to_list() == preprocessor.tokenize(tf.constant(["Hello world!"])).to_list()
+    # The same in a graph (an exported SQuAD model's), with added tokens and NFC.
+    texts = tf.constant(["a [MASK] Cafe\u0301 |||IP_ADDRESS||| x", ""])
+    graph = tf.function(preprocessor.tokenize_with_offsets,
+                        input_signature=[tf.TensorSpec([None], tf.string)])
+    for eager, traced in zip(preprocessor.tokenize_with_offsets(texts), graph(texts)):
+        assert eager.to_list() == traced.to_list()
+
+
+def test_offsets_with_a_prefix_space_are_refused(tmp_path):
+    path = _edited(tmp_path, lambda c: c["pre_tokenizer"].update(add_prefix_space=True))
+    with pytest.raises(NotImplementedError, match="add_prefix_space=true"):
+        ByteLevelBpeTokenizer(read_tokenizer_json(path)).tokenize_with_offsets(tf.constant(["a"]))
 
 
 def _edited(tmp_path, edit):

@@ -86,3 +86,20 @@ def test_word_pieces_of_a_word_without_pieces_and_of_empty_rows():
         ["e", "##u", "re", "##j", "##e", "##c", "##t", "##s"], [], ["x"]]
     assert first.to_list() == [[True, False, True, False, False, False, False, False], [], [True]]
     assert word.to_list() == [[0, 0, 2, 2, 2, 2, 2, 2], [], [0]]
+
+
+def test_byte_level_bpe_words_get_the_pieces_of_running_text():
+    # Each word is tokenized after a space ("Ġworld"), so its pieces are those
+    # the `tokenizers` library gives it after a space in a sentence.
+    from tokenizers import Tokenizer
+
+    tokenizer_json = os.path.join(REPO, "tests", "testdata", "bpe_tokenizer.json")
+    preprocessor = TextPreprocessor.from_tokenizer_json(tokenizer_json, max_seq_length=16)
+    hf = Tokenizer.from_file(tokenizer_json)
+    words = ["EU", "rejects", "German", "call", "."]
+    pieces, first, word = word_pieces(preprocessor, tf.ragged.constant([words]))
+    expected = [hf.encode(" " + w, add_special_tokens=False).ids for w in words]
+    assert pieces.to_list() == [[i for ids in expected for i in ids]]
+    assert first.to_list() == [[i == 0 for ids in expected for i in range(len(ids))]]
+    assert word.to_list() == [[w for w, ids in enumerate(expected) for _ in ids]]
+    assert hf.id_to_token(expected[1][0]).startswith("Ġ")

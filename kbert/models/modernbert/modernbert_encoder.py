@@ -113,6 +113,10 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
     # a longer length) nor the window or the thetas.
     size_keys = ("vocabulary_size", "num_layers", "num_heads", "hidden_dim", "intermediate_dim",
                  "norm_bias", "attention_bias", "mlp_bias")
+    # Served NER and QA read long texts in windows of `max_sequence_length`,
+    # not of the fine-tuning length: RoPE has no table, and the model was
+    # pre-trained on every length up to it (`kbert.tasks.serving.window_preprocessor`).
+    long_windows = True
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from kbert.tasks.serving import ids_inputs
 from kbert.tasks.serving import label_table
 from kbert.tasks.serving import rows_between
 from kbert.tasks.serving import text_spec
+from kbert.tasks.serving import window_preprocessor
 
 
 def word_windows(preprocessor: TextPreprocessor, words: tf.RaggedTensor,
@@ -99,7 +100,8 @@ class TokenClassifierServingModule(ServingModule):
     """
 
     def __init__(self, model, preprocessor, label_names: list[str], window_stride: int | None = None):
-        super().__init__(model, preprocessor)
+        super().__init__(model, window_preprocessor(model, preprocessor))
+        preprocessor = self.preprocessor
         self.label_names = label_table(label_names, model.output_shape[-1])
         window = preprocessor.max_seq_length - 2
         self.window_stride = int(window_stride) if window_stride else max(1, window // 2)

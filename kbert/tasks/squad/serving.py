@@ -20,6 +20,7 @@ from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
 from kbert.tasks.serving import ids_inputs
 from kbert.tasks.serving import text_spec
+from kbert.tasks.serving import window_preprocessor
 from kbert.tasks.serving import rows_between
 from kbert.tasks.squad.span_search import best_spans
 from kbert.tasks.squad.span_search import window_best_spans
@@ -116,7 +117,8 @@ class SpanLabelerServingModule(ServingModule):
 
     def __init__(self, model, preprocessor, max_query_length: int, doc_stride: int,
                  max_answer_length: int):
-        super().__init__(model, preprocessor)
+        super().__init__(model, window_preprocessor(model, preprocessor))
+        preprocessor = self.preprocessor
         if max_query_length > preprocessor.max_seq_length - 4:
             raise ValueError(
                 f"max_query_length={max_query_length} leaves no room for context in "
