@@ -98,7 +98,7 @@ class _Settings:
     verbose: str | int
     task_options: Any
     packing: PackingConfig | None
-    selection_fraction: float = 0.0
+    selection_fraction: float
 
     def validate(self) -> None:
         """Refuses arguments that are wrong whatever the data, naming the flag or binding."""
