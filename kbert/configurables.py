@@ -186,7 +186,10 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     LayerNorm epsilon. A value the gin config binds already must agree with
     DIR's; every one that does not is named in one error. `dropout` and
     `initializer_range` (what fresh heads start from) come from DIR only
-    when unbound.
+    when unbound, and so do the keys the encoder class names in
+    `context_keys` (settings that change no weight: ModernBERT's
+    `max_sequence_length` and RoPE thetas, which a context-extension phase
+    raises, docs/pretraining.md).
 
     Args:
         init_checkpoint: str. `--init_checkpoint`, a pre-trained directory.
@@ -227,7 +230,8 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     for key, value in wanted.items():
         if _is_bound(f"{name}.{key}"):
             bound = gin.query_parameter(f"{name}.{key}")
-            if bound != value and key not in RUN_CHOSEN_ENCODER_ARGUMENTS:
+            chosen = RUN_CHOSEN_ENCODER_ARGUMENTS + getattr(encoder_class, "context_keys", ())
+            if bound != value and key not in chosen:
                 differing.append(f"{key}: directory {value!r}, gin {bound!r}")
     if differing:
         raise ValueError(

@@ -66,7 +66,11 @@ class Encoder(Protocol):
           length; ModernBERT sets it);
         - checkpoints: `get_config()` / `from_config()` (the pre-trained
           directory records the architecture's name and config, see
-          `kbert.checkpoints.save_pretrained`), the weights, `size_keys`.
+          `kbert.checkpoints.save_pretrained`), the weights, `size_keys`;
+        - continued pre-training: the optional class attribute
+          `context_keys` (config keys that change no weight, which a
+          continued run may set differently from its directory; ModernBERT
+          names its length and RoPE thetas).
 
     Example:
 

@@ -178,3 +178,28 @@ def test_a_directory_without_heads_starts_a_fresh_head_with_a_note(dirs, tmp_pat
                            "so the head starts fresh")
     for ours, theirs in zip(pretrainer.encoder.get_weights(), encoder.get_weights()):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_modernbert_context_extension_sets_length_and_theta_but_no_size(tmp_path):
+    from kbert.models import ModernBertEncoder
+
+    directory = str(tmp_path / "modernbert")
+    encoder = ModernBertEncoder(vocabulary_size=1135, num_layers=3, num_heads=2, hidden_dim=16,
+                                intermediate_dim=24, max_sequence_length=64,
+                                local_attention_window=8, global_rope_theta=10000.0)
+    save_pretrained(directory, encoder,
+                    vocab_file=os.path.join(TESTDATA, "bpe_tokenizer.json"))
+    configurables.parse_gin(["continue_pretraining.gin"], [
+        "ModernBertEncoder.max_sequence_length = 8192",
+        "ModernBertEncoder.global_rope_theta = 160000.0"])
+    bound = configurables.encoder_from_directory(directory)
+    continued = configurables.pretrainer().encoder
+    assert (continued.max_sequence_length, continued.global_rope_theta) == (8192, 160000.0)
+    assert "max_sequence_length" not in bound and bound["num_layers"] == 3
+    assert (continued.num_layers, continued.hidden_dim, continued.local_attention_window) == (
+        3, 16, 8)
+    gin.clear_config()
+    # A size is still the directory's: one error names it.
+    configurables.parse_gin(["continue_pretraining.gin"], ["ModernBertEncoder.num_layers = 4"])
+    with pytest.raises(ValueError, match=r"num_layers: directory 3, gin 4"):
+        configurables.encoder_from_directory(directory)

@@ -117,6 +117,11 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
     # not of the fine-tuning length: RoPE has no table, and the model was
     # pre-trained on every length up to it (`kbert.tasks.serving.window_preprocessor`).
     long_windows = True
+    # Settings that change no weight (RoPE has no table): a continued run may
+    # raise them for a context-extension phase (`kbert.configurables.
+    # encoder_from_directory`; docs/pretraining.md, "Context extension").
+    context_keys = ("max_sequence_length", "global_rope_theta", "local_rope_theta",
+                    "attention_chunk_size")
 
     def __init__(
         self,
