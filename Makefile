@@ -21,8 +21,8 @@ demo: $(STAMP)
 	$(VENV)/bin/python tools/demo.py
 
 # Two worker processes (pytest-xdist), a test file each at a time: most tests are tiny
-# models whose time goes to one thread (tracing, Python, process start-up), so on two
-# cores two files at once take about half the time. TEST_WORKERS=0 runs in this process.
+# models whose time goes to one thread (tracing, Python, process start-up), so two files
+# at once keep both cores busy. TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
 	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m pytest tests -p no:cacheprovider \
