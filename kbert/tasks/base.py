@@ -252,6 +252,21 @@ class Task(abc.ABC):
         raise ValueError(f"{source}: task {self.name!r} reads no unlabelled transfer file; "
                          "drop --transfer_file to distill on its training split.")
 
+    def selection_group(self, example) -> Any:
+        """What must stay on one side when a selection split is held out of training.
+
+        `run_finetuning.selection_fraction` holds out whole groups, so nothing
+        selected on shares its text with what was trained on. Each example is
+        its own group unless a task says otherwise (SQuAD: its paragraph).
+
+        Args:
+            example: one of the task's training examples.
+
+        Returns:
+            A hashable group key, or None for "this example alone".
+        """
+        return None
+
     def input_texts(self, examples: list) -> list[list[str]]:
         """The examples' text inputs as documents of sentences, never their labels.
 

@@ -414,8 +414,8 @@ def carve_selection_split(task: Task, train_examples: list, fraction: float,
                           seed: int) -> tuple[list, list]:
     """Holds out a seeded `fraction` of the training examples to select the kept model on.
 
-    Examples that share a SQuAD paragraph go to the same side, so no question
-    is selected on whose context was trained on.
+    Examples of one `task.selection_group` (SQuAD: a paragraph) go to the same
+    side, so nothing is selected on whose text was trained on.
 
     Args:
         task: the `Task` (its training examples must be a list, and its
@@ -441,7 +441,9 @@ def carve_selection_split(task: Task, train_examples: list, fraction: float,
                          "is a query set, not a list of examples; select on dev (leave it 0).")
     groups: dict[Any, list[int]] = {}
     for index, example in enumerate(train_examples):
-        groups.setdefault(getattr(example, "context", index), []).append(index)
+        group = task.selection_group(example)
+        groups.setdefault(("example", index) if group is None else ("group", group),
+                          []).append(index)
     keys = list(groups)
     order = np.random.default_rng(seed).permutation(len(keys))
     held_groups = max(1, round(fraction * len(keys)))

@@ -192,7 +192,7 @@ def test_the_carved_split_is_seeded_and_keeps_a_paragraphs_questions_together():
 
     from kbert.training.finetuning import carve_selection_split
 
-    task = types.SimpleNamespace(name="squad")
+    task = tasks.get_task("squad")()  # groups its examples by paragraph
     examples = [types.SimpleNamespace(context=f"paragraph {i // 3}", n=i) for i in range(30)]
     train, held = carve_selection_split(task, examples, 0.2, seed=0)
     assert len(held) == 6 and len(train) == 24  # 2 of the 10 paragraphs, 3 questions each

@@ -95,6 +95,10 @@ class SquadTask(Task):
         if {"dev", "test"} & set(splits) and not data.predict_file:
             raise ValueError("--task=squad --do_eval/--do_predict need --predict_file (SQuAD JSON).")
 
+    def selection_group(self, example: SquadExample) -> str:
+        # A paragraph's questions stay together: none is selected on whose context was trained on.
+        return example.context
+
     def input_texts(self, examples: list[SquadExample]) -> list[list[str]]:
         """Each paragraph once (its sentences), then its questions as one document; no answers."""
         questions: dict[str, list[str]] = {}
