@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,6 +27,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks.pretraining_throughput import seconds_per_step  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.models.modernbert.modernbert_encoder import ModernBertEncoder  # noqa: E402
@@ -84,20 +84,6 @@ def models(size: str, length: int) -> dict:
     return {"bert": bert, "modernbert": modern}
 
 
-def fastest_steps(steps: dict, rounds: int) -> dict:
-    """Alternates one step of each per round (both see the same contention); the fastest counts."""
-    for step in steps.values():
-        step()  # traces
-        step()
-    best = {name: float("inf") for name in steps}
-    for _ in range(rounds):
-        for name, step in steps.items():
-            start = time.perf_counter()
-            step()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="mini,small")
@@ -111,8 +97,8 @@ def main() -> None:
     for size in args.sizes.split(","):
         for length in (int(v) for v in args.lengths.split(",")):
             built = models(size, length)
-            best = fastest_steps({name: train_step(model, length)
-                                  for name, model in built.items()}, args.rounds)
+            best = seconds_per_step({name: train_step(model, length)
+                                     for name, model in built.items()}, args.rounds)
             params = {name: model.encoder.count_params() for name, model in built.items()}
             bert, modern = BATCH / best["bert"], BATCH / best["modernbert"]
             print(f"{size:<7}{length:>7}{params['bert']:>13,}{params['modernbert']:>19,}"

@@ -113,18 +113,35 @@ def _proto_bytes(feature: tf.train.Feature, name: str, where: str) -> bytes:
     return feature.bytes_list.value[0]
 
 
-def _json_bytes(value, name: str, where: str) -> bytes:
-    if isinstance(value, list) and len(value) == 1:
-        value = value[0]
+def json_string_bytes(value, what: str, expected: str = "expects strings") -> bytes:
+    """TF Serving's JSON form of one string: text, or `{"b64": ...}` for raw bytes.
+
+    Args:
+        value: a decoded JSON value.
+        what: str. What it is, for errors ("input 'text'").
+        expected: str. What the error says `what` takes.
+
+    Returns:
+        bytes.
+
+    Raises:
+        ServingError: INVALID_ARGUMENT naming `what`.
+    """
     if isinstance(value, str):
         return value.encode("utf-8")
     if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
         try:
             return base64.b64decode(value["b64"], validate=True)
         except ValueError:
-            raise invalid(f"feature {name!r} of {where}: {value['b64'][:40]!r} is not valid base64.") from None
-    raise invalid(f"feature {name!r} of {where} must be one string (or {{\"b64\": ...}}); got "
-                  f"{json.dumps(value)[:60]}.")
+            raise invalid(f"{what}: {value['b64'][:40]!r} is not valid base64.") from None
+    raise invalid(f"{what} {expected}; got {json.dumps(value)[:60]}.")
+
+
+def _json_bytes(value, name: str, where: str) -> bytes:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    return json_string_bytes(value, f"feature {name!r} of {where}",
+                             'must be one string (or {"b64": ...})')
 
 
 def text_inputs(servable, signature: str, examples: list[dict], context: dict,

@@ -25,7 +25,6 @@ UTF-8).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import logging
@@ -44,6 +43,7 @@ from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import not_found
 from kbert.serving.example_apis import ExampleApis
+from kbert.serving.example_apis import json_string_bytes
 from kbert.serving.limits import Limits
 from kbert.serving.limits import check_deadline
 from kbert.serving.metrics import CONTENT_TYPE
@@ -63,14 +63,7 @@ def _decode_strings(value, input_name: str):
     """JSON strings (or {"b64": ...}) -> bytes, recursively through lists."""
     if isinstance(value, list):
         return [_decode_strings(item, input_name) for item in value]
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
-        try:
-            return base64.b64decode(value["b64"], validate=True)
-        except ValueError:
-            raise invalid(f"input {input_name!r}: {value['b64'][:40]!r} is not valid base64.") from None
-    raise invalid(f"input {input_name!r} expects strings; got {json.dumps(value)[:60]}.")
+    return json_string_bytes(value, f"input {input_name!r}")
 
 
 def _to_array(value, input_name: str, spec) -> np.ndarray:
