@@ -22,11 +22,13 @@ demo: $(STAMP)
 
 # Two worker processes (pytest-xdist), a test file each at a time: most tests are tiny
 # models whose time goes to one thread (tracing, Python, process start-up), so two files
-# at once keep both cores busy. TEST_WORKERS=0 runs in this process.
+# at once keep both cores busy.
+# Files go out in the order tests/conftest.py gives, the longest first.
+# TEST_WORKERS=0 runs in this process.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m pytest tests -p no:cacheprovider \
-	    --numprocesses=$(TEST_WORKERS) --dist=loadfile
+	TF_CPP_MIN_LOG_LEVEL=2 $(VENV)/bin/python -m pytest tests \
+	    -p no:cacheprovider --numprocesses=$(TEST_WORKERS) --dist=loadfile --no-loadscope-reorder
 
 # New pins: the newest versions setup.py allows, resolved in a scratch environment
 # (nothing pinned), written to constraints.txt; then `make test` installs and tests them.

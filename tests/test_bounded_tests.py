@@ -76,3 +76,12 @@ def test_every_test_has_a_time_limit_by_default(pytestconfig):
     assert config["tool:pytest"]["timeout"] == "600"
     # thread: a test stuck inside TensorFlow's C++ (where no signal handler runs) is still ended.
     assert config["tool:pytest"]["timeout_method"] == "thread"
+
+
+def test_the_longest_files_run_first_and_each_still_exists():
+    from tests.conftest import LONGEST_FILES
+
+    assert [path for path in LONGEST_FILES if not os.path.isfile(os.path.join(REPO, path))] == []
+    assert len(set(LONGEST_FILES)) == len(LONGEST_FILES)
+    makefile = open(os.path.join(REPO, "Makefile"), encoding="utf-8").read()
+    assert "--dist=loadfile --no-loadscope-reorder" in makefile  # else xdist re-sorts the files

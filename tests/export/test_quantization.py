@@ -21,6 +21,7 @@ import tensorflow as tf
 from tests import serving_testlib as lib
 
 from kbert.checkpoints import save_finetuned
+from kbert.export.quantization import check_quality
 from kbert.export.saved_model import export_saved_model
 from kbert.export.saved_model import versions
 from kbert.layers import Int8Dense
@@ -168,13 +169,25 @@ def test_int8_predictions_agree_with_float32_on_dev_within_the_recorded_drop(exp
                                outputs["float"]["probabilities"].numpy(), atol=0.02)
 
 
-def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, caplog):
+def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, caplog, monkeypatch):
+    from kbert.export import saved_model
+
+    reports = []
+
+    def scored_once(*args):
+        reports.append(check_quality(*args))
+        return reports[-1]
+
     export_dir = str(exports["root"] / "refused")
+    monkeypatch.setattr(saved_model, "check_quality", scored_once)
     with pytest.raises(ValueError, match=r"drop \+0\.00 points \(OVER --max_quantization_drop=-0\.5\)"
                                          r".* Not exported: pass a larger --max_quantization_drop"):
         export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                            max_quantization_drop=-0.5)
-    assert versions(export_dir) == []
+    assert versions(export_dir) == [] and len(reports) == 1
+    # The same model scores the same: the export that only warns reuses that report
+    # (scoring float32 and int8 again would add half a minute, and test nothing more).
+    monkeypatch.setattr(saved_model, "check_quality", lambda *args: reports[0])
     path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                               max_quantization_drop=-0.5, quantization_drop_is_error=False)
     info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
