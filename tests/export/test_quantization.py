@@ -206,7 +206,7 @@ def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
     texts = [text for text, _ in exports["rows"][:8]]
     expected = tf.saved_model.load(exports["int8"]).signatures["serving_default"](
         text=tf.constant(texts))
-    server = lib.start_server([f"--model_name=sst2", f"--model_base_path={exports['root'] / 'int8'}"])
+    server = lib.start_server(["--model_name=sst2", f"--model_base_path={exports['root'] / 'int8'}"])
     try:
         request = urllib.request.Request(
             f"{server.rest_url}/v1/models/sst2:predict", method="POST",

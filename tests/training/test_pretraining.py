@@ -33,7 +33,6 @@ from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer
-from kbert.checkpoints import read_tokenizer_config
 from kbert.training import run_pretraining
 from kbert.training.strategy import cpu_has_native_bfloat16
 
@@ -90,34 +89,6 @@ def test_rerun_after_the_end_does_not_train_again(reference, data_file):
     before = json.load(open(model_dir / "summary.json"))
     summary, lines = _run(data_file, model_dir)
     assert summary == before and lines[-1].endswith("is already at step 16; nothing to train")
-
-
-@pytest.mark.slow
-def test_resume_after_sigkill_repeats_the_uninterrupted_losses(reference, data_file, tmp_path):
-    vocab_file = tmp_path / "vocab.txt"
-    vocab_file.write_text("\n".join(build_vocab(99)[0]) + "\n")
-    model_dir = tmp_path / "model"
-    command = [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin",
-               f"--input_file={data_file}", f"--model_dir={model_dir}",
-               f"--vocab_file={vocab_file}", "--do_lower_case"]
-    command += [f"--gin_params={p}" for p in gin_params(tiny_encoder_kwargs(), log_every_steps=1)]
-    with open(tmp_path / "stderr.txt", "w") as stderr:
-        killed = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
-                                  stdout=subprocess.PIPE, stderr=stderr, text=True)
-        kill_at_line(killed, "step 6/16")
-    assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
-    resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
-                             text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming from" in resumed.stdout
-    summary = json.load(open(model_dir / "summary.json"))
-    assert summary["global_step"] == 16 and summary["resumed_from_step"] in (4, 8, 12)
-    losses, steps = read_losses(str(model_dir))
-    assert steps == list(range(1, 17))
-    np.testing.assert_allclose(losses, read_losses(str(reference[0]))[0], atol=1e-5)
-    assert "run_pretraining.train_batch_size = 8" in open(model_dir / "operative_config.gin").read()
-    assert read_tokenizer_config(str(model_dir)) == {
-        "vocab_file": str(model_dir / "vocab.txt"), "do_lower_case": True}
 
 
 def test_mixed_bfloat16_tracks_float32(small_data_file, tmp_path):
