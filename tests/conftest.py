@@ -99,7 +99,7 @@ LONGEST_FILES = (
 )
 
 
-def pytest_collection_modifyitems(config, items):
+def pytest_collection_modifyitems(items):
     """Runs LONGEST_FILES first, in that order; every other file after, as collected."""
     rank = {path: i for i, path in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
