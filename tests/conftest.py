@@ -41,6 +41,42 @@ def tiny_inputs(seed: int = 0, batch: int = BATCH, seq: int = SEQ) -> dict:
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
+# tools/<name>.py modules loaded in this process, and the absl flags each defined.
+_TOOLS = {}
+_TOOL_FLAGS = {}
+
+
+def load_tool(name: str):
+    """`tools/<name>.py` as a module, loaded once per process; tests call its functions.
+
+    A tool defines its absl flags when loaded, and two tools may define the same
+    name (`--output_file`), which absl refuses. A pytest-xdist worker runs the test
+    files it is handed in one process, so the flags of tools loaded before are
+    dropped first (the tests call the tools' functions, never their `main`).
+
+    Args:
+        name: str. The tool's file name without `.py`, such as `"extract_features"`.
+
+    Returns:
+        The loaded module.
+    """
+    import importlib.util
+
+    from absl import flags
+
+    if name not in _TOOLS:
+        for defined in _TOOL_FLAGS.values():
+            for flag in defined & set(flags.FLAGS):
+                delattr(flags.FLAGS, flag)
+        before = set(flags.FLAGS)
+        spec = importlib.util.spec_from_file_location(f"{name}_tool",
+                                                      os.path.join(REPO, "tools", f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _TOOLS[name], _TOOL_FLAGS[name] = module, set(flags.FLAGS) - before
+    return _TOOLS[name]
+
+
 @pytest.fixture(scope="session")
 def tiny_encoder():
     """One tiny encoder shared by tests that only read it."""

@@ -37,3 +37,22 @@ def make_tiny_pretrained(directory, max_sequence_length=96, do_lower_case=True, 
                                                 max_sequence_length=max_sequence_length))
     save_pretrained(directory, encoder, vocab_file=vocab_file, do_lower_case=do_lower_case)
     return str(directory)
+
+
+def count_train_step_traces(monkeypatch) -> list:
+    """Records each trace of Keras' `train_step` (it runs as Python only while traced).
+
+    Returns:
+        The list the traces append to: the class name of each traced model.
+    """
+    import keras
+
+    traces = []
+    original = keras.Model.train_step
+
+    def traced(self, data):
+        traces.append(type(self).__name__)
+        return original(self, data)
+
+    monkeypatch.setattr(keras.Model, "train_step", traced)
+    return traces

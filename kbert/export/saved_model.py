@@ -104,7 +104,11 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
                    write_extra: Callable[[str], None] | None = None) -> None:
     """Saves the SavedModel and its `assets.extra/`, then checks its ops."""
     signatures = module.signatures()
-    tf.saved_model.save(module, directory, signatures=signatures)
+    # Serving computes no gradients: without this, TF traces and stores the
+    # gradient function of every custom-gradient op (LayerNorm's, GELU's), about a
+    # tenth of the time an export takes.
+    options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
+    tf.saved_model.save(module, directory, signatures=signatures, options=options)
     extra = os.path.join(directory, "assets.extra")
     os.makedirs(extra, exist_ok=True)
     tf.io.gfile.copy(vocab_file, os.path.join(extra, tokenizer_file_name(vocab_file)),

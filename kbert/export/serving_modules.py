@@ -170,4 +170,5 @@ def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor,
     copy.set_weights(model.get_weights())
     module = task.serving_module(copy, preprocessor)
     quantize_model(module.model, quantize)
+    module.hold_models(model=module.model)  # int8 kernels in, the float ones out
     return module

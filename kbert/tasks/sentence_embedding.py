@@ -49,7 +49,7 @@ class SentenceEmbeddingServingModule(ServingModule):
 
     def __init__(self, query_tower, preprocessor, document_tower=None):
         super().__init__(query_tower, preprocessor)
-        self.document_tower = document_tower
+        self.hold_models(document_tower=document_tower)
         self.serve_text = tf.function(self._serve_query, autograph=False,
                                       input_signature=[text_spec("text")])
         self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)

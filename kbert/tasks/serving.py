@@ -98,8 +98,33 @@ class ServingModule(tf.Module):
 
     def __init__(self, model: keras.Model, preprocessor: TextPreprocessor):
         super().__init__(name="kbert_serving")
-        self.model = model
         self.preprocessor = preprocessor
+        self.hold_models(model=model)
+
+    def hold_models(self, **models: keras.Model | None) -> None:
+        """Sets each model as an attribute; the SavedModel tracks their variables only.
+
+        The signatures capture variables, not layers, so the module tracks the
+        variables of every model it holds, by path (`model_variables`), and not
+        the models' Keras object graphs: TensorFlow walks every tracked object at
+        each save and load, and a Keras model's hundreds of layers, lists and
+        dicts took a quarter of a small model's export.
+
+        Args:
+            **models: attribute name -> Keras model (or None).
+        """
+        held = {**getattr(self, "_held_models", {}), **models}
+        for name, model in models.items():
+            object.__setattr__(self, name, model)  # untracked, as documented above
+        object.__setattr__(self, "_held_models", held)
+        variables = {}
+        for model in held.values():
+            for variable in model.variables if model is not None else ():
+                name = variable.path
+                while name in variables and variables[name] is not variable:
+                    name += "_"  # two variables of one path in different models
+                variables[name] = variable
+        self.model_variables = variables
 
     def run(self, inputs: dict):
         """The model in inference mode."""

@@ -3,6 +3,7 @@ pre-training and fine-tuning loops (tasks and their metrics are `kbert.tasks`)."
 
 from kbert.training.finetuning import run_finetuning
 from kbert.training.fused_adamw import FusedAdamW
+from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
 from kbert.training.pretraining import run_pretraining
 from kbert.training.pretraining_evaluation import evaluate_pretrainer

@@ -47,6 +47,7 @@ from kbert.training import distiller as distillers
 from kbert.training import finetuning
 from kbert.training.dev_evaluation import DevEvaluation
 from kbert.training.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
 from kbert.training.outcome_checks import outcome_warnings
 
@@ -413,6 +414,7 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
                                                  num_warmup_steps=schedule.warmup_steps,
                                                  weight_decay_rate=settings.weight_decay),
                       loss=_label_loss(task, distiller.teacher), jit_compile=False)
+    build_optimizer_state(distiller)
     callbacks, evaluation = [], None
     if dev:
         # The student alone is scored (the distiller's `call` may return a dict).

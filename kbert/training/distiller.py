@@ -225,6 +225,10 @@ class TaskDistiller(keras.distillation.Distiller):
         if self.hidden_state_weight and student.encoder.hidden_dim != width:
             self.projections = [keras.layers.Dense(width, name=f"hidden_projection_{i}")
                                 for i in range(len(self.layer_map))]
+            # Built now, so that their kernels are among the trainable variables
+            # an optimizer is built for before the first step.
+            for projection in self.projections:
+                projection.build((None, None, student.encoder.hidden_dim))
 
     def _build_embedding_views(self, teacher: keras.Model, student: keras.Model) -> None:
         names = sorted(student.input)  # the teacher reads the same batch
@@ -234,6 +238,7 @@ class TaskDistiller(keras.distillation.Distiller):
         if student.query_tower.dimension != width:
             # Dropped at export: only the student's own layers are saved.
             self.embedding_projection = keras.layers.Dense(width, name="embedding_projection")
+            self.embedding_projection.build((None, student.query_tower.dimension))
 
     def call(self, inputs, training=None, **kwargs):
         if self._student_view is not None:

@@ -46,6 +46,7 @@ from kbert.training import hparam_search
 from kbert.training.dev_evaluation import CurvePoint
 from kbert.training.dev_evaluation import DevEvaluation
 from kbert.training.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import create_strategy
 
@@ -662,6 +663,7 @@ def _compile(model: keras.Model, task: Task, schedule: TrainingSchedule, learnin
                                  weight_decay_rate=weight_decay)
     # XLA compiles once per shape; batches here have many lengths.
     model.compile(optimizer=optimizer, jit_compile=False, **task.compile_arguments())
+    build_optimizer_state(model)
 
 
 def _evaluate_and_predict(model, task: Task, examples: dict[str, list],

@@ -102,3 +102,27 @@ def create_optimizer(
     if dtype_policy == "mixed_float16":
         result = keras.optimizers.LossScaleOptimizer(result)
     return result
+
+
+def build_optimizer_state(model: keras.Model) -> None:
+    """Creates the optimizer's variables of a compiled model before `fit` traces a step.
+
+    Without a distribution strategy Keras defers building the optimizer to the
+    first trace of the train step, and a `tf.function` that creates variables
+    is traced twice (once creating them, once more without): every `fit` then
+    pays a second trace of the whole forward and backward pass. Keras builds
+    first itself when a strategy is set (`Trainer._symbolic_build`); this does
+    the same for every case. Call it inside the strategy scope the model was
+    compiled in.
+
+    Args:
+        model: a compiled Keras model (or `Distiller`) whose variables exist.
+
+    Example:
+
+    >>> model.compile(optimizer=create_optimizer(3e-5, num_train_steps=1000))
+    >>> build_optimizer_state(model)
+    >>> model.fit(dataset, epochs=3)
+    """
+    if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)

@@ -51,6 +51,25 @@ def test_pair_truncation_equals_tensorflow_text_round_robin_trimmer(length_a, le
     assert token_ids.to_list() == expected.to_list()
 
 
+def test_pair_packing_is_a_small_graph_that_keeps_ragged_rows_apart():
+    """Truncation and the special-token columns are built from row splits, not by
+    broadcasting ragged against dense shapes: every tf.data iterator and SavedModel
+    instantiates this graph again (it had 1,536 nodes, now 446; an evaluation's iterator
+    took 0.6 s to start). Rows of every length, an empty one included, keep their own pieces."""
+    packer = preprocessor(8)
+    spec = tf.RaggedTensorSpec([None, None], tf.int32, row_splits_dtype=tf.int64)
+    pack = tf.function(lambda a, b: packer.pack_ragged([a, b]))
+    assert len(pack.get_concrete_function(spec, spec).graph.as_graph_def().node) < 600
+    texts_a, texts_b = ["aaaaaaa", "", "ab", "abcd"], ["b", "bbbbbbb", "", "bcdefg"]
+    token_ids, segment_ids = pack(packer.tokenize(texts_a), packer.tokenize(texts_b))
+    cls, sep = VOCABULARY.index("[CLS]"), VOCABULARY.index("[SEP]")
+    for row, (text_a, text_b) in enumerate(zip(texts_a, texts_b)):
+        a, b = _truncate_seq_pair(ids(text_a) if text_a else [], ids(text_b) if text_b else [],
+                                  8 - 3)
+        assert token_ids[row].numpy().tolist() == [cls] + a + [sep] + b + [sep], row
+        assert segment_ids[row].numpy().tolist() == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
 def test_vocabulary_and_length_errors(tmp_path):
     from kbert.data import INPUT_TOKENS, check_max_seq_length, read_vocab
 

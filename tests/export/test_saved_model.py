@@ -37,6 +37,27 @@ def test_every_model_has_serving_default_and_serve_ids(signatures):
         assert sorted(model_signatures) == sorted(["serve_ids", "serving_default", *extra]), name
 
 
+def test_the_saved_model_holds_the_variables_by_path_not_the_keras_object_graph(exported):
+    """TF walks every tracked object at save and load; the module tracks the model's
+    variables (by Keras path) and its tables, not the layers, lists and dicts around them."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    model, _, _ = load_finetuned(exported["sst2"]["model_dir"])
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(exported["sst2"]["version_dir"], "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    nodes = saved.meta_graphs[0].object_graph_def.nodes
+    # The root, its variables dict, one node per variable, the preprocessor's few
+    # objects, the signatures' functions: no node per layer (tracking the Keras model
+    # made 560 nodes of this model's 49 variables).
+    assert len(model.variables) < len(nodes) < len(model.variables) + 40
+    names = [name for name, _ in tf.train.list_variables(
+        os.path.join(exported["sst2"]["version_dir"], "variables", "variables"))]
+    assert sum(name.startswith("model_variables/") for name in names) == len(model.variables)
+    # Keras paths ("/" escaped as ".S"), readable in the checkpoint.
+    assert "model_variables/pooled_dense.Skernel/.ATTRIBUTES/VARIABLE_VALUE" in names
+
+
 @pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb"])
 def test_classifier_and_regressor_text_signature_equals_keras(exported, signatures, name):
     model, config, _ = load_finetuned(exported[name]["model_dir"])

@@ -1,6 +1,5 @@
 """tools/extract_features.py: google-research/bert's JSON lines, equal to the encoder's layers."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO
+from tests.conftest import load_tool
 from tests.finetune_testing import make_tiny_pretrained
 from kbert.checkpoints import load_encoder
 from kbert.data import TextPreprocessor
@@ -22,10 +22,7 @@ LINES = ["Who was Jim Henson ? ||| Jim Henson was a puppeteer", "a gorgeous film
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("extract_features_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("extract_features")
 
 
 @pytest.fixture(scope="module")

@@ -1,23 +1,16 @@
 """tools/task_text.py: a task's training inputs as a pre-training corpus, never a label."""
 
 import csv
-import functools
-import importlib.util
 import os
 
 from tests.conftest import REPO
+from tests.conftest import load_tool
 
-TOOL = os.path.join(REPO, "tools", "task_text.py")
 DATA = os.path.join(REPO, "tests", "testdata", "finetune")
 
 
-@functools.lru_cache(maxsize=None)
 def _tool():
-    # Loaded once: its absl flags may be defined only once per process.
-    spec = importlib.util.spec_from_file_location("task_text_tool", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("task_text")
 
 
 def _tsv(path):

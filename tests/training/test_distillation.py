@@ -16,6 +16,7 @@ from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs
 from tests.conftest import tiny_inputs
 from tests.finetune_testing import TESTDATA
+from tests.finetune_testing import count_train_step_traces
 from tests.finetune_testing import make_tiny_pretrained
 
 from kbert.checkpoints import TaskConfig
@@ -311,19 +312,22 @@ def teachers(tmp_path_factory):
     return made
 
 
-def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path):
+def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path, monkeypatch):
     def build_student_encoder(**sizes):
         return BertEncoder(**tiny_encoder_kwargs(num_layers=2, hidden_dim=16, num_heads=2,
                                                  intermediate_dim=24, **sizes))
 
     transfer = tmp_path / "transfer.txt"
     transfer.write_text("EU rejects German call\nPeter Blackburn\n\nBRUSSELS 1996-08-22\n")
+    traces = count_train_step_traces(monkeypatch)
     results = run_distillation(teachers["ner"], str(tmp_path / "ner"), data_dir=CONLL,
                                build_student_encoder=build_student_encoder,
                                transfer_file=str(transfer), hidden_state_weight=1.0,
                                **{**FAST, "num_train_epochs": 1.0})
     assert results["hard_label_weight"] == 0.0  # a transfer file has no labels
     assert set(results) >= {"f1", "precision", "recall", "teacher", "speedup"}
+    # The projections and the optimizer are built before fit: one trace of the step.
+    assert traces == ["TaskDistiller"]
     student, record, _ = load_finetuned(str(tmp_path / "ner"))
     assert record.task == "ner" and student.encoder.hidden_dim == 16
     assert "output_all_layers" not in student.encoder.get_config()

@@ -8,6 +8,7 @@ import pytest
 
 from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import character_vocabulary
+from tests.finetune_testing import count_train_step_traces
 from tests.finetune_testing import make_tiny_pretrained
 from kbert.checkpoints import read_task_config
 from kbert.training.finetuning import run_finetuning
@@ -22,10 +23,14 @@ def pretrained(tmp_path_factory):
     return make_tiny_pretrained(tmp_path_factory.mktemp("tiny_pretrained"))
 
 
-def test_regression_learns_saves_and_reloads_for_evaluation(pretrained, tmp_path):
+def test_regression_learns_saves_and_reloads_for_evaluation(pretrained, tmp_path, monkeypatch):
     model_dir = str(tmp_path / "stsb")
+    traces = count_train_step_traces(monkeypatch)
     results = run_finetuning("glue", pretrained, model_dir, task_name="sts-b", data_dir=STSB,
                              num_train_epochs=8, **{**FAST, "learning_rate": 2e-2})
+    # The optimizer is built before fit: the step is traced once, not once more to
+    # create its slot variables.
+    assert traces == ["BertClassifier"]
     losses = results["train_loss"]
     assert losses[-1] < 0.5 * losses[0], losses  # scores 0..5 from a head starting near 0
     assert results["train_steps"] == 8 * 2 and results["num_examples"] == 4

@@ -7,7 +7,6 @@ indexed and read by `tools/extract_features.py`; served NER reads an
 8,000-piece document as one window.
 """
 
-import importlib.util
 import json
 import os
 import urllib.request
@@ -30,6 +29,7 @@ from kbert.tasks import SquadConfig
 from kbert.training.distillation import run_distillation
 from kbert.training.finetuning import run_finetuning
 from tests.conftest import REPO
+from tests.conftest import load_tool
 from tests.finetune_testing import TESTDATA
 from tests.serving_testlib import start_server
 
@@ -168,10 +168,7 @@ def test_distill_index_and_extract_features(pretrained, finetuned, tmp_path):
                           check=False, progress=lambda line: None)
     assert summary.added == summary.count == 3
 
-    spec = importlib.util.spec_from_file_location(
-        "extract_features_tool", os.path.join(REPO, "tools", "extract_features.py"))
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = load_tool("extract_features")
     (tmp_path / "input.txt").write_text("Hello world ||| [MASK] it\n")
     output = tmp_path / "features.jsonl"
     assert tool.extract(str(tmp_path / "input.txt"), str(output), pretrained, layers="-1",
