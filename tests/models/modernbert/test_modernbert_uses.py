@@ -26,6 +26,7 @@ from kbert.index import build_index
 from kbert.models import ModernBertEncoder
 from kbert.tasks.ner.serving import word_windows
 from kbert.tasks import SquadConfig
+from kbert.training import distillation
 from kbert.training.distillation import run_distillation
 from kbert.training.finetuning import run_finetuning
 from tests.conftest import REPO
@@ -47,9 +48,13 @@ N_WORDS = 2430  # 8,034 pieces with the test tokenizer
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
-    """The tiny ModernBERT directory: 3 blocks (global, local, local), width 16, window 8."""
+    """The tiny ModernBERT directory: 2 blocks (global, local), width 16, window 8.
+
+    (Two blocks hold both attention kinds; each block more costs seconds in every
+    trace below: fine-tuning, export, serving, distillation, indexing.)
+    """
     keras.utils.set_random_seed(0)
-    encoder = ModernBertEncoder(vocabulary_size=1135, num_layers=3, num_heads=2, hidden_dim=16,
+    encoder = ModernBertEncoder(vocabulary_size=1135, num_layers=2, num_heads=2, hidden_dim=16,
                                 intermediate_dim=24, max_sequence_length=8192,
                                 local_attention_window=8)
     directory = str(tmp_path_factory.mktemp("modernbert") / "pretrained")
@@ -148,13 +153,20 @@ def test_exports_pass_the_ops_check_and_serve_the_in_process_answers(finetuned, 
     assert [names[i] for i in tag_ids] == ner["predictions"][0]["tags"][:num_words]
 
 
-def test_distill_index_and_extract_features(pretrained, finetuned, tmp_path):
+def test_distill_index_and_extract_features(pretrained, finetuned, tmp_path, monkeypatch):
+    # Timing teacher against student (kbert-distill's speed-up table; its own test is in
+    # tests/training/test_distillation.py) would trace both models once more, for
+    # nothing this test checks: it is recorded, not run.
+    timed = []
+    monkeypatch.setattr(distillation, "measure_speedup", lambda teacher, student, *args: timed.append(
+        (type(teacher.encoder), type(student.encoder))) or {})
     # No dev evaluation: it would trace teacher and student once more (minutes here).
     results = run_distillation(finetuned["sst2"][0], str(tmp_path / "student"), data_dir=SST2,
                                student_layers=[0], do_eval=False, **FAST)
     student, _, _ = load_finetuned(str(tmp_path / "student"))
     assert type(student.encoder) is ModernBertEncoder and student.encoder.num_layers == 1
     assert results["student_parameters"] < results["teacher_parameters"]
+    assert timed == [(ModernBertEncoder, ModernBertEncoder)]
     with pytest.raises(ValueError, match="teacher block 1 has .* start with teacher block 0"):
         run_distillation(finetuned["sst2"][0], str(tmp_path / "bad"), data_dir=SST2,
                          student_layers=[1], do_eval=False, **FAST)
