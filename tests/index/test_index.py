@@ -1,8 +1,9 @@
 """kbert.index: build -> search round trips (exact and faiss), adding, --exact, and bad inputs.
 
 One tiny pre-trained encoder and one corpus of real sentences are shared by the
-module, and so is one default (exact) index of that corpus: tests that start from
-it get their own copy (building one takes a few seconds); the others build their own.
+module, and so is one index of that corpus per backend (exact, the default, and
+faiss): tests that start from one get their own copy (building one takes a few
+seconds); the others build their own.
 """
 
 import json
@@ -44,20 +45,25 @@ def _build(shared, tmp_path, **kwargs):
 
 @pytest.fixture(scope="module")
 def default_index(shared, tmp_path_factory):
-    """`_build(shared, ...)` with the defaults (backend exact), once: its directory and summary."""
-    root = tmp_path_factory.mktemp("default_index")
-    return str(root / "idx"), _build(shared, root)
+    """backend -> `_build(shared, ..., backend=backend)`'s directory and summary, built once
+    each, when first asked for."""
+    built = {}
+
+    def get(backend):
+        if backend not in built:
+            root = tmp_path_factory.mktemp(f"default_index_{backend}")
+            built[backend] = str(root / "idx"), _build(shared, root, backend=backend)
+        return built[backend]
+
+    return get
 
 
 def _index(shared, default_index, tmp_path, backend="exact"):
-    """`tmp_path/idx` as `_build(shared, tmp_path, backend=backend)` leaves it, and its summary.
-
-    An exact index is a copy of the shared default one (the same build); a faiss one is built.
-    """
-    if backend != "exact":
-        return _build(shared, tmp_path, backend=backend)
-    shutil.copytree(default_index[0], tmp_path / "idx")
-    return default_index[1]
+    """`tmp_path/idx` as `_build(shared, tmp_path, backend=backend)` leaves it, and its summary:
+    a copy of the module's build (the same call)."""
+    directory, summary = default_index(backend)
+    shutil.copytree(directory, tmp_path / "idx")
+    return summary
 
 
 @pytest.mark.parametrize("backend", ["exact", "faiss"])
@@ -156,10 +162,10 @@ def test_corpus_line_without_text_names_file_and_line(shared, tmp_path):
     assert not os.path.exists(tmp_path / "idx") or not os.listdir(tmp_path / "idx")
 
 
-def test_empty_query_list_and_missing_index(shared, tmp_path):
+def test_empty_query_list_and_missing_index(shared, default_index, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"--index_dir=.*missing does not exist .* kbert-index build"):
         IndexSearcher(str(tmp_path / "missing"))
-    _build(shared, tmp_path)
+    _index(shared, default_index, tmp_path)
     searcher = IndexSearcher(str(tmp_path / "idx"))
     with pytest.raises(ValueError, match="no queries"):
         searcher.search([], 10)
