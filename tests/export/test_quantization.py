@@ -170,8 +170,21 @@ def test_int8_predictions_agree_with_float32_on_dev_within_the_recorded_drop(exp
 
 
 def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, caplog, monkeypatch):
+    from kbert.export import quantization
     from kbert.export import saved_model
 
+    # The binary's export scored this model, float32 and int8, on this dev set (the
+    # tests above check those scores against both SavedModels): the guard gets the
+    # same scores again instead of tracing and running both models twice more.
+    recorded = json.loads((exports["root"] / "int8" / "1" / "assets.extra" /
+                           "kbert_export.json").read_text())["quantization"]
+    scored = []
+
+    def recorded_scores(model_dir, examples, float_module, quantized_module):
+        scored.append((len(examples), float_module is quantized_module))
+        return recorded["metric"], recorded["float32"], recorded["quantized"]
+
+    monkeypatch.setattr(quantization, "_task_scores", recorded_scores)
     reports = []
 
     def scored_once(*args):
@@ -184,7 +197,7 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
                                          r".* Not exported: pass a larger --max_quantization_drop"):
         export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                            max_quantization_drop=-0.5)
-    assert versions(export_dir) == [] and len(reports) == 1
+    assert versions(export_dir) == [] and len(reports) == 1 and scored == [(48, False)]
     # The same model scores the same: the export that only warns reuses that report
     # (scoring float32 and int8 again would add half a minute, and test nothing more).
     monkeypatch.setattr(saved_model, "check_quality", lambda *args: reports[0])
