@@ -56,15 +56,21 @@ def test_export_scores_query_document_pairs_as_the_model(trained, tmp_path):
                                                         documents.numpy()]), scores, rtol=1e-5)
 
 
-def test_index_search_reranks_the_top_hits_by_the_cross_encoder(trained, tmp_path):
+def test_index_search_reranks_the_top_hits_by_the_cross_encoder(trained, tmp_path, monkeypatch):
+    import functools
     import json
 
     from kbert.index import IndexSearcher
     from kbert.index import build_index
+    from kbert.index import searcher as searcher_module
     from kbert.index.encoders import load_reranker
     from tests.retrieval_testlib import sentences
 
     model_dir, _ = trained
+    # The searchers below and the test's own scorer load one cross-encoder: loaded (and
+    # its scoring function traced) once, not four times.
+    load_reranker = functools.cache(load_reranker)
+    monkeypatch.setattr(searcher_module, "load_reranker", load_reranker)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(sentences(12))))
     build_index([str(corpus)], str(tmp_path / "idx"), model_dir=make_pretrained(str(tmp_path / "pre")), check=False)
