@@ -451,7 +451,7 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
             lambda _: task.evaluate(distiller.student, dev, preprocessor,
                                     settings.eval_batch_size),
             task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
-            schedule.total_steps)
+            schedule.total_steps, split="heldout" if "selection" in examples else "dev")
         callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
                                               settings.early_stopping_patience,
                                               schedule.num_intervals)
