@@ -107,8 +107,10 @@ def _write_summary(results: dict) -> None:
         print(f"  inference {size.replace('_', ' ')}: teacher {figures['teacher_ms']:.2f} ms, "
               f"student {figures['student_ms']:.2f} ms, speed-up {figures['speedup']:.2f}x")
     if "best_step" in results:
+        chosen_on = ("dev" if results.get("selection", {}).get("split", "dev") == "dev"
+                     else "held-out training")
         print(f"  kept: the student of step {results['best_step']} of {results['train_steps']} "
-              f"(best dev {metric})")
+              f"(best {chosen_on} {metric})")
     if "train_loss" in results:
         print(f"  train loss by epoch: {', '.join(f'{v:.4f}' for v in results['train_loss'])}")
     for warning in results.get("warnings", []):

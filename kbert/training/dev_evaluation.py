@@ -37,7 +37,8 @@ class CurvePoint:
 
 
 class DevEvaluation(keras.callbacks.Callback):
-    """Scores the model on the dev split at the end of every Keras epoch.
+    """Scores the model on the dev split (or a held-out selection split) at the end of every
+    Keras epoch.
 
     Keeps the metric curve and the `Evaluation` (metrics and files, such as
     SQuAD's `predictions.json`) of the best and of the latest evaluation, so
@@ -51,6 +52,9 @@ class DevEvaluation(keras.callbacks.Callback):
         steps_per_interval: int. Training steps per Keras epoch.
         steps_per_data_epoch: int. Training steps per pass over the data.
         total_steps: int. Steps of the whole run.
+        split: str. The scored split's name in the log line and in Keras's logs
+            (`dev_accuracy`); `heldout` when the split was carved from the
+            training data (`selection_fraction`), so nobody reads it as dev.
 
     Example:
 
@@ -60,9 +64,12 @@ class DevEvaluation(keras.callbacks.Callback):
     """
 
     def __init__(self, evaluate: Callable[[keras.Model], Evaluation], main_metric: str,
-                 steps_per_interval: int, steps_per_data_epoch: int, total_steps: int):
+                 steps_per_interval: int, steps_per_data_epoch: int, total_steps: int,
+                 split: str = "dev"):
         super().__init__()
         self.evaluate = evaluate
+        self.split = split
+        self.prefix = f"{split}_" if split != "dev" else PREFIX
         self.main_metric = main_metric
         self.steps_per_interval = steps_per_interval
         self.steps_per_data_epoch = steps_per_data_epoch
@@ -76,8 +83,8 @@ class DevEvaluation(keras.callbacks.Callback):
         step = min((epoch + 1) * self.steps_per_interval, self.total_steps)
         evaluation = self.evaluate(self.model)
         if self.main_metric not in evaluation.metrics:
-            raise ValueError(f"the task's main_metric {self.main_metric!r} is not among its dev "
-                             f"metrics {sorted(evaluation.metrics)}.")
+            raise ValueError(f"the task's main_metric {self.main_metric!r} is not among its "
+                             f"{self.split} metrics {sorted(evaluation.metrics)}.")
         value = evaluation.metrics[self.main_metric]
         if self.best is None or value > self.best.metrics[self.main_metric]:
             self.best, self.best_step = evaluation, step
@@ -86,9 +93,10 @@ class DevEvaluation(keras.callbacks.Callback):
                    if isinstance(v, (int, float)) and k != "num_examples"}
         self.curve.append(CurvePoint(step, round(step / self.steps_per_data_epoch, 3), numbers))
         if logs is not None:
-            logs.update({PREFIX + name: v for name, v in numbers.items()})
-        logger.info("step %d/%d: dev %s %.4f (best %.4f at step %d)", step, self.total_steps,
-                    self.main_metric, value, self.best.metrics[self.main_metric], self.best_step)
+            logs.update({self.prefix + name: v for name, v in numbers.items()})
+        logger.info("step %d/%d: %s %s %.4f (best %.4f at step %d)", step, self.total_steps,
+                    self.split, self.main_metric, value, self.best.metrics[self.main_metric],
+                    self.best_step)
 
 
 def best_checkpoint_callbacks(evaluation: DevEvaluation, keep_best: bool,
@@ -110,6 +118,6 @@ def best_checkpoint_callbacks(evaluation: DevEvaluation, keep_best: bool,
     """
     patience = early_stopping_patience or num_intervals  # never reached: no early stop
     stopping = keras.callbacks.EarlyStopping(
-        monitor=PREFIX + evaluation.main_metric, mode="max", patience=patience,
+        monitor=evaluation.prefix + evaluation.main_metric, mode="max", patience=patience,
         restore_best_weights=keep_best, verbose=0)
     return [evaluation, stopping]

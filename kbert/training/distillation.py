@@ -95,6 +95,7 @@ def run_distillation(
     eval_every_steps: int = 0,
     keep_best_checkpoint: bool = True,
     early_stopping_patience: int = 0,
+    selection_fraction: float = 0.0,
     verbose: str | int = "auto",
 ) -> dict[str, Any]:
     """Distills the fine-tuned model of `teacher_dir` into a student saved in `model_dir`.
@@ -139,6 +140,13 @@ def run_distillation(
             `run_finetuning`: with `do_train` and `do_eval` the student is
             scored on dev after every data epoch (or every `eval_every_steps`
             steps) and the best one is kept, saved and reported.
+        selection_fraction: float in [0, 1). As `run_finetuning`: 0 scores the
+            student on dev during training and keeps its best dev step; above
+            0, that share of the labelled training split (drawn with `seed`,
+            so the same examples `run_finetuning` held out from a teacher
+            fine-tuned with the same fraction and seed) is held out of training
+            and chooses the kept step, and dev is scored once at the end: its
+            figure is then clean. `results["selection"]` says which split chose.
         verbose: Keras `fit` verbosity (progress bar).
 
     Returns:
@@ -164,7 +172,8 @@ def run_distillation(
         hidden_state_weight=hidden_state_weight, attention_weight=attention_weight,
         attention_loss=attention_loss, seed=seed, eval_every_steps=eval_every_steps,
         keep_best_checkpoint=keep_best_checkpoint,
-        early_stopping_patience=early_stopping_patience, verbose=verbose)
+        early_stopping_patience=early_stopping_patience, selection_fraction=selection_fraction,
+        verbose=verbose)
     settings.validate()
     teacher_files = _open_teacher(teacher_dir, task, task_name)
     teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
@@ -183,9 +192,16 @@ def run_distillation(
     data = TaskData(record.task_name, data_dir)
     task_object.check_data(data, ["train", "dev"])
     examples = {"dev": task_object.read(data, "dev")} if do_eval else {}
+    selection = {"split": "dev"}
     if do_train:
+        labelled = task_object.read(data, "train")
+        if selection_fraction:
+            labelled, examples["selection"] = finetuning.carve_selection_split(
+                task_object, labelled, selection_fraction, seed)
+            selection = {"split": "train_holdout", "fraction": selection_fraction, "seed": seed,
+                         "num_examples": len(examples["selection"])}
         examples["train"] = (_transfer_examples(task_object, transfer_file) if transfer_file
-                             else task_object.read(data, "train"))
+                             else labelled)
         if transfer_file:
             settings = dataclasses.replace(settings, hard_label_weight=0.0)  # no labels
     keras.utils.set_random_seed(seed)
@@ -202,8 +218,11 @@ def run_distillation(
                    student_parameters=student.count_params(),
                    speedup=measure_speedup(teacher, student, task_object, preprocessor,
                                            examples.get("dev") or examples.get("train")))
+    if evaluation is not None:
+        metric = task_object.main_metric
+        results["selection"] = {**selection, metric: evaluation.metrics[metric]}
     if do_eval:
-        if evaluation is None:
+        if evaluation is None or selection_fraction:  # selected on dev: already scored there
             evaluation = task_object.evaluate(student, examples["dev"], preprocessor,
                                               eval_batch_size)
         results.update(evaluation.metrics)
@@ -255,6 +274,7 @@ class _Settings:
     eval_every_steps: int
     keep_best_checkpoint: bool
     early_stopping_patience: int
+    selection_fraction: float
     verbose: str | int
 
     def validate(self) -> None:
@@ -270,6 +290,12 @@ class _Settings:
             raise ValueError(f"run_distillation.temperature={self.temperature}; it must be > 0.")
         if not (self.do_train or self.do_eval):
             raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
+        if not 0.0 <= self.selection_fraction < 1.0:
+            raise ValueError(f"run_distillation.selection_fraction={self.selection_fraction}; it "
+                             "must be in [0, 1) (0 chooses the kept step on dev).")
+        if self.selection_fraction and not self.do_train:
+            raise ValueError("run_distillation.selection_fraction holds out training examples: "
+                             "pass --do_train, or leave it 0.")
         for name in ("eval_every_steps", "early_stopping_patience", "hidden_state_weight",
                      "attention_weight"):
             if getattr(self, name) < 0:
@@ -397,15 +423,18 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
 
 def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextPreprocessor,
            lr: float, settings: _Settings, results: dict[str, Any]) -> Evaluation | None:
-    """Fits `distiller`; with dev data, scores the student after each interval and keeps the best.
+    """Fits `distiller`; scores the student after each interval on the selection data and keeps
+    the best.
 
-    The schedule, dev evaluation and best-step machinery are kbert-finetune's
-    (`DevEvaluation`, `best_checkpoint_callbacks`). Adds the training figures
-    to `results`; returns the kept student's dev `Evaluation` (None without dev data).
+    The selection data is `examples["selection"]` (held out of training) when
+    there, else dev. The schedule, evaluation and best-step machinery are
+    kbert-finetune's (`DevEvaluation`, `best_checkpoint_callbacks`). Adds the
+    training figures to `results`; returns the kept student's `Evaluation` on
+    the selection data (None without it).
     """
     train = examples["train"]
     # As kbert-finetune: a task naming no main metric (similarity) keeps the last step.
-    dev = examples.get("dev") if task.main_metric else None
+    dev = examples.get("selection", examples.get("dev")) if task.main_metric else None
     batch_size = settings.train_batch_size
     schedule = finetuning.training_schedule(len(train), batch_size, settings.num_train_epochs,
                                             settings.warmup_proportion,
@@ -422,7 +451,7 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
             lambda _: task.evaluate(distiller.student, dev, preprocessor,
                                     settings.eval_batch_size),
             task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
-            schedule.total_steps)
+            schedule.total_steps, split="heldout" if "selection" in examples else "dev")
         callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
                                               settings.early_stopping_patience,
                                               schedule.num_intervals)

@@ -179,9 +179,10 @@ class _Setup:
     preprocessor: TextPreprocessor
     train_rows: list
     num_rows: int  # rows of one training epoch: the examples, or packed rows
-    dev_examples: list | None
+    dev_examples: list | None  # the examples that choose the kept step: dev or held out
     distribution: tf.distribute.Strategy
     settings: _Settings
+    selection_split: str = "dev"  # `heldout` with `selection_fraction`
 
 
 @dataclasses.dataclass
@@ -374,7 +375,8 @@ def run_finetuning(
     trained = None
     if do_train:
         setup = _Setup(task_object, checkpoint, preprocessor, train_rows, num_rows,
-                       selection_examples, distribution, settings)
+                       selection_examples, distribution, settings,
+                       "heldout" if selection_fraction else "dev")
         frozen = bool(getattr(task_object.config, "freeze_encoder", False))
         base = Hyperparameters(
             auto_settings.resolve_learning_rate(learning_rate, encoder_config, frozen),
@@ -563,8 +565,9 @@ def _train_with_restarts(setup: _Setup, hparams: Hyperparameters, num_restarts: 
         metric = setup.task.main_metric
         summary.append({"seed": run.hparams.seed, metric: run.value(metric),
                         "best_step": run.best_step})
-        logger.info("restart %d/%d (seed %d): dev %s %.4f at step %d", restart + 1,
-                    num_restarts, run.hparams.seed, metric, run.value(metric), run.best_step)
+        logger.info("restart %d/%d (seed %d): %s %s %.4f at step %d", restart + 1,
+                    num_restarts, run.hparams.seed, setup.selection_split, metric,
+                    run.value(metric), run.best_step)
         if best is None or run.value(metric) > best.value(metric):
             best = run
     results["restarts"] = summary
@@ -593,7 +596,7 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
             lambda m: task.evaluate(m, setup.dev_examples, setup.preprocessor,
                                     settings.eval_batch_size),
             task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
-            schedule.total_steps)
+            schedule.total_steps, split=setup.selection_split)
         callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
                                               settings.early_stopping_patience,
                                               schedule.num_intervals)
@@ -706,8 +709,9 @@ def _best_hparams_gin(task: Task, settings: _Settings, best: _TrainedRun,
         bindings.update({f"{config_name}.{field.name}": getattr(config, field.name)
                          for field in dataclasses.fields(config)})
     metric = task.main_metric
-    header = (f"Best of kbert-finetune --hparam_search on {task.name} ({task.task_name}): dev "
-              f"{metric} {best.value(metric):.4f} at step {best.best_step}.\n"
+    split = "heldout" if settings.selection_fraction else "dev"
+    header = (f"Best of kbert-finetune --hparam_search on {task.name} ({task.task_name}): "
+              f"{split} {metric} {best.value(metric):.4f} at step {best.best_step}.\n"
               f"Reuse with --gin_file=<this file> (it binds every fine-tuning hyperparameter).\n\n"
               + hparam_search.format_table(results["hparam_search"], metric))
     return hparam_search.gin_file_text(bindings, header)

@@ -29,7 +29,7 @@ class Scripted:
                           {"predictions.txt": f"evaluation {len(self.snapshots)}\n"})
 
 
-def _fit(scores, keep_best=True, patience=0):
+def _fit(scores, keep_best=True, patience=0, split="dev"):
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
@@ -37,7 +37,7 @@ def _fit(scores, keep_best=True, patience=0):
     x, y = rng.normal(size=(8, 3)), rng.normal(size=(8, 1))
     scripted = Scripted(scores)
     evaluation = DevEvaluation(scripted, "score", STEPS, steps_per_data_epoch=STEPS,
-                               total_steps=STEPS * len(scores))
+                               total_steps=STEPS * len(scores), split=split)
     history = model.fit(x, y, batch_size=4, epochs=len(scores), verbose=0,
                         callbacks=best_checkpoint_callbacks(evaluation, keep_best, patience,
                                                             len(scores)))
@@ -87,3 +87,15 @@ def test_a_main_metric_the_task_does_not_report_is_named():
                                          r"\['num_examples', 'score'\]"):
         model.fit(np.zeros((2, 3)), np.zeros((2, 1)), epochs=1, verbose=0,
                   callbacks=[evaluation])
+
+
+def test_a_heldout_split_is_named_so_in_the_logs_and_early_stopping_watches_it(caplog):
+    """With `selection_fraction` the scored split is carved from training data: its scores are
+    `heldout_*`, not `dev_*`, in Keras's logs and in the log line, and still pick the step."""
+    caplog.set_level("INFO", logger="kbert.training.dev_evaluation")
+    model, evaluation, scripted, history = _fit([0.5, 0.8, 0.7, 0.6], patience=2,
+                                                split="heldout")
+    assert history.history["heldout_score"] == [0.5, 0.8, 0.7, 0.6]
+    assert not any(key.startswith("dev_") for key in history.history)
+    assert _same(model.get_weights(), scripted.snapshots[1])  # stopped after 2 without gain
+    assert "step 8/8: heldout score 0.6000 (best 0.8000 at step 4)" in caplog.text

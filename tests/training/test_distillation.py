@@ -365,6 +365,34 @@ def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, t
                                max(curve), atol=1e-6)
 
 
+def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_once(
+        teachers, tmp_path):
+    """`selection_fraction`: the kept step is chosen on held-out training sentences (the same
+    ones `run_finetuning` holds out with that fraction and seed), and dev is scored on the
+    kept student only, so its figure is clean."""
+    from kbert.training.finetuning import carve_selection_split
+
+    settings = dict(data_dir=SST2, student_layers=[0, 3], selection_fraction=0.25, **FAST)
+    results = run_distillation(teachers["sst2"], str(tmp_path / "held"), **settings)
+    task = get_task("glue")(task_name="sst-2")
+    train = task.read(TaskData("sst-2", SST2), "train")
+    _, held = carve_selection_split(task, train, 0.25, 12345)
+    assert len(train) == 12 and len(held) == 3
+    curve = [point["accuracy"] for point in results["eval_curve"]]
+    assert results["train_steps"] == 6 and len(curve) == 2  # 9 sentences: 3 steps an epoch
+    assert results["selection"] == {"split": "train_holdout", "fraction": 0.25, "seed": 12345,
+                                    "num_examples": 3, "accuracy": max(curve)}
+    student, record, _ = load_finetuned(str(tmp_path / "held"))
+    preprocessor = TextPreprocessor.from_vocab_file(
+        str(tmp_path / "held" / "vocab.txt"), True, record.max_seq_length)
+    assert task.evaluate(student, held, preprocessor, 8).metrics["accuracy"] == max(curve)
+    dev = task.read(TaskData("sst-2", SST2), "dev")
+    assert results["accuracy"] == task.evaluate(student, dev, preprocessor, 8).metrics["accuracy"]
+    with pytest.raises(ValueError, match=r"selection_fraction=1\.0; it must be in \[0, 1\)"):
+        run_distillation(teachers["sst2"], str(tmp_path / "bad"), **{**settings,
+                                                                    "selection_fraction": 1.0})
+
+
 def test_similarity_student_directory_exports_as_an_embedding_model(teachers, tmp_path):
     """A narrower bi-encoder student of a similarity teacher: Spearman of both in
     eval_results.json, the teacher's pooling, no projection saved, kbert-export serves
