@@ -58,6 +58,8 @@ def test_fit_drives_the_loss_down():
     weights = {"mlm": np.array([[1, 1], [1, 1], [1, 0]], "float32"), "nsp": np.ones(BATCH, "float32")}
     dataset = tf.data.Dataset.from_tensors((features, labels, weights)).repeat()
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    # Built before fit, so that fit traces its step once (not again without creating them).
+    model.optimizer.build(model.trainable_variables)
     history = model.fit(dataset, steps_per_epoch=20, epochs=1, verbose=0)
     first = model.evaluate(features, labels, sample_weight=weights, verbose=0, return_dict=True)
     losses = history.history["loss"]

@@ -41,6 +41,8 @@ def test_classifier_fit_lowers_loss():
     keras.utils.set_random_seed(1)
     model = BertClassifier(BertEncoder(**tiny_encoder_kwargs(dropout=0.0)), num_classes=2, dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    # Built before fit, so that fit traces its step once (not again without creating them).
+    model.optimizer.build(model.trainable_variables)
     inputs, labels = tiny_inputs(), np.array([0, 1, 1])
     before = model.evaluate(inputs, labels, verbose=0, return_dict=True)["loss"]
     model.fit(inputs, labels, epochs=15, verbose=0)

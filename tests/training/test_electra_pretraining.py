@@ -30,8 +30,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # The character vocabulary of the fine-tuning tests (the data's ids, < 99, are
 # within it), and positions for their 64-token fine-tuning.
 VOCABULARY = character_vocabulary()
+# One layer: ELECTRA's heads and sampler are what these tests check, and a layer
+# less is a cheaper trace of every run.
 ENCODER = tiny_encoder_kwargs(vocabulary_size=len(VOCABULARY), max_sequence_length=96,
-                              embedding_dim=16)
+                              embedding_dim=16, num_layers=1)
 
 
 def _build(dropout=0.1):

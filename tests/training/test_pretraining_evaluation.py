@@ -19,7 +19,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import REPO
-from tests.conftest import tiny_encoder_kwargs
+from tests.conftest import tiny_encoder_kwargs as _tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
@@ -44,6 +44,12 @@ EVAL_BATCH = 7
 HISTORY_KEYS = ("step", "masked_lm_loss", "masked_lm_accuracy", "perplexity",
                 "next_sentence_loss", "next_sentence_accuracy", "unigram_masked_lm_loss",
                 "unigram_masked_lm_accuracy", "majority_next_sentence_accuracy")
+
+
+def tiny_encoder_kwargs(**overrides):
+    """The suite's tiny sizes with one layer: evaluation treats every layer alike, and a
+    layer less is a cheaper trace of every run (here and in kbert-pretrain)."""
+    return _tiny_encoder_kwargs(**{"num_layers": 1, **overrides})
 
 
 def _build():
@@ -222,6 +228,9 @@ def test_dynamic_masks_are_the_same_in_every_evaluation(tmp_path):
 
 @pytest.mark.slow
 def test_resume_after_sigkill_repeats_the_losses_and_the_eval_history(runs, data, tmp_path):
+    """kbert-pretrain SIGKILLed after its step-8 evaluation, resumed in this process with
+    the same settings (a second binary would pay TensorFlow's import and the traces again;
+    the binary's steps equal the in-process runs', as the losses below show)."""
     plain, evaluated, _, _ = runs
     train, heldout = data
     vocab_file = tmp_path / "vocab.txt"
@@ -237,10 +246,11 @@ def test_resume_after_sigkill_repeats_the_losses_and_the_eval_history(runs, data
                                   stdout=subprocess.PIPE, stderr=stderr, text=True)
         kill_at_line(killed, "step 10/16")  # after the evaluation of step 8
     assert killed.returncode == -signal.SIGKILL, open(tmp_path / "stderr.txt").read()
-    resumed = subprocess.run(command, cwd=REPO, env=subprocess_env(), capture_output=True,
-                             text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming from" in resumed.stdout
+    lines = []
+    run_pretraining(train, str(model_dir), _build, print_fn=lines.append,
+                    eval_input_file=heldout, eval_batch_size=EVAL_BATCH,
+                    vocab_file=str(vocab_file), do_lower_case=True, **RUN)
+    assert "resuming from" in "\n".join(lines)
     summary = json.load(open(model_dir / "summary.json"))
     assert summary["global_step"] == 16 and summary["resumed_from_step"] in (4, 8)
     losses, steps = read_losses(str(model_dir))
@@ -299,20 +309,26 @@ def _error(command_args, tmp_path):
     return result.stderr.strip().splitlines()[-1]
 
 
+def _refused(tmp_path, **arguments):
+    with pytest.raises((ValueError, FileNotFoundError)) as refused:
+        run_pretraining(model_dir=str(tmp_path / "fresh"), build_pretrainer=_build,
+                        print_fn=lambda _: None, **{**RUN, **arguments})
+    return str(refused.value)
+
+
 def test_bad_eval_input_is_named_and_nothing_is_left(data, tmp_path):
+    """Two refusals in this process (the library's messages) and one through kbert-pretrain,
+    which prints the message as its last line (each binary start costs seconds)."""
     train, _ = data
     other_length = write_pretraining_data(str(tmp_path / "long.tfrecord"), seq_length=24,
                                           num_examples=4)
-    params = [f"--gin_params={p}" for p in gin_params(tiny_encoder_kwargs())]
-    base = ["--gin_file=gin/tiny.gin", f"--input_file={train}", *params]
     model_dir = tmp_path / "fresh"
-    message = _error(base + [f"--eval_input_file={other_length}", f"--model_dir={model_dir}"],
-                     tmp_path)
+    message = _refused(tmp_path, input_file=train, eval_input_file=other_length)
     assert "--eval_input_file" in message and "long.tfrecord" in message
     assert "max_seq_length=24" in message and "max_seq_length=16" in message
     assert not model_dir.exists()
-    message = _error(base + [f"--eval_input_file={tmp_path}/missing-*.tfrecord",
-                             f"--model_dir={model_dir}"], tmp_path)
+    message = _refused(tmp_path, input_file=train,
+                       eval_input_file=f"{tmp_path}/missing-*.tfrecord")
     assert "--eval_input_file=" in message and "missing-*" in message and "matches no files" in message
     assert not model_dir.exists()
     encoder_only = tmp_path / "encoder_only"
