@@ -337,7 +337,20 @@ def test_narrow_ner_student_from_gin_sizes_with_hidden_states(teachers, tmp_path
     assert not [layer for layer in student.layers if "projection" in layer.name]
 
 
-def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, tmp_path):
+@pytest.fixture
+def untimed(monkeypatch):
+    """Records teacher-against-student timing instead of running it: it traces both models
+    twice more, for nothing the selection tests check (the NER, similarity and binary tests
+    time for real)."""
+    from kbert.training import distillation
+
+    timed = []
+    monkeypatch.setattr(distillation, "measure_speedup",
+                        lambda teacher, student, *args: timed.append(student) or {})
+    return timed
+
+
+def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, tmp_path, untimed):
     """STS-B's Spearman on dev, evaluated every step: the saved student is the best step's,
     not the last one's."""
     data_dir = tmp_path / "STS-B"  # a dev split of 12 pairs (dev + train), for a finer Spearman
@@ -352,7 +365,7 @@ def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, t
     curve = [point["spearman"] for point in results["eval_curve"]]
     assert [point["step"] for point in results["eval_curve"]] == [1, 2, 3, 4]
     assert results["main_metric"] == "spearman" and results["spearman"] == max(curve)
-    assert results["best_step"] == curve.index(max(curve)) + 1
+    assert results["best_step"] == curve.index(max(curve)) + 1 and len(untimed) == 1
     assert curve[-1] < max(curve), curve  # the last step is not the best: keeping matters
     saved = json.load(open(tmp_path / "best" / "eval_results.json"))
     assert saved["best_step"] == results["best_step"] and saved["eval_curve"] == results["eval_curve"]
@@ -366,7 +379,7 @@ def test_the_best_dev_step_of_the_student_is_kept_saved_and_reported(teachers, t
 
 
 def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_once(
-        teachers, tmp_path):
+        teachers, tmp_path, untimed):
     """`selection_fraction`: the kept step is chosen on held-out training sentences (the same
     ones `run_finetuning` holds out with that fraction and seed), and dev is scored on the
     kept student only, so its figure is clean."""
@@ -386,6 +399,7 @@ def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_o
     preprocessor = TextPreprocessor.from_vocab_file(
         str(tmp_path / "held" / "vocab.txt"), True, record.max_seq_length)
     assert task.evaluate(student, held, preprocessor, 8).metrics["accuracy"] == max(curve)
+    assert len(untimed) == 1
     dev = task.read(TaskData("sst-2", SST2), "dev")
     assert results["accuracy"] == task.evaluate(student, dev, preprocessor, 8).metrics["accuracy"]
     with pytest.raises(ValueError, match=r"selection_fraction=1\.0; it must be in \[0, 1\)"):
@@ -405,6 +419,9 @@ def test_similarity_student_directory_exports_as_an_embedding_model(teachers, tm
                                build_student_encoder=build_student_encoder,
                                **{**FAST, "num_train_epochs": 1.0, "train_batch_size": 8})
     assert results["train_steps"] == 1  # one trace of the training step: a fast test
+    # The query towers are timed (one vector per text, as served).
+    assert set(results["speedup"]) == {"batch_1", "batch_32"}
+    assert all(v["teacher_ms"] > 0 and v["student_ms"] > 0 for v in results["speedup"].values())
     assert results["main_metric"] == "spearman" and "spearman" in results["teacher"]
     assert -1 <= results["spearman"] <= 1 and results["num_examples"] == 4
     student, record, _ = load_finetuned(str(model_dir))
