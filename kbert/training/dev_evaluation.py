@@ -69,7 +69,7 @@ class DevEvaluation(keras.callbacks.Callback):
         super().__init__()
         self.evaluate = evaluate
         self.split = split
-        self.prefix = f"{split}_" if split != "dev" else PREFIX
+        self.prefix = PREFIX if split == "dev" else f"{split}_"  # Keras's log keys
         self.main_metric = main_metric
         self.steps_per_interval = steps_per_interval
         self.steps_per_data_epoch = steps_per_data_epoch

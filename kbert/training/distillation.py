@@ -290,12 +290,8 @@ class _Settings:
             raise ValueError(f"run_distillation.temperature={self.temperature}; it must be > 0.")
         if not (self.do_train or self.do_eval):
             raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
-        if not 0.0 <= self.selection_fraction < 1.0:
-            raise ValueError(f"run_distillation.selection_fraction={self.selection_fraction}; it "
-                             "must be in [0, 1) (0 chooses the kept step on dev).")
-        if self.selection_fraction and not self.do_train:
-            raise ValueError("run_distillation.selection_fraction holds out training examples: "
-                             "pass --do_train, or leave it 0.")
+        finetuning.check_selection_fraction("run_distillation", self.selection_fraction,
+                                            self.do_train)
         for name in ("eval_every_steps", "early_stopping_patience", "hidden_state_weight",
                      "attention_weight"):
             if getattr(self, name) < 0:

@@ -129,12 +129,7 @@ class _Settings:
                                  "(0 turns it off).")
         auto_settings.check_num_train_epochs(self.num_train_epochs)
         auto_settings.check_learning_rate(self.learning_rate)
-        if not 0.0 <= self.selection_fraction < 1.0:
-            raise ValueError(f"run_finetuning.selection_fraction={self.selection_fraction}; it "
-                             "must be in [0, 1) (0 selects on the dev split).")
-        if self.selection_fraction and not self.do_train:
-            raise ValueError("run_finetuning.selection_fraction carves a selection split from "
-                             "the training data: pass --do_train.")
+        check_selection_fraction("run_finetuning", self.selection_fraction, self.do_train)
         auto_settings.check_warmup_proportion(self.warmup_proportion)
         if self.num_restarts < 1:
             raise ValueError(f"--num_restarts={self.num_restarts}; it must be >= 1.")
@@ -411,6 +406,29 @@ def run_finetuning(
 # The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
 HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
                         if name not in RUNTIME_ARGUMENTS)
+
+
+def check_selection_fraction(function: str, fraction: float, do_train: bool) -> None:
+    """Refuses a `selection_fraction` outside [0, 1), or one without training to carve from.
+
+    Args:
+        function: str. The gin configurable named in the message (`run_finetuning`).
+        fraction: float. The bound value.
+        do_train: bool. Whether the run trains.
+
+    Raises:
+        ValueError: naming the binding and the fix.
+
+    Example:
+
+    >>> check_selection_fraction("run_distillation", 0.1, do_train=True)
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"{function}.selection_fraction={fraction}; it must be in [0, 1) (0 "
+                         "selects on the dev split).")
+    if fraction and not do_train:
+        raise ValueError(f"{function}.selection_fraction carves a selection split from the "
+                         "training data: pass --do_train, or leave it 0.")
 
 
 def carve_selection_split(task: Task, train_examples: list, fraction: float,
