@@ -148,6 +148,11 @@ def prepare_corpus(corpus_dir, work):
     return files, tiny
 
 
+def _cell(value: float, unit: str = "", digits: int = 2) -> str:
+    """A figure, or "-" where it is NaN (start-up dominates the run: no rate after start-up)."""
+    return "-" if value != value else f"{value:.{digits}f}{unit}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--corpus_dir", default=os.path.join(SHARED, "corpus", "gutenberg"))
@@ -196,15 +201,16 @@ def main():
 
     def record(tool, nbytes, dupe, workers, result):
         wall, cpu, rss, pss, _ = result
-        processing = max(cpu - startup[tool][1], 1e-3)
-        # Only meaningful where start-up is a small part of the run (its wall
-        # time varies by a second between runs).
+        # Both "after start-up" rates are only meaningful where start-up is a small
+        # part of the run (its time varies by a second between runs): else NaN, shown "-".
         steady = nbytes / 1e6 / (wall - startup[tool][0]) if wall > 2 * startup[tool][0] else float("nan")
+        per_cpu = (nbytes / 1e6 / (cpu - startup[tool][1]) if cpu > 2 * startup[tool][1]
+                   else float("nan"))
         rows.append((tool, nbytes, dupe, workers, wall, cpu, nbytes / 1e6 / wall,
-                     steady, nbytes / 1e6 / processing, rss, pss))
+                     steady, per_cpu, rss, pss))
         print(f"{tool:8s} {nbytes / 1e6:5.2f} MB dupe={dupe} workers={workers}: {wall:6.1f} s wall "
-              f"{cpu:6.1f} s CPU, {nbytes / 1e6 / wall:5.2f} MB/s ({steady:5.2f} steady, "
-              f"{nbytes / 1e6 / processing:5.2f} per CPU s), peak RSS {rss:5.0f} MiB, PSS {pss:5.0f} MiB",
+              f"{cpu:6.1f} s CPU, {nbytes / 1e6 / wall:5.2f} MB/s ({_cell(steady)} steady, "
+              f"{_cell(per_cpu)} per CPU s), peak RSS {rss:5.0f} MiB, PSS {pss:5.0f} MiB",
               flush=True)
 
     if have_original:
@@ -224,9 +230,8 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for tool, nbytes, dupe, workers, wall, cpu, mbs, steady, pmbs, rss, pss in rows:
         # "-": start-up is too large a part of this run for the difference to mean anything.
-        steady_cell = "-" if steady != steady else f"{steady:.2f}"
         print(f"| {tool} | {nbytes / 1e6:.2f} | {dupe} | {workers} | {wall:.1f} | {cpu:.1f} | {mbs:.2f} | "
-              f"{steady_cell} | {pmbs:.2f} | {rss:.0f} | {pss:.0f} |")
+              f"{_cell(steady)} | {_cell(pmbs)} | {rss:.0f} | {pss:.0f} |")
     marginal = marginal_rates(rows)
     if marginal:
         print("\nOnce started (the extra input of the larger corpus over the extra wall time; no "
@@ -245,8 +250,8 @@ def main():
             o = originals.get((r[1], r[2]))
             if r[0] == "kbert" and o:
                 print(f"- {r[1] / 1e6:.0f} MB dupe_factor={r[2]} num_workers={r[3]}: wall {o[4] / r[4]:.1f}x, "
-                      f"steady {r[7] / o[7]:.1f}x, per CPU s {r[8] / o[8]:.1f}x, CPU {o[5] / r[5]:.1f}x, "
-                      f"peak PSS {r[10] / o[10]:.2f}x")
+                      f"steady {_cell(r[7] / o[7], 'x', 1)}, per CPU s {_cell(r[8] / o[8], 'x', 1)}, "
+                      f"CPU {o[5] / r[5]:.1f}x, peak PSS {r[10] / o[10]:.2f}x")
     else:
         print("\noriginal: skipped (--original_script not given or missing)")
     shutil.rmtree(tmp)
