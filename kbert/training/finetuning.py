@@ -101,6 +101,12 @@ class _Settings:
     packing: PackingConfig | None
     selection_fraction: float
 
+    @property
+    def selection_split(self) -> str:
+        """The name of the split that chooses the kept model: `dev`, or `heldout` when it is
+        carved from the training data (`selection_fraction`)."""
+        return "heldout" if self.selection_fraction else "dev"
+
     def validate(self) -> None:
         """Refuses arguments that are wrong whatever the data, naming the flag or binding."""
         task_class = get_task(self.task)
@@ -177,7 +183,6 @@ class _Setup:
     dev_examples: list | None  # the examples that choose the kept step: dev or held out
     distribution: tf.distribute.Strategy
     settings: _Settings
-    selection_split: str = "dev"  # `heldout` with `selection_fraction`
 
 
 @dataclasses.dataclass
@@ -370,8 +375,7 @@ def run_finetuning(
     trained = None
     if do_train:
         setup = _Setup(task_object, checkpoint, preprocessor, train_rows, num_rows,
-                       selection_examples, distribution, settings,
-                       "heldout" if selection_fraction else "dev")
+                       selection_examples, distribution, settings)
         frozen = bool(getattr(task_object.config, "freeze_encoder", False))
         base = Hyperparameters(
             auto_settings.resolve_learning_rate(learning_rate, encoder_config, frozen),
@@ -584,7 +588,7 @@ def _train_with_restarts(setup: _Setup, hparams: Hyperparameters, num_restarts: 
         summary.append({"seed": run.hparams.seed, metric: run.value(metric),
                         "best_step": run.best_step})
         logger.info("restart %d/%d (seed %d): %s %s %.4f at step %d", restart + 1,
-                    num_restarts, run.hparams.seed, setup.selection_split, metric,
+                    num_restarts, run.hparams.seed, setup.settings.selection_split, metric,
                     run.value(metric), run.best_step)
         if best is None or run.value(metric) > best.value(metric):
             best = run
@@ -614,7 +618,7 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
             lambda m: task.evaluate(m, setup.dev_examples, setup.preprocessor,
                                     settings.eval_batch_size),
             task.main_metric, schedule.interval, schedule.steps_per_data_epoch,
-            schedule.total_steps, split=setup.selection_split)
+            schedule.total_steps, split=setup.settings.selection_split)
         callbacks = best_checkpoint_callbacks(evaluation, settings.keep_best_checkpoint,
                                               settings.early_stopping_patience,
                                               schedule.num_intervals)
@@ -727,9 +731,9 @@ def _best_hparams_gin(task: Task, settings: _Settings, best: _TrainedRun,
         bindings.update({f"{config_name}.{field.name}": getattr(config, field.name)
                          for field in dataclasses.fields(config)})
     metric = task.main_metric
-    split = "heldout" if settings.selection_fraction else "dev"
     header = (f"Best of kbert-finetune --hparam_search on {task.name} ({task.task_name}): "
-              f"{split} {metric} {best.value(metric):.4f} at step {best.best_step}.\n"
+              f"{settings.selection_split} {metric} {best.value(metric):.4f} at step "
+              f"{best.best_step}.\n"
               f"Reuse with --gin_file=<this file> (it binds every fine-tuning hyperparameter).\n\n"
               + hparam_search.format_table(results["hparam_search"], metric))
     return hparam_search.gin_file_text(bindings, header)
