@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import keras
 
 
 def _count(weights) -> int:
-    return int(sum(keras.ops.size(w) for w in weights))
+    # Static shapes: a model built in a graph (`kbert-pretrain --dry_run`) has no values.
+    return sum(math.prod(w.shape) for w in weights)
 
 
 def parameter_table(model: keras.Model) -> list[tuple[str, int]]:

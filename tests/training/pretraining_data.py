@@ -83,6 +83,24 @@ RUN = dict(train_batch_size=8, max_seq_length=16, max_predictions_per_seq=3, num
            shuffle_buffer_size=32, seed=7)
 
 
+def write_character_data(directory):
+    """Unmasked records of Emma's first chapter (`--masking=dynamic`), in the character
+    vocabulary of the fine-tuning tests: ELECTRA's test data. Returns (data_file, vocab_file).
+    """
+    from kbert.data import create_pretraining_data
+    from tests.finetune_testing import character_vocabulary
+
+    vocab_file = os.path.join(directory, "vocab.txt")
+    with open(vocab_file, "w") as f:
+        f.write("\n".join(character_vocabulary()) + "\n")
+    data_file = os.path.join(directory, "train.tfrecord")
+    create_pretraining_data(
+        os.path.join(TESTDATA, "emma_chapter1.txt"), data_file, vocab_file,
+        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
+        dupe_factor=1, num_workers=1, masking="dynamic")
+    return data_file, vocab_file
+
+
 def gin_params(encoder_kwargs, **run_overrides):
     """`--gin_params` values giving the encoder sizes and RUN (plus overrides)."""
     params = [f"BertEncoder.{k} = {v!r}" for k, v in encoder_kwargs.items()]

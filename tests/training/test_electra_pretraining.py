@@ -14,19 +14,16 @@ from tests.conftest import tiny_encoder_kwargs
 from tests.finetune_testing import TESTDATA as FINETUNE_DATA
 from tests.finetune_testing import character_vocabulary
 from tests.training.pretraining_data import RUN
-from tests.training.pretraining_data import TESTDATA
-from tests.training.pretraining_data import cpu_only_env
 from tests.training.pretraining_data import read_losses
+from tests.training.pretraining_data import write_character_data
 
 from kbert.checkpoints import load_encoder
 from kbert.data import MaskingConfig
-from kbert.data import create_pretraining_data
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.models import ElectraPretrainer
 from kbert.training import run_pretraining
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 # The character vocabulary of the fine-tuning tests (the data's ids, < 99, are
 # within it), and positions for their 64-token fine-tuning.
 VOCABULARY = character_vocabulary()
@@ -54,21 +51,19 @@ def _run(data_file, model_dir, build=None, print_fn=None, **overrides):
 
 
 @pytest.fixture(scope="module")
-def vocab_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
-    path.write_text("\n".join(VOCABULARY) + "\n")
-    return str(path)
+def character_data(tmp_path_factory):
+    """Unmasked data from the data tool (--masking=dynamic), as BERT runs read: the same data."""
+    return write_character_data(str(tmp_path_factory.mktemp("data")))
 
 
 @pytest.fixture(scope="module")
-def data_file(vocab_file, tmp_path_factory):
-    """Unmasked data from the data tool (--masking=dynamic), as BERT runs read: the same data."""
-    path = str(tmp_path_factory.mktemp("data") / "train.tfrecord")
-    create_pretraining_data(
-        os.path.join(TESTDATA, "emma_chapter1.txt"), path, vocab_file,
-        max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
-        dupe_factor=1, num_workers=1, masking="dynamic")
-    return path
+def data_file(character_data):
+    return character_data[0]
+
+
+@pytest.fixture(scope="module")
+def vocab_file(character_data):
+    return character_data[1]
 
 
 @pytest.fixture(scope="module")
@@ -166,17 +161,8 @@ def test_the_saved_discriminator_fine_tunes(reference, tmp_path):
     assert "saved_model.pb" in os.listdir(path)
 
 
-@pytest.mark.slow
-def test_mirrored_over_two_cpus_trains_electra_on_packed_rows(data_file, tmp_path):
-    subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
-                    data_file, str(tmp_path)], check=True, timeout=300,
-                   env=cpu_only_env(MODEL="electra"))
-    result = json.load(open(tmp_path / "result_0.json"))
-    assert result["replicas"] == 2 and result["global_step"] == 6
-    summary = json.load(open(tmp_path / "model" / "summary.json"))
-    assert np.isfinite(summary["loss"]) and 0.0 <= summary["discriminator_auc"] <= 1.0
-    losses = read_losses(str(tmp_path / "model"))[0]
-    assert len(losses) == 6 and losses[-1] < losses[0]
+# ELECTRA on MirroredStrategy (packed rows, two logical CPUs) runs in the process of
+# test_pretraining_step.py's mirrored BERT run: test_mirrored_over_two_cpus_trains_electra.
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import read_losses
 from tests.training.pretraining_data import cpu_only_env
+from tests.training.pretraining_data import write_character_data
 from tests.training.pretraining_data import write_pretraining_data
 
 from kbert.data import pretraining_dataset
@@ -52,29 +53,47 @@ def test_gradient_accumulation_matches_the_full_batch(data_file, no_dropout, tmp
     np.testing.assert_allclose(read_losses(str(tmp_path))[0], no_dropout, atol=1e-5)
 
 
-@pytest.mark.slow
-def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, tmp_path):
-    # With held-out evaluation (the data file again, 64 examples in batches of 6: the
-    # last batch of 4 is shared unevenly by the replicas), which must not change training.
+@pytest.fixture(scope="module")
+def mirrored_run(data_file, tmp_path_factory):
+    """One process over two logical CPUs: BERT with held-out evaluation (the data file
+    again, 64 examples in batches of 6: the last batch of 4 is shared unevenly by the
+    replicas), which must not change training; then ELECTRA on packed rows."""
+    out_dir = tmp_path_factory.mktemp("mirrored")
+    electra_data, _ = write_character_data(str(tmp_path_factory.mktemp("electra_data")))
     subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
-                    data_file, str(tmp_path)], check=True, timeout=300,
-                   env=cpu_only_env(EVAL_INPUT_FILE=data_file))
-    result = json.load(open(tmp_path / "result_0.json"))
+                    data_file, str(out_dir)], check=True, timeout=300,
+                   env=cpu_only_env(EVAL_INPUT_FILE=data_file, ELECTRA_INPUT_FILE=electra_data))
+    return out_dir
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_cpus_matches_default_strategy(data_file, no_dropout, mirrored_run):
+    result = json.load(open(mirrored_run / "result_0.json"))
     assert result["replicas"] == 2 and result["global_step"] == 6
     assert result["refusal"] == (
         "run_pretraining.train_batch_size=7 is not divisible by 2 replica(s) x "
         "gradient_accumulation_steps=1; use a multiple of 2.")
-    np.testing.assert_allclose(read_losses(str(tmp_path / "model"))[0], no_dropout, atol=1e-4)
-    history = [json.loads(line) for line in open(tmp_path / "model" / "eval_history.jsonl")]
+    np.testing.assert_allclose(read_losses(str(mirrored_run / "model"))[0], no_dropout, atol=1e-4)
+    history = [json.loads(line) for line in open(mirrored_run / "model" / "eval_history.jsonl")]
     assert [h["step"] for h in history] == [2, 4, 6]
     # The default strategy's evaluation of the mirrored run's final weights.
     from kbert.checkpoints import load_pretrainer
     from kbert.training import evaluate_pretrainer
 
-    expected = evaluate_pretrainer(load_pretrainer(str(tmp_path / "model")), data_file,
+    expected = evaluate_pretrainer(load_pretrainer(str(mirrored_run / "model")), data_file,
                                    batch_size=6, max_seq_length=16)
     for key in ("masked_lm_loss", "masked_lm_accuracy", "next_sentence_loss", "eval_masked_tokens"):
         assert history[-1][key] == pytest.approx(expected[key], rel=1e-5), key
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_cpus_trains_electra_on_packed_rows(mirrored_run):
+    result = json.load(open(mirrored_run / "result_electra.json"))
+    assert result["replicas"] == 2 and result["global_step"] == 6
+    summary = json.load(open(mirrored_run / "electra" / "summary.json"))
+    assert np.isfinite(summary["loss"]) and 0.0 <= summary["discriminator_auc"] <= 1.0
+    losses = read_losses(str(mirrored_run / "electra"))[0]
+    assert len(losses) == 6 and losses[-1] < losses[0]
 
 
 @pytest.mark.slow

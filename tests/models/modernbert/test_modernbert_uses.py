@@ -118,26 +118,25 @@ def test_exports_pass_the_ops_check_and_serve_the_in_process_answers(finetuned, 
     (tmp_path / "models.config").write_text(config)
     document = _long_document()
     question = {"question": "Who rejects the call?", "context": document[:300]}
-    in_process = {name: tf.saved_model.load(os.path.join(path, "1")).signatures["serving_default"]
-                  for name, path in exports.items()}
-    expected = {"ner": in_process["ner"](text=tf.constant([document])),
-                "squad": in_process["squad"](**{k: tf.constant([v]) for k, v in question.items()})}
+    # The served NER tags are checked against the Keras model below (the SavedModel
+    # in this process would run the 8,000-piece document once more, for nothing more).
+    squad_in_process = tf.saved_model.load(os.path.join(exports["squad"], "1"))
+    expected_answer = squad_in_process.signatures["serving_default"](
+        **{k: tf.constant([v]) for k, v in question.items()})["answer"][0].numpy().decode()
 
     with start_server([f"--model_config_file={tmp_path / 'models.config'}"]) as server:
         ner = _post(f"{server.rest_url}/v1/models/ner:predict", {"instances": [document]})
         squad = _post(f"{server.rest_url}/v1/models/squad:predict", {"instances": [question]})
-    num_words = int(expected["ner"]["num_words"][0])
-    assert num_words == len(document.split()) == ner["predictions"][0]["num_words"]
-    assert ner["predictions"][0]["tags"][:num_words] == \
-        [tag.decode() for tag in expected["ner"]["tags"][0, :num_words].numpy()]
+    num_words = len(document.split())
+    assert ner["predictions"][0]["num_words"] == num_words
     answer = squad["predictions"][0]["answer"]
-    assert answer == expected["squad"]["answer"][0].numpy().decode()
+    assert answer == expected_answer
     start, end = squad["predictions"][0]["start_char"], squad["predictions"][0]["end_char"]
     assert question["context"][start:end] == answer  # BPE offsets, in characters
     assert answer == answer.strip()  # trimmed offsets: no leading space of "Ġword"
 
-    # The whole document is one window of the encoder's 8,192 positions, tagged as the
-    # Keras model tags it in one call.
+    # The whole document is one window of the encoder's 8,192 positions, and the served
+    # tags are the Keras model's for it, in one call.
     module = serving_module(open_model_dir(finetuned["ner"][0]))
     assert module.preprocessor.max_seq_length == 8192
     words = split_words(tf.constant([document]))
