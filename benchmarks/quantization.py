@@ -19,8 +19,16 @@ indicative: compare the ratios of one run. Sizes are the version directories.
 An embedding export's check reports `embedding_agreement` (100 x the mean
 cosine between the float32 and the int8 embedding of the same texts).
 
+With --serve_clients (e.g. 1,8,32) each export is also served by `kbert-serve`
+(a subprocess on loopback, `--enable_batching` with the repository's
+serving/batching_parameters.txt and the default token budget), float32 then int8,
+and driven over gRPC Predict by that many client threads, one SST-2 dev sentence
+per request, for --serve_seconds each (benchmarks/serving_latency.py's client):
+QPS, p50 and p99, and the int8/float32 QPS ratio of the same run.
+
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm,base
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm --sst2
+    PYTHONPATH=. python benchmarks/quantization.py --models=minilm,base --serve_clients=1,8,32
 """
 
 from __future__ import annotations
@@ -105,6 +113,29 @@ def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int)
     return best
 
 
+def _served(paths: dict, texts: list[str], clients: list[int], seconds: float,
+            work: str) -> dict:
+    """QPS, p50 and p99 of each export through kbert-serve at each client count."""
+    from benchmarks.serving_latency import drive
+    from benchmarks.serving_latency import start_server
+
+    batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
+    figures = {}
+    for fmt, version_dir in paths.items():
+        server = start_server(os.path.dirname(version_dir), batching_file,
+                              os.path.join(work, f"serve-{fmt}.log"))
+        try:
+            for count in clients:
+                r = drive(server.grpc_address, texts, count, seconds)
+                figures[fmt, count] = r
+                print(f"  served {fmt:7s} clients {count:3d}: {r['qps']:8.1f} qps  p50 "
+                      f"{r['p50']:8.2f} ms  p99 {r['p99']:8.2f} ms  ({r['requests']} requests, "
+                      f"{r['errors']} errors)", flush=True)
+        finally:
+            server.stop()
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -115,6 +146,9 @@ def main() -> None:
     parser.add_argument("--batch_sizes", default="1,32")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TF's choice)")
+    parser.add_argument("--serve_clients", default="", help="e.g. 1,8,32: also serve each export "
+                        "through kbert-serve at these client counts (empty: not served)")
+    parser.add_argument("--serve_seconds", type=float, default=8.0)
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "kbert-quantization"))
     args = parser.parse_args()
     import tensorflow as tf
@@ -162,6 +196,17 @@ def main() -> None:
             line[f"batch{b}_examples_per_s"] = {"float32": round(f32, 1), "int8": round(i8, 1),
                                                 "ratio": round(i8 / f32, 2)}
         line["size_ratio"] = round(line["size_mib"]["int8"] / line["size_mib"]["float32"], 3)
+        if args.serve_clients:
+            clients = [int(c) for c in args.serve_clients.split(",")]
+            served = _served(paths, texts, clients, args.serve_seconds,
+                             os.path.join(args.work_dir, "exports", name))
+            line["served"] = {
+                str(count): {**{fmt: {k: round(served[fmt, count][k], 2)
+                                      for k in ("qps", "p50", "p99", "errors")}
+                                for fmt in paths},
+                             "qps_ratio": round(served["int8", count]["qps"]
+                                                / served["float32", count]["qps"], 2)}
+                for count in clients}
         print(json.dumps(line), flush=True)
         with open(os.path.join(args.work_dir, "results.jsonl"), "a") as f:
             f.write(json.dumps(line) + "\n")

@@ -165,6 +165,8 @@ def test_the_search_writes_a_gin_file_that_reproduces_its_best_run(pretrained, t
             "warmup_steps")
     assert {k: again[k] for k in same} == {k: results[k] for k in same}
     assert (again["train_steps"], again["eval_curve"][0]["step"]) == (2, 2)  # 12 rows / 6
+    # Seed for seed: the re-run's saved model is the search's kept model, weight for weight.
+    assert _same(_saved_weights(str(tmp_path / "again")), _saved_weights(str(model_dir)))
 
 
 def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_once(
