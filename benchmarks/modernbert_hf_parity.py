@@ -147,17 +147,18 @@ def reference(work_dir: str, out_dir: str) -> None:
           f"{sorted(json.load(open(os.path.join(random_dir, 'config.json'))))}")
 
 
-def _report(name: str, kbert: dict, hf: dict, mask: np.ndarray) -> float:
+def _report(name: str, ours: dict, reference_outputs: dict, mask: np.ndarray) -> float:
+    """Prints kbert's largest differences from transformers' outputs at real tokens."""
     real = mask == 1
     worst = 0.0
     for key in ("sequence_output", "logits"):
-        difference = float(np.max(np.abs(kbert[key][real] - hf[key][real])))
-        scale = float(np.max(np.abs(hf[key][real])))
+        difference = float(np.max(np.abs(ours[key][real] - reference_outputs[key][real])))
+        scale = float(np.max(np.abs(reference_outputs[key][real])))
         worst = max(worst, difference)
         print(f"  {name}: {key:15s} max |kbert - transformers| at real tokens {difference:.2e} "
               f"(largest value {scale:.2f})")
-    print(f"  {name}: parameters kbert {int(kbert['parameters']):,}, transformers "
-          f"{int(hf['parameters']):,}")
+    print(f"  {name}: parameters kbert {int(ours['parameters']):,}, transformers "
+          f"{int(reference_outputs['parameters']):,}")
     return worst
 
 
