@@ -67,6 +67,7 @@ def prepare(work_dir: str) -> None:
     from kbert.data import read_tokenizer_json
     from kbert.models import ModernBertEncoder
     from kbert.models import ModernBertPretrainer
+    from tests.models.modernbert.random_weights import randomize
 
     os.makedirs(work_dir, exist_ok=True)
     vocabulary_size = len(read_tokenizer_json(TOKENIZER).vocabulary) + 3
@@ -76,16 +77,7 @@ def prepare(work_dir: str) -> None:
                                 local_attention_window=4, global_attention_every_n_layers=3,
                                 global_rope_theta=1000.0, local_rope_theta=50.0)
     pretrainer = ModernBertPretrainer(encoder)
-    rng = np.random.default_rng(1)
-    for weight in pretrainer.weights:  # larger than the initial ~0.02: attention matters
-        shape = tuple(weight.shape)
-        if "gamma" in weight.path:
-            value = 1.0 + 0.2 * rng.normal(size=shape)
-        elif len(shape) == 1:
-            value = 0.2 * rng.normal(size=shape)
-        else:
-            value = rng.normal(0.0, 1.5 / np.sqrt(shape[0]), size=shape)
-        weight.assign(value.astype("float32"))
+    randomize(pretrainer, seed=1)  # large enough that attention and the window matter
     kbert_dir = os.path.join(work_dir, "kbert")
     save_pretrained(kbert_dir, encoder, vocab_file=TOKENIZER, pretrainer=pretrainer)
     _convert(["--source=kbert", f"--kbert_dir={kbert_dir}", "--to=hf",

@@ -116,22 +116,22 @@ def pytest_configure(config):
 # collection order (`--dist=loadfile --no-loadscope-reorder`), so these start first and
 # the short files fill in at the end, where a long file would leave one worker alone.
 # The order only: a stale list costs a minute of wall time, never a result.
-LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at e33be29
-    "tests/training/test_distillation.py",  # 150 s
-    "tests/bin/test_finetune.py",  # 137
-    "tests/models/modernbert/test_modernbert_uses.py",  # 130
-    "tests/training/test_pretraining.py",  # 104
-    "tests/training/test_electra_pretraining.py",  # 100
-    "tests/export/test_saved_model.py",  # 97
-    "tests/export/test_quantization.py",  # 75
+LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at 0a15cb5
+    "tests/training/test_distillation.py",  # 138 s
+    "tests/bin/test_finetune.py",  # 112
+    "tests/models/modernbert/test_modernbert_uses.py",  # 108
+    "tests/export/test_saved_model.py",  # 96
+    "tests/training/test_pretraining.py",  # 89
+    "tests/training/test_pretraining_step.py",  # 81
+    "tests/training/test_finetuning_selection.py",  # 74
     "tests/training/test_pretraining_evaluation.py",  # 71
-    "tests/training/test_pretraining_step.py",  # 70
-    "tests/training/test_finetuning_selection.py",  # 67
-    "tests/bin/test_pretrain.py",  # 47
-    "tests/index/test_index.py",  # 47
-    "tests/tasks/similarity/test_similarity_task.py",  # 40
-    "tests/training/test_pretraining_modes.py",  # 38
-    "tests/tasks/ner/test_crf.py",  # 38
+    "tests/training/test_electra_pretraining.py",  # 68
+    "tests/export/test_quantization.py",  # 58
+    "tests/index/test_index.py",  # 48
+    "tests/tasks/ner/test_crf.py",  # 42
+    "tests/serving/test_hardening.py",  # 39
+    "tests/serving/test_server.py",  # 37
+    "tests/training/test_finetuning.py",  # 36
 )
 
 

@@ -12,26 +12,13 @@ from kbert.models import ModernBertPretrainer
 from kbert.models import encoder_architecture
 from kbert.models.summary import parameter_table
 from tests.models.modernbert import numpy_reference as ref
+from tests.models.modernbert.random_weights import randomize
 
 # Tiny sizes: 4 blocks (global, local, local, global), head size 8, window 4 (radius 2)
 # on sequences of 11; global layers in chunks of 4, so both scalable paths run.
 TINY = dict(vocabulary_size=99, num_layers=4, num_heads=4, hidden_dim=32, intermediate_dim=37,
             max_sequence_length=64, local_attention_window=4, attention_chunk_size=4)
 LENGTH = 11
-
-
-def _randomize(model, seed):
-    """Weights of a size that makes attention and the window matter (initial ones are ~0.02)."""
-    rng = np.random.default_rng(seed)
-    for weight in model.weights:
-        shape = tuple(weight.shape)
-        if "gamma" in weight.path:
-            value = 1.0 + 0.2 * rng.normal(size=shape)
-        elif len(shape) == 1:
-            value = 0.2 * rng.normal(size=shape)
-        else:
-            value = rng.normal(0.0, 1.0 / np.sqrt(shape[0]) * 1.5, size=shape)
-        weight.assign(value.astype("float32"))
 
 
 def _inputs(seed=0):
@@ -49,7 +36,7 @@ def _pretrainer(seed=0, **overrides):
     keras.utils.set_random_seed(seed)
     pretrainer = ModernBertPretrainer(ModernBertEncoder(**{**TINY, **overrides}),
                                       dense_bias=overrides.get("mlp_bias", False))
-    _randomize(pretrainer, seed)
+    randomize(pretrainer, seed)
     return pretrainer
 
 
