@@ -1,20 +1,18 @@
 """kbert-convert as a user runs it: a TF1 checkpoint in, a kbert directory out; clean errors."""
 
 import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
 
+from tests import forked_python
 from tests.conftest import REPO, tiny_inputs
 from kbert import checkpoints
 
 
 def _convert(*flags):
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "kbert.bin.convert", *flags], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return forked_python.run(["-m", "kbert.bin.convert", *flags], cwd=REPO, env=env, timeout=300)
 
 
 def test_convert_tf1_checkpoint_then_refuse_to_overwrite(tiny_encoder, tmp_path):

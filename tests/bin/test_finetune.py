@@ -2,11 +2,10 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import make_tiny_pretrained
@@ -21,10 +20,10 @@ def pretrained(tmp_path_factory):
 
 
 def finetune(*flags, gin_params=()):
-    command = [sys.executable, "-m", "kbert.bin.finetune", *flags]
+    command = ["-m", "kbert.bin.finetune", *flags]
     command += [f"--gin_params={p}" for p in [*FAST, *gin_params]]
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+    return forked_python.run(command, cwd=REPO, env=env, timeout=600)
 
 
 def _check_run(result, model_dir):

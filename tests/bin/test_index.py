@@ -6,19 +6,17 @@ served search against `kbert-index search` in tests/serving/test_index_serving.p
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.retrieval_testlib import make_pretrained
 
 
 def _index(*flags):
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    return subprocess.run([sys.executable, "-m", "kbert.bin.index", *flags], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return forked_python.run(["-m", "kbert.bin.index", *flags], cwd=REPO, env=env, timeout=300)
 
 
 def test_evaluate_prints_recall_mrr_ndcg_of_a_trec_run(tmp_path):

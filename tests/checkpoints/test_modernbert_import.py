@@ -11,8 +11,6 @@ the HF arrays directly, so a wrong name, transpose or config key fails here.
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,6 +22,7 @@ from kbert.checkpoints.huggingface_modernbert import modernbert_config_to_argume
 from kbert.data import read_tokenizer_json
 from kbert.models import ModernBertEncoder
 from kbert.models import ModernBertPretrainer
+from tests import forked_python
 from tests.conftest import REPO
 from tests.models.modernbert import numpy_reference as ref
 
@@ -207,8 +206,7 @@ def test_converted_directory_computes_hugging_face_model(form, tmp_path):
 
 def _convert(*flags):
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "kbert.bin.convert", *flags], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return forked_python.run(["-m", "kbert.bin.convert", *flags], cwd=REPO, env=env, timeout=300)
 
 
 def test_round_trip_to_hugging_face_is_bit_identical(tmp_path):

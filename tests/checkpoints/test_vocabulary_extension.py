@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests.conftest import REPO
 from kbert.checkpoints import extend_vocabulary
 from kbert.checkpoints import load_pretrainer
@@ -213,18 +214,15 @@ def test_extended_directory_fine_tunes_and_serves_new_words_as_single_tokens(ext
 
 
 def test_cli_bad_words_file_is_one_line_and_writes_nothing(source, tmp_path):
-    import subprocess
-    import sys
 
     directory, _ = source
     words_file = tmp_path / "words.txt"
     words_file.write_text("woodhouse\nmy ocardial\n")
     output = tmp_path / "out"
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.vocab", "extend", f"--model_dir={directory}",
+    result = forked_python.run(
+        ["-m", "kbert.bin.vocab", "extend", f"--model_dir={directory}",
          f"--words_file={words_file}", f"--output_dir={output}"],
-        capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONPATH": REPO}, cwd=REPO)
+        timeout=120, env={**os.environ, "PYTHONPATH": REPO}, cwd=REPO)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"vocab.py: error: --words_file={words_file}:2: 'my ocardial' contains whitespace; a "

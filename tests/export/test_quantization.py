@@ -9,8 +9,6 @@ import dataclasses
 import json
 import os
 import random
-import subprocess
-import sys
 import urllib.request
 
 import keras
@@ -18,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests import serving_testlib as lib
 
 from kbert.checkpoints import save_finetuned
@@ -123,10 +122,9 @@ def exports(tmp_path_factory):
     save_finetuned(model_dir, model, task_config, lib.VOCAB)
     float_dir = export_saved_model(model_dir, str(root / "float"), check=False)
     env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.export", f"--model_dir={model_dir}",
-         f"--export_dir={root / 'int8'}", "--quantize=int8"],
-        capture_output=True, text=True, env=env, cwd=lib.REPO, timeout=300)
+    result = forked_python.run(
+        ["-m", "kbert.bin.export", f"--model_dir={model_dir}",
+         f"--export_dir={root / 'int8'}", "--quantize=int8"], env=env, cwd=lib.REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     return {"root": root, "rows": rows, "model_dir": model_dir, "float": float_dir,
             "int8": str(root / "int8" / "1"), "result": result}

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests import serving_testlib as lib
 
 from kbert.export.saved_model import versions
@@ -283,9 +284,9 @@ def test_kbert_export_binary_checks_ops_in_a_fresh_process(exported, tmp_path):
     """Exports with the binary; its ops check loads with only tensorflow + tensorflow_text."""
     export_dir = str(tmp_path / "sst2")
     env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.export", f"--model_dir={exported['sst2']['model_dir']}",
-         f"--export_dir={export_dir}"], capture_output=True, text=True, env=env, cwd=lib.REPO, timeout=300)
+    result = forked_python.run(
+        ["-m", "kbert.bin.export", f"--model_dir={exported['sst2']['model_dir']}",
+         f"--export_dir={export_dir}"], env=env, cwd=lib.REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith(f"wrote {export_dir}/1")
     # The check ran in a fresh `python -I` process importing only tensorflow + tensorflow_text.

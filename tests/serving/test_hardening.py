@@ -10,8 +10,6 @@ import logging
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +22,7 @@ from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from kbert.serving.process import free_port
+from tests import forked_python
 from tests import serving_testlib as lib
 
 MAX_BATCH = 16
@@ -278,8 +277,7 @@ def test_half_copied_version_is_served_once_complete_without_restart(server, stu
 
 def _run_binary(args):
     env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    return subprocess.run([sys.executable, "-m", "kbert.bin.serve", *args], capture_output=True, text=True,
-                          env=env, cwd=lib.REPO, timeout=300)
+    return forked_python.run(["-m", "kbert.bin.serve", *args], env=env, cwd=lib.REPO, timeout=300)
 
 
 @pytest.mark.parametrize("protocol", ["gRPC", "REST"])

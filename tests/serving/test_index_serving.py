@@ -7,14 +7,13 @@ exact index is a SavedModel, as a model) by one kbert-serve process.
 
 import json
 import os
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 
 import pytest
 
 from kbert.index import build_index
+from tests import forked_python
 from tests.retrieval_testlib import make_pretrained
 from tests.retrieval_testlib import sentences
 from tests.serving_testlib import REPO
@@ -35,9 +34,9 @@ def served(tmp_path_factory):
     build_index([str(corpus)], index_dir, model_dir=make_pretrained(str(root / "pretrained")), check=False)
     run = root / "run.trec"
     env = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
-    cli = subprocess.run([sys.executable, "-m", "kbert.bin.index", "search", f"--index_dir={index_dir}",
-                          f"--queries={queries}", "--top_k=5", f"--output={run}"],
-                         capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    cli = forked_python.run(["-m", "kbert.bin.index", "search", f"--index_dir={index_dir}",
+                             f"--queries={queries}", "--top_k=5", f"--output={run}"],
+                            env=env, cwd=REPO, timeout=300)
     assert cli.returncode == 0, cli.stderr[-2000:]
     server = start_server([f"--index_dir={index_dir}", "--index_name=emma", "--model_name=emma_model",
                            f"--model_base_path={index_dir}"])

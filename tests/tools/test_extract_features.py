@@ -2,13 +2,12 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.conftest import load_tool
 from tests.finetune_testing import make_tiny_pretrained
@@ -33,11 +32,11 @@ def pretrained(tmp_path_factory):
 def test_json_lines_equal_the_encoder_layers_for_the_same_ids(pretrained, tmp_path):
     input_file, output_file = tmp_path / "input.txt", tmp_path / "features.jsonl"
     input_file.write_text("\n".join(LINES) + "\n")
-    result = subprocess.run(
-        [sys.executable, TOOL, f"--input_file={input_file}", f"--output_file={output_file}",
+    result = forked_python.run(
+        [TOOL, f"--input_file={input_file}", f"--output_file={output_file}",
          f"--init_checkpoint={pretrained}", "--layers=-1,-2", "--max_seq_length=24",
          "--batch_size=3"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
+        cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Wrote 4 lines" in result.stderr
     records = [json.loads(line) for line in output_file.read_text().splitlines()]

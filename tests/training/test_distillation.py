@@ -4,14 +4,13 @@ a narrower student through the projection, the student directory exported, bad i
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs
 from tests.conftest import tiny_inputs
@@ -503,13 +502,12 @@ def test_binary_writes_an_exportable_student_directory_and_prints_the_summary(te
     model_dir = tmp_path / "cli"
     params = ["run_distillation.train_batch_size = 4", "run_distillation.num_train_epochs = 2.0",
               "run_distillation.learning_rate = 1e-3", "run_distillation.attention_weight = 1.0"]
-    command = [sys.executable, "-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
+    command = ["-m", "kbert.bin.distill", f"--teacher_dir={teachers['sst2']}",
                "--student_layers=1,3", "--task=glue", "--task_name=SST-2", f"--data_dir={SST2}",
                f"--model_dir={model_dir}", "--do_train", "--do_eval",
                *[f"--gin_params={p}" for p in params]]
     env = {**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env,
-                            timeout=600)
+    result = forked_python.run(command, cwd=REPO, env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "***** distillation *****" in result.stdout
     assert "dev accuracy: teacher" in result.stdout and "speed-up" in result.stdout

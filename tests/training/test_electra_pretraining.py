@@ -2,13 +2,12 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs
 from tests.finetune_testing import TESTDATA as FINETUNE_DATA
@@ -172,12 +171,11 @@ def test_kbert_pretrain_runs_electra_small_gin(data_file, vocab_file, tmp_path):
         **ENCODER, "num_layers": 1, "activation": "gelu_exact"}.items()]
     params += [f"run_pretraining.{k} = {v!r}" for k, v in {
         **RUN, "num_train_steps": 4, "log_every_steps": 2}.items()]
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/electra_small.gin",
+    result = forked_python.run(
+        ["-m", "kbert.bin.pretrain", "--gin_file=gin/electra_small.gin",
          f"--input_file={data_file}", f"--model_dir={model_dir}", f"--vocab_file={vocab_file}",
          *[f"--gin_params={p}" for p in params]],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"),
-        capture_output=True, text=True, timeout=300)
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3"), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "disc_auc" in result.stdout and "step 4/4" in result.stdout
     operative = open(model_dir / "operative_config.gin").read()

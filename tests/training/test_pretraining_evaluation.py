@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
 from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs as _tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
@@ -272,13 +273,13 @@ def test_eval_only_on_a_directory_equals_the_periodic_evaluation(runs, data, tmp
     _, evaluated, _, _ = runs
     heldout = data[1]
     out = tmp_path / "eval_only"
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.pretrain", "--nodo_train", "--do_eval",
+    result = forked_python.run(
+        ["-m", "kbert.bin.pretrain", "--nodo_train", "--do_eval",
          f"--init_checkpoint={evaluated}", f"--eval_input_file={heldout}", f"--model_dir={out}",
          f"--gin_params=run_pretraining.eval_batch_size = {EVAL_BATCH}",
          "--gin_params=run_pretraining.max_seq_length = 16",
          "--gin_params=run_pretraining.max_predictions_per_seq = 3"],
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+        cwd=REPO, env=subprocess_env(), timeout=300)
     assert result.returncode == 0, result.stderr
     results = json.load(open(out / "eval_results.json"))
     periodic = json.load(open(evaluated / "eval_results.json"))
@@ -302,9 +303,8 @@ def test_zero_steps_write_the_never_pretrained_baseline(data, tmp_path):
 
 
 def _error(command_args, tmp_path):
-    result = subprocess.run([sys.executable, "-m", "kbert.bin.pretrain", *command_args],
-                            cwd=REPO, env=subprocess_env(), capture_output=True, text=True,
-                            timeout=300)
+    result = forked_python.run(["-m", "kbert.bin.pretrain", *command_args], cwd=REPO,
+                               env=subprocess_env(), timeout=300)
     assert result.returncode != 0
     return result.stderr.strip().splitlines()[-1]
 

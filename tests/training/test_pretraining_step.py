@@ -1,15 +1,16 @@
 """The pre-training step: accumulation and strategies give the default strategy's losses."""
 
+import concurrent.futures
 import json
 import os
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests import forked_python
+from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import read_losses
@@ -60,9 +61,11 @@ def mirrored_run(data_file, tmp_path_factory):
     replicas), which must not change training; then ELECTRA on packed rows."""
     out_dir = tmp_path_factory.mktemp("mirrored")
     electra_data, _ = write_character_data(str(tmp_path_factory.mktemp("electra_data")))
-    subprocess.run([sys.executable, os.path.join(HERE, "distributed_run.py"), "mirrored",
-                    data_file, str(out_dir)], check=True, timeout=300,
-                   env=cpu_only_env(EVAL_INPUT_FILE=data_file, ELECTRA_INPUT_FILE=electra_data))
+    result = forked_python.run(
+        [os.path.join(HERE, "distributed_run.py"), "mirrored", data_file, str(out_dir)],
+        cwd=REPO, timeout=300,
+        env=cpu_only_env(EVAL_INPUT_FILE=data_file, ELECTRA_INPUT_FILE=electra_data))
+    assert result.returncode == 0, result.stderr[-3000:]
     return out_dir
 
 
@@ -100,19 +103,17 @@ def test_mirrored_over_two_cpus_trains_electra_on_packed_rows(mirrored_run):
 def test_two_workers_finish_with_the_same_step_and_weights(data_file, tmp_path):
     ports = _free_ports(2)
     cluster = {"worker": [f"localhost:{port}" for port in ports]}
-    workers = []
-    for index in range(2):
+
+    def worker(index):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
-        workers.append(subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file,
-             str(tmp_path)], env=cpu_only_env(TF_CONFIG=tf_config, STEPS="4"),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-    try:
-        outputs = [worker.communicate(timeout=300)[0] for worker in workers]
-    finally:  # a worker that outlived its timeout (or its peer's) is not left running
-        for worker in workers:
-            worker.kill()
-    assert [worker.returncode for worker in workers] == [0, 0], outputs
+        return forked_python.run(
+            [os.path.join(HERE, "distributed_run.py"), "multi_worker", data_file, str(tmp_path)],
+            cwd=REPO, env=cpu_only_env(TF_CONFIG=tf_config, STEPS="4"), timeout=300)
+
+    # Two processes at once; one that outlives its timeout is killed by `run`.
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        workers = list(pool.map(worker, range(2)))
+    assert [worker.returncode for worker in workers] == [0, 0], [w.stderr[-3000:] for w in workers]
     results = [json.load(open(tmp_path / f"result_{i}.json")) for i in range(2)]
     assert [r["replicas"] for r in results] == [2, 2]
     assert [r["global_step"] for r in results] == [4, 4]

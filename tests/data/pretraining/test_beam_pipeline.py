@@ -3,8 +3,6 @@
 import collections
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 import tensorflow as tf
@@ -14,6 +12,7 @@ from kbert.data import format_instance
 from kbert.data import read_pretraining_metadata
 from kbert.data import read_vocab
 from kbert.data.pretraining import beam_pipeline
+from tests import forked_python
 from tests.conftest import REPO
 from tests.data.conftest import CAESAR_LATIN1
 from tests.data.conftest import MOBY_CRLF
@@ -105,15 +104,14 @@ def test_output_ranges_follow_the_round_robin():
 def test_tool_on_worker_processes_matches_the_local_tool(tmp_path, vocab_file):
     # The one multi-process run: two Beam worker processes, as on a cluster.
     out = _outputs(tmp_path, "mp", 2)
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "create_pretraining_data.py"),
+    result = forked_python.run(
+        [os.path.join(REPO, "tools", "create_pretraining_data.py"),
          f"--input_file={','.join(CORPUS)}", f"--output_file={','.join(out)}",
          f"--vocab_file={vocab_file}", "--dupe_factor=2", "--max_seq_length=32",
          "--max_predictions_per_seq=5", "--chunk_bytes=4000", "--input_encoding=latin-1",
          "--verbose", "--runner=DirectRunner", "--direct_num_workers=2",
          "--direct_running_mode=multi_processing"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=300,
-    )
+        cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     local = _outputs(tmp_path, "local", 2)
     shown = []

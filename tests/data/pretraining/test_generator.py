@@ -1,11 +1,10 @@
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from tests import forked_python
 from tests.conftest import REPO
 import tensorflow as tf
 
@@ -141,13 +140,12 @@ def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
     out = str(tmp_path / "t.tfrecord")
     # The tool forks its workers (this test process has run TensorFlow, so
     # in-process runs spawn them); the bytes must not depend on that.
-    result = subprocess.run(
-        [sys.executable, os.path.join(root, "tools", "create_pretraining_data.py"),
+    result = forked_python.run(
+        [os.path.join(root, "tools", "create_pretraining_data.py"),
          f"--input_file={PERSUASION}", f"--output_file={out}", f"--vocab_file={vocab_file}",
          "--dupe_factor=1", "--max_seq_length=32", "--max_predictions_per_seq=5",
          "--num_workers=2", "--chunk_bytes=20000", "--verbose"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=120,
-    )
+        cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.count("*** Example ***") == 20
     assert "masked_lm_positions:" in result.stdout and "MB/s" in result.stdout
@@ -156,9 +154,8 @@ def test_tool_runs_and_prints_examples(tmp_path, vocab_file):
     create_pretraining_data(PERSUASION, same, vocab_file, dupe_factor=1, max_seq_length=32,
                             max_predictions_per_seq=5, num_workers=1, chunk_bytes=20000)
     assert open(out, "rb").read() == open(same, "rb").read()
-    bad = subprocess.run(
-        [sys.executable, os.path.join(root, "tools", "create_pretraining_data.py"),
+    bad = forked_python.run(
+        [os.path.join(root, "tools", "create_pretraining_data.py"),
          f"--input_file={tmp_path}/none*.txt", f"--output_file={out}", f"--vocab_file={vocab_file}"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root}, timeout=120,
-    )
+        cwd=root, env={**os.environ, "PYTHONPATH": root}, timeout=120)
     assert bad.returncode != 0 and "--input_file: no file matches" in bad.stderr

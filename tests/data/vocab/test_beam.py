@@ -1,13 +1,12 @@
 """build_vocab --runner: Beam counts the corpus, the vocabulary learned from the counts is the local one."""
 
 import os
-import subprocess
-import sys
 
 import pytest
 
 from kbert.data import build_vocab
 from kbert.data.vocab import beam as vocab_beam
+from tests import forked_python
 from tests.conftest import REPO
 from tests.data.conftest import CAESAR_LATIN1
 from tests.data.conftest import MOBY_CRLF
@@ -33,19 +32,18 @@ def test_direct_runner_gives_the_local_vocab_txt(vocab_file, tmp_path, monkeypat
 def test_tool_with_runner_gives_the_local_vocab_txt(tmp_path):
     local, beam = str(tmp_path / "local.txt"), str(tmp_path / "beam.txt")
     build_vocab(PERSUASION, local, vocab_size=600, do_lower_case=False)
-    result = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "build_vocab.py"), f"--input_file={PERSUASION}",
+    result = forked_python.run(
+        [os.path.join(REPO, "tools", "build_vocab.py"), f"--input_file={PERSUASION}",
          f"--output_file={beam}", "--vocab_size=600", "--do_lower_case=false",
          "--runner=DirectRunner", "--direct_num_workers=1"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=300,
-    )
+        cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "Wrote 600 tokens" in result.stdout
     assert open(beam, "rb").read() == open(local, "rb").read()
-    bad = subprocess.run(
-        [sys.executable, os.path.join(REPO, "tools", "build_vocab.py"), f"--input_file={PERSUASION}",
+    bad = forked_python.run(
+        [os.path.join(REPO, "tools", "build_vocab.py"), f"--input_file={PERSUASION}",
          f"--output_file={beam}", "--direct_num_workers=1"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": REPO}, timeout=300,
+        cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, timeout=300,
     )
     assert bad.returncode != 0 and "--direct_num_workers=1; Apache Beam options need --runner" in bad.stderr
 

@@ -4,8 +4,6 @@
 """
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ from kbert import configurables
 from kbert.checkpoints import load_encoder
 from kbert.data import create_pretraining_data
 from kbert.models import ModernBertEncoder
+from tests import forked_python
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import TESTDATA
 from tests.training.pretraining_data import build_vocab
@@ -76,10 +75,9 @@ def test_dry_run_prints_the_counts_of_the_closed_form():
     layer = 3 * H * H + H * H + H * 2 * I + I * H + 2 * H
     encoder = V * H + H + L * layer - H + H  # layer 0 has no attention norm
     pretrainer = encoder + H * H + H + V  # head dense and norm, decoder bias (tied)
-    result = subprocess.run(
-        [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/modernbert_tiny.gin",
-         "--dry_run"], cwd=REPO, env=subprocess_env(), capture_output=True, text=True,
-        timeout=300)
+    result = forked_python.run(
+        ["-m", "kbert.bin.pretrain", "--gin_file=gin/modernbert_tiny.gin", "--dry_run"],
+        cwd=REPO, env=subprocess_env(), timeout=300)
     assert result.returncode == 0, result.stderr
     output = result.stdout.rstrip("\n")
     assert output.splitlines()[-1] == f"parameters: encoder={encoder} pretrainer={pretrainer}"
