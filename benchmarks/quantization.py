@@ -10,6 +10,10 @@ the code `kbert-export` runs):
     sst2    (with --sst2) all-MiniLM-L6-v2 fine-tuned on --sst2_train_size SST-2
             training sentences (1 epoch, length 64), the classifier export; its
             int8 export's own check gives the SST-2 dev accuracy drop (all 872)
+    conll   (with --conll) all-MiniLM-L6-v2 fine-tuned for NER on the first
+            --conll_train_size CoNLL-2003 training sentences (1 epoch, length
+            128), the token-classifier export; its int8 export's own check gives
+            the CoNLL-2003 dev entity F1 drop (all 3,250 sentences)
 
 Speed is the loaded SavedModel's `serving_default` on raw SST-2 dev sentences
 (tokenization included: what a server runs per request), in one process,
@@ -28,6 +32,7 @@ QPS, p50 and p99, and the int8/float32 QPS ratio of the same run.
 
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm,base
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm --sst2
+    PYTHONPATH=. python benchmarks/quantization.py --models= --conll
     PYTHONPATH=. python benchmarks/quantization.py --models=minilm,base --serve_clients=1,8,32
 """
 
@@ -45,10 +50,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks.finetuning_quality import _conll_subset  # noqa: E402
 from benchmarks.finetuning_quality import _glue_subset  # noqa: E402
 from benchmarks.finetuning_quality import _minilm  # noqa: E402
 
 SST2 = "/work/shared/data/glue/SST-2"
+CONLL = "/work/shared/data/ner/conll2003"
 
 
 def _base_dir(work: str, minilm_dir: str) -> str:
@@ -83,6 +90,23 @@ def _sst2_dir(work: str, minilm_dir: str, train_size: int) -> str:
                                  max_seq_length=64, num_train_epochs=1.0, verbose=2)
         print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev accuracy "
               f"{results['accuracy']:.4f}", flush=True)
+    return path
+
+
+def _conll_dir(work: str, minilm_dir: str, train_size: int) -> str:
+    from kbert.training.finetuning import run_finetuning
+
+    path = os.path.join(work, f"conll-{train_size}")
+    if not os.path.exists(os.path.join(path, "task_model.keras")):
+        data = os.path.join(work, f"conll-data-{train_size}")
+        _conll_subset(CONLL, data, train_size)
+        start = time.time()
+        results = run_finetuning(task="ner", task_name="conll2003", init_checkpoint=minilm_dir,
+                                 model_dir=path, data_dir=data, do_train=True, do_eval=True,
+                                 max_seq_length=128, num_train_epochs=1.0,
+                                 verbose=2)
+        print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev entity F1 "
+              f"{results['f1']:.4f}", flush=True)
     return path
 
 
@@ -143,6 +167,9 @@ def main() -> None:
     parser.add_argument("--sst2", action="store_true", help="Also fine-tune MiniLM on SST-2 and "
                         "export it in int8 (its check scores all 872 dev sentences).")
     parser.add_argument("--sst2_train_size", type=int, default=2000)
+    parser.add_argument("--conll", action="store_true", help="Also fine-tune MiniLM for CoNLL-2003 "
+                        "NER and export it in int8 (its check scores all 3,250 dev sentences).")
+    parser.add_argument("--conll_train_size", type=int, default=2000)
     parser.add_argument("--batch_sizes", default="1,32")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TF's choice)")
@@ -166,6 +193,9 @@ def main() -> None:
     if args.sst2:
         sources["sst2"] = lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)
         wanted.append("sst2")
+    if args.conll:
+        sources["conll"] = lambda: _conll_dir(args.work_dir, minilm, args.conll_train_size)
+        wanted.append("conll")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"TensorFlow {tf.__version__}; {os.cpu_count()} CPUs; load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
@@ -177,7 +207,7 @@ def main() -> None:
             target = os.path.join(exports, fmt)
             start = time.time()
             quantize = None if fmt == "float32" else "int8"
-            length = None if name == "sst2" else 128
+            length = None if name in ("sst2", "conll") else 128
             paths[fmt] = export_saved_model(model_dir, target, max_seq_length=length, check=False,
                                             quantize=quantize,
                                             max_quantization_drop=1.0,

@@ -43,6 +43,60 @@ def define_gin_flags() -> None:
     )
 
 
+def define_quantization_flags(with_export_dir: bool = False) -> None:
+    """Defines `--quantize` and the flags of its quality check (kbert-export's names).
+
+    Args:
+        with_export_dir: bool. The binary exports only when `--export_dir` is given
+            (kbert-finetune); the help says so.
+    """
+    export = "With --export_dir: e" if with_export_dir else "E"
+    needs = "With --export_dir and --quantize" if with_export_dir else "With --quantize"
+    flags.DEFINE_enum(
+        "quantize", None, ["int8", "bfloat16"], f"{export}xport a cheaper numeric format: int8 "
+        "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel; kbert-serve and "
+        "TensorFlow builds with oneDNN run it). Scored against float32 on the dev data first. "
+        "bfloat16 is refused (see serving/README.md).")
+    flags.DEFINE_string(
+        "quantization_data_dir", None, f"{needs}: the dev data to score on (a kbert-finetune "
+        "--data_dir folder, or SQuAD's dev JSON; text files for an embedding model). Default: "
+        "the dev data recorded in task_config.json.")
+    flags.DEFINE_float(
+        "max_quantization_drop", 1.0, f"{needs}: largest allowed drop of the task's main metric "
+        "on the dev data, in points (percent units).")
+    flags.DEFINE_bool(
+        "quantization_drop_is_error", True, f"{needs}: refuse to export when the drop passes "
+        "--max_quantization_drop; --noquantization_drop_is_error only warns.")
+
+
+def quantization_options() -> dict:
+    """The `export_saved_model` arguments of the flags `define_quantization_flags` defined."""
+    values = flags.FLAGS
+    return dict(quantize=values.quantize, quantization_data_dir=values.quantization_data_dir,
+                max_quantization_drop=values.max_quantization_drop,
+                quantization_drop_is_error=values.quantization_drop_is_error)
+
+
+def quantization_line(version_dir: str) -> str:
+    """The one line a binary prints about a quantized export: metric, drop and limit.
+
+    Args:
+        version_dir: str. The exported version (its `assets.extra` export record).
+
+    Returns:
+        str, e.g. "int8: accuracy float32 0.8589, int8 0.8567, drop +0.22 points (limit 1) on
+        872 examples of glue/SST-2/dev.tsv".
+    """
+    from kbert.export.saved_model import EXPORT_INFO
+    from kbert.files import read_json
+
+    found = read_json(os.path.join(version_dir, "assets.extra", EXPORT_INFO))["quantization"]
+    return (f"{found['format']}: {found['metric']} float32 {found['float32']:.4f}, "
+            f"{found['format']} {found['quantized']:.4f}, drop {found['drop_points']:+.2f} points "
+            f"(limit {found['max_drop_points']:g}) on {found['num_examples']} examples of "
+            f"{found['data']}")
+
+
 def start_tensorflow_quietly() -> None:
     """Imports TensorFlow and finds its devices, keeping its start-up notices off stderr.
 

@@ -34,17 +34,7 @@ flags.DEFINE_bool("check_ops", False, "Do not export: check --export_dir loads w
                   "tensorflow_text, list its ops, exit 1 if any other op is needed.")
 flags.DEFINE_bool("skip_ops_check", False, "Publish without the fresh-process ops check (faster, for "
                   "trusted pipelines).")
-flags.DEFINE_enum("quantize", None, ["int8", "bfloat16"], "Export a cheaper numeric format: int8 "
-                  "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel; kbert-serve "
-                  "and TensorFlow builds with oneDNN run it). Scored against float32 on the dev data "
-                  "first. bfloat16 is refused (see serving/README.md).")
-flags.DEFINE_string("quantization_data_dir", None, "With --quantize: the dev data to score on (a "
-                    "kbert-finetune --data_dir folder, or SQuAD's dev JSON; text files for an "
-                    "embedding model). Default: the dev data recorded in task_config.json.")
-flags.DEFINE_float("max_quantization_drop", 1.0, "With --quantize: largest allowed drop of the task's "
-                   "main metric on the dev data, in points (percent units).")
-flags.DEFINE_bool("quantization_drop_is_error", True, "With --quantize: refuse to export when the drop "
-                  "passes --max_quantization_drop; --noquantization_drop_is_error only warns.")
+common.define_quantization_flags()
 FLAGS = flags.FLAGS
 
 
@@ -82,19 +72,9 @@ def main(argv: list[str]) -> None:
 
     path = export_saved_model(FLAGS.model_dir, FLAGS.export_dir, version=FLAGS.version,
                               max_seq_length=FLAGS.max_seq_length, check=not FLAGS.skip_ops_check,
-                              feature_layers=FLAGS.feature_layers, quantize=FLAGS.quantize,
-                              quantization_data_dir=FLAGS.quantization_data_dir,
-                              max_quantization_drop=FLAGS.max_quantization_drop,
-                              quantization_drop_is_error=FLAGS.quantization_drop_is_error)
+                              feature_layers=FLAGS.feature_layers, **common.quantization_options())
     if FLAGS.quantize:
-        from kbert.export.saved_model import EXPORT_INFO
-        from kbert.files import read_json
-
-        found = read_json(os.path.join(path, "assets.extra", EXPORT_INFO))["quantization"]
-        print(f"kbert-export: {found['format']}: {found['metric']} float32 {found['float32']:.4f}, "
-              f"{found['format']} {found['quantized']:.4f}, drop {found['drop_points']:+.2f} points "
-              f"(limit {found['max_drop_points']:g}) on {found['num_examples']} examples of "
-              f"{found['data']}")
+        print(f"kbert-export: {common.quantization_line(path)}")
     print(f"kbert-export: wrote {path}")
 
 

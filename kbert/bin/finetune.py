@@ -8,6 +8,7 @@ dense retrieval and re-ranking (`--task=glue|ner|squad|similarity|retrieval|rera
     kbert-finetune --task=squad --train_file=train-v1.1.json --predict_file=dev-v1.1.json \\
         --init_checkpoint=minilm/ --model_dir=runs/squad \\
         --gin_params='run_finetuning.max_seq_length = 384'
+    kbert-finetune ... --export_dir=export/sst2 --quantize=int8    # an int8 serving SavedModel
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ flags.DEFINE_enum("strategy", "default", ["default", "one_device", "mirrored"],
                   "(all local GPUs).")
 flags.DEFINE_string("export_dir", None, "After fine-tuning, export a raw-text serving "
                     "SavedModel to <export_dir>/<next version>/, as kbert-export does.")
+common.define_quantization_flags(with_export_dir=True)
 flags.DEFINE_integer("num_restarts", 1, "Train this many times with seeds seed, seed+1, ... "
                      "and keep the best on dev (the BERT paper's remedy for small data sets); "
                      "needs --do_train --do_eval.")
@@ -81,6 +83,9 @@ DEFAULT_GIN = "finetune.gin"
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
+    if FLAGS.quantize and not FLAGS.export_dir:
+        raise ValueError(f"--quantize={FLAGS.quantize} quantizes the export: give --export_dir too "
+                         "(or run kbert-export --quantize on the model_dir later).")
     from kbert import configurables
 
     logging.getLogger("kbert").setLevel(logging.INFO)
@@ -91,7 +96,11 @@ def main(argv: list[str]) -> None:
     if FLAGS.export_dir:
         from kbert.export import export_saved_model
 
-        print(f"exported to {export_saved_model(FLAGS.model_dir, FLAGS.export_dir)}")
+        path = export_saved_model(FLAGS.model_dir, FLAGS.export_dir,
+                                  **common.quantization_options())
+        if FLAGS.quantize:
+            print(common.quantization_line(path))
+        print(f"exported to {path}")
 
 
 def _run_finetuning(configurables) -> dict:

@@ -66,9 +66,20 @@ def test_ner_conll_train_eval_predict(pretrained, tmp_path):
     result = finetune("--task=ner", f"--init_checkpoint={pretrained}",
                       f"--data_dir={os.path.join(TESTDATA, 'conll2003')}",
                       f"--model_dir={model_dir}", "--do_train", "--do_eval", "--do_predict",
-                      "--nodo_lower_case", gin_params=["run_finetuning.num_train_epochs = 6"])
+                      "--nodo_lower_case", f"--export_dir={tmp_path / 'export'}",
+                      "--quantize=int8", "--max_quantization_drop=100",
+                      gin_params=["run_finetuning.num_train_epochs = 6"])
     results, config = _check_run(result, model_dir)
     assert set(results) >= {"precision", "recall", "f1"}
+    # --quantize exports int8, scored against float32 on the dev data the run recorded.
+    info = json.load(open(tmp_path / "export" / "1" / "assets.extra" / "kbert_export.json"))
+    found = info["quantization"]
+    assert (found["format"], found["metric"], found["ok"]) == ("int8", "f1", True)
+    assert found["quantized_layers"] == 13  # both blocks' 6 projections and the pooler
+    assert found["float32"] == pytest.approx(100 * results["f1"])  # points
+    assert (f"int8: f1 float32 {found['float32']:.4f}, int8 {found['quantized']:.4f}, drop "
+            f"{found['drop_points']:+.2f} points (limit 100)") in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == f"exported to {tmp_path / 'export' / '1'}"
     assert config["model_type"] == "token_classifier" and config["label_names"][0] == "O"
     assert config["do_lower_case"] is False
     # One line per word of test.txt (word, predicted tag), a blank line after each sentence.
@@ -124,6 +135,13 @@ def test_bad_input_is_one_clean_line(pretrained, tmp_path):
         "finetune.py: error: max_seq_length=512 is larger than the encoder's 96 positions "
         "(max_position_embeddings); pass max_seq_length<=96.")
     assert "Traceback" not in result.stderr and not model_dir.exists()
+    result = finetune("--task=glue", "--task_name=sst-2", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'glue', 'SST-2')}",
+                      f"--model_dir={model_dir}", "--do_train", "--quantize=int8")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "finetune.py: error: --quantize=int8 quantizes the export: give --export_dir too (or run "
+        "kbert-export --quantize on the model_dir later)."]
+    assert not model_dir.exists()
 
 
 @pytest.mark.slow
