@@ -116,22 +116,22 @@ def pytest_configure(config):
 # collection order (`--dist=loadfile --no-loadscope-reorder`), so these start first and
 # the short files fill in at the end, where a long file would leave one worker alone.
 # The order only: a stale list costs a minute of wall time, never a result.
-LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at 0a15cb5
-    "tests/training/test_distillation.py",  # 138 s
-    "tests/bin/test_finetune.py",  # 112
-    "tests/models/modernbert/test_modernbert_uses.py",  # 108
-    "tests/export/test_saved_model.py",  # 96
-    "tests/training/test_pretraining.py",  # 89
-    "tests/training/test_pretraining_step.py",  # 81
-    "tests/training/test_finetuning_selection.py",  # 74
-    "tests/training/test_pretraining_evaluation.py",  # 71
-    "tests/training/test_electra_pretraining.py",  # 68
-    "tests/export/test_quantization.py",  # 58
-    "tests/index/test_index.py",  # 48
-    "tests/tasks/ner/test_crf.py",  # 42
-    "tests/serving/test_hardening.py",  # 39
+LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at 7e1697d
+    "tests/training/test_distillation.py",  # 157 s
+    "tests/models/modernbert/test_modernbert_uses.py",  # 105
+    "tests/export/test_saved_model.py",  # 104
+    "tests/training/test_pretraining.py",  # 95
+    "tests/bin/test_finetune.py",  # 86
+    "tests/training/test_finetuning_selection.py",  # 72
+    "tests/training/test_pretraining_step.py",  # 66
+    "tests/training/test_pretraining_evaluation.py",  # 57
+    "tests/training/test_electra_pretraining.py",  # 52
+    "tests/export/test_quantization.py",  # 51
+    "tests/training/test_pretraining_modes.py",  # 41
     "tests/serving/test_server.py",  # 37
-    "tests/training/test_finetuning.py",  # 36
+    "tests/index/test_index.py",  # 36
+    "tests/tasks/ner/test_crf.py",  # 32
+    "tests/tasks/similarity/test_similarity_task.py",  # 30
 )
 
 
