@@ -1,4 +1,4 @@
-"""Quality per pre-training budget: keras-hub's guide recipe vs kbert's BERT and budget recipes.
+"""Quality per pre-training budget: keras-hub's guide recipe against kbert's recipes and encoders.
 
     PYTHONPATH=. python benchmarks/pretraining_quality.py --work_dir=/tmp/pretraining_quality
 
@@ -18,6 +18,12 @@ text with the same vocabulary, and are scored on the same held-out masked-LM set
       batch 128 (pretrain.gin's peak for batch 256, kept rather than halved).
   (c) kbert, gin/pretrain_budget.gin: MLM only, dynamic 30% masks, batch 32, peak 1e-3, 6%
       warmup then linear decay (see the gin file for the argument).
+  (d) `modernbert` (issue #31): (c)'s recipe and data with a ModernBERT encoder
+      (gin/modernbert_base.gin's design at the guide's size: 3 layers (global, local,
+      local), H=256, 4 heads, window 128, GeGLU 341 = two thirds of BERT's 512, so the
+      feed-forward blocks hold about the same weights: 1,573,632 parameters in the blocks and
+      final norm against BERT's 1,581,312 (-0.5%; embeddings, pooler and heads apart); no
+      dropout, as ModernBERT). Not in the default --recipes.
 
 Corpus: /work/shared/data/corpus (13 Gutenberg books cut into ~20 kB sections at paragraph
 ends, and the 122 WikiText-2 valid/test articles), split by document with a seeded shuffle:
@@ -95,6 +101,13 @@ SIZE_BINDINGS = [  # the guide's model as kbert gin bindings (vocabulary size ad
     f"BertEncoder.hidden_dim = {GUIDE['hidden']}",
     f"BertEncoder.intermediate_dim = {GUIDE['intermediate']}",
     f"BertEncoder.max_sequence_length = {SEQ}", f"BertEncoder.dropout = {GUIDE['dropout']}"]
+# (d): ModernBERT at the guide's size; GeGLU's two halves at 2/3 of BERT's intermediate width.
+MODERNBERT_BINDINGS = [
+    f"ModernBertEncoder.num_layers = {GUIDE['layers']}",
+    f"ModernBertEncoder.num_heads = {GUIDE['heads']}",
+    f"ModernBertEncoder.hidden_dim = {GUIDE['hidden']}",
+    f"ModernBertEncoder.intermediate_dim = {2 * GUIDE['intermediate'] // 3}",
+    f"ModernBertEncoder.max_sequence_length = {SEQ}"]
 
 
 # ---------------------------------------------------------------------------- corpus and data
@@ -247,7 +260,8 @@ def kbert_pretrain(name, gin_files, bindings, data_glob, eval_file, args, vocabu
                    steps=None, warmup=None, model_dir=None, evaluate=True):
     """One kbert-pretrain run through gin, as the command line does it; returns the summary."""
     configurables.parse_gin(["tiny.gin"] + gin_files, SIZE_BINDINGS + [
-        f"BertEncoder.vocabulary_size = {vocabulary_size}"] + bindings)
+        f"BertEncoder.vocabulary_size = {vocabulary_size}",
+        f"ModernBertEncoder.vocabulary_size = {vocabulary_size}"] + bindings)
     if steps is not None:
         gin.bind_parameter("run_pretraining.num_train_steps", steps)
         gin.bind_parameter("run_pretraining.num_warmup_steps", warmup)
@@ -538,6 +552,11 @@ def main():
             "budget", [args.budget_gin], [], os.path.join(args.work_dir, "budget-*.tfrecord"),
             eval_file, args, vocabulary_size)
         runs["budget"].setdefault("load_average", os.getloadavg())
+    if "modernbert" in recipes:
+        runs["modernbert"] = reused_run("modernbert", args) or kbert_run(
+            "modernbert", ["modernbert_base.gin", args.budget_gin], MODERNBERT_BINDINGS,
+            os.path.join(args.work_dir, "budget-*.tfrecord"), eval_file, args, vocabulary_size)
+        runs["modernbert"].setdefault("load_average", os.getloadavg())
     runs["random"] = random_run(args, vocabulary_size)
     pretrained_seconds = time.time() - began
     # Another process's load skews a wall-clock budget: say what the machine carried.
