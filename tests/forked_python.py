@@ -1,9 +1,9 @@
-"""`python -m kbert.bin.X ...` and `python tools/X.py ...` for tests, without paying the imports each time.
+"""`python -m kbert.bin.X ...` and `python tools/X.py ...` for tests, without the imports each time.
 
 A test of a binary runs it in a process of its own: its flags, exit status,
 stdout and stderr, files and crashes are the binary's alone. But a fresh Python
 spends about 5 seconds of a core importing TensorFlow, Keras, keras-hub and
-kbert before the binary's first line, and the suite starts some 80 of them.
+kbert before the binary's first line, and the suite starts dozens of them.
 Here each pytest process starts one `multiprocessing` fork server with those
 modules imported (nothing else: no TensorFlow op has run in it, so it has no
 TensorFlow threads to lose at `fork`), and every run is a fresh child forked
@@ -63,11 +63,14 @@ def run(args: list[str], *, cwd: str, env: dict, timeout: float,
         ended it), and `stdout` and `stderr` as text.
 
     Example:
-        >>> result = run(["-m", "kbert.bin.pretrain", "--helpshort"], cwd=REPO,
-        ...              env=dict(os.environ), timeout=120)
+        >>> result = run(["-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin", "--dry_run"],
+        ...              cwd=REPO, env=dict(os.environ), timeout=120)
         >>> result.returncode
         0
     """
+    if args[0] == "-c":
+        raise ValueError("forked_python runs a module or a script; for `python -c` (what a new "
+                         "interpreter imports) call subprocess.run")
     if args[0] == "-m":
         kind, target, argv = "module", args[1], args[2:]
     else:
