@@ -86,6 +86,10 @@ def main(argv: list[str]) -> None:
     if FLAGS.quantize and not FLAGS.export_dir:
         raise ValueError(f"--quantize={FLAGS.quantize} quantizes the export: give --export_dir too "
                          "(or run kbert-export --quantize on the model_dir later).")
+    if FLAGS.quantize:  # refused before training, not after it
+        from kbert.export.numeric_formats import check_quantize
+
+        check_quantize(FLAGS.quantize)
     from kbert import configurables
 
     logging.getLogger("kbert").setLevel(logging.INFO)

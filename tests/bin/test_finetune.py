@@ -142,6 +142,15 @@ def test_bad_input_is_one_clean_line(pretrained, tmp_path):
         "finetune.py: error: --quantize=int8 quantizes the export: give --export_dir too (or run "
         "kbert-export --quantize on the model_dir later)."]
     assert not model_dir.exists()
+    # A format the export would refuse is refused before any training.
+    result = finetune("--task=glue", "--task_name=sst-2", f"--init_checkpoint={pretrained}",
+                      f"--data_dir={os.path.join(TESTDATA, 'glue', 'SST-2')}",
+                      f"--model_dir={model_dir}", "--do_train", "--quantize=bfloat16",
+                      f"--export_dir={tmp_path / 'export'}")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "finetune.py: error: --quantize=bfloat16: this CPU has")
+    assert not model_dir.exists() and not (tmp_path / "export").exists()
 
 
 @pytest.mark.slow
