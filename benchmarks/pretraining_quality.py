@@ -276,7 +276,7 @@ def kbert_pretrain(name, gin_files, bindings, data_glob, eval_file, args, vocabu
         print(f"  {name}: {line}", flush=True)
 
     return configurables.run_pretraining(
-        data_glob, model_dir, configurables.build_pretrainer, save_checkpoints_steps=interval,
+        data_glob, model_dir, configurables.pretrainer, save_checkpoints_steps=interval,
         log_every_steps=interval, seed=args.seed, print_fn=log, **extra)
 
 
