@@ -78,38 +78,38 @@ def _base_dir(work: str, minilm_dir: str) -> str:
     return path
 
 
-def _sst2_dir(work: str, minilm_dir: str, train_size: int) -> str:
+def _finetuned_dir(work: str, minilm_dir: str, name: str, write_data, metric: str,
+                   **settings) -> str:
+    """MiniLM fine-tuned into `work/name` (kept for later runs), on the data `write_data(dir)`
+    writes; prints its dev `metric`. `settings` are `run_finetuning`'s task and run arguments."""
     from kbert.training.finetuning import run_finetuning
 
-    path = os.path.join(work, f"sst2-{train_size}")
+    path = os.path.join(work, name)
     if not os.path.exists(os.path.join(path, "task_model.keras")):
-        data = os.path.join(work, f"sst2-data-{train_size}")
-        _glue_subset(SST2, data, train_size, seed=0)
+        data = os.path.join(work, f"{name}-data")
+        write_data(data)
         start = time.time()
-        results = run_finetuning(task="glue", task_name="sst-2", init_checkpoint=minilm_dir,
-                                 model_dir=path, data_dir=data, do_train=True, do_eval=True,
-                                 max_seq_length=64, num_train_epochs=1.0, verbose=2)
-        print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev accuracy "
-              f"{results['accuracy']:.4f}", flush=True)
+        results = run_finetuning(init_checkpoint=minilm_dir, model_dir=path, data_dir=data,
+                                 do_train=True, do_eval=True, verbose=2, **settings)
+        print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev {metric} "
+              f"{results[metric]:.4f}", flush=True)
     return path
+
+
+def _sst2_dir(work: str, minilm_dir: str, train_size: int) -> str:
+    return _finetuned_dir(work, minilm_dir, f"sst2-{train_size}",
+                          lambda data: _glue_subset(SST2, data, train_size, seed=0), "accuracy",
+                          task="glue", task_name="sst-2", max_seq_length=64,
+                          num_train_epochs=1.0)
 
 
 def _conll_dir(work: str, minilm_dir: str, train_size: int) -> str:
-    from kbert.training.finetuning import run_finetuning
-
-    path = os.path.join(work, f"conll-{train_size}")
-    if not os.path.exists(os.path.join(path, "task_model.keras")):
-        data = os.path.join(work, f"conll-data-{train_size}")
-        _conll_subset(CONLL, data, train_size)
-        start = time.time()
-        # kbert's defaults (auto batch, rate and epochs), the kept epoch chosen on 10% of the
-        # training sentences (BENCHMARKS.md's clean CoNLL figures), dev never used to choose.
-        results = run_finetuning(task="ner", task_name="conll2003", init_checkpoint=minilm_dir,
-                                 model_dir=path, data_dir=data, do_train=True, do_eval=True,
-                                 max_seq_length=128, selection_fraction=0.1, verbose=2)
-        print(f"fine-tuned {path} in {time.time() - start:.0f} s: dev entity F1 "
-              f"{results['f1']:.4f}", flush=True)
-    return path
+    # kbert's defaults (auto batch, rate and epochs), the kept epoch chosen on 10% of the
+    # training sentences (BENCHMARKS.md's clean CoNLL figures), dev never used to choose.
+    return _finetuned_dir(work, minilm_dir, f"conll-{train_size}",
+                          lambda data: _conll_subset(CONLL, data, train_size), "f1",
+                          task="ner", task_name="conll2003", max_seq_length=128,
+                          selection_fraction=0.1)
 
 
 def _size_mb(path: str) -> float:
