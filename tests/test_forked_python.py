@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tests import forked_python
+from tests.conftest import REPO
 
 SCRIPT = """\
 import os, sys
@@ -46,7 +47,7 @@ def test_status_and_streams_equal_a_new_interpreters(tmp_path, mode):
 def test_a_module_runs_as_python_dash_m():
     result = forked_python.run(["-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin",
                                 "--gin_params=BertEncoder.num_layer = 3", "--dry_run"],
-                               cwd=os.getcwd(), env=dict(os.environ), timeout=120)
+                               cwd=REPO, env=dict(os.environ), timeout=120)
     assert result.returncode == 2 and "num_layer" in result.stderr
 
 

@@ -83,12 +83,12 @@ DEFAULT_GIN = "finetune.gin"
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
-    if FLAGS.quantize and not FLAGS.export_dir:
-        raise ValueError(f"--quantize={FLAGS.quantize} quantizes the export: give --export_dir too "
-                         "(or run kbert-export --quantize on the model_dir later).")
     if FLAGS.quantize:  # refused before training, not after it
         from kbert.export.numeric_formats import check_quantize
 
+        if not FLAGS.export_dir:
+            raise ValueError(f"--quantize={FLAGS.quantize} quantizes the export: give --export_dir "
+                             "too (or run kbert-export --quantize on the model_dir later).")
         check_quantize(FLAGS.quantize)
     from kbert import configurables
 

@@ -7,18 +7,21 @@ import sys
 from tests import forked_python
 from tests.conftest import REPO
 
-ENV = dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
+
+def _env():
+    return dict(os.environ, PYTHONPATH=REPO, TF_CPP_MIN_LOG_LEVEL="3")
 
 
 def _pretrain(*args):
-    return forked_python.run(["-m", "kbert.bin.pretrain", *args], cwd=REPO, env=ENV, timeout=300)
+    return forked_python.run(["-m", "kbert.bin.pretrain", *args], cwd=REPO, env=_env(),
+                             timeout=300)
 
 
 def test_dry_run_large_prints_exact_counts():
     # A new interpreter, as the console script starts: its stderr must be free of
     # TensorFlow's start-up lines, which a forked run has already left behind.
     result = subprocess.run([sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/large.gin",
-                             "--dry_run"], cwd=REPO, env=ENV, capture_output=True, text=True,
+                             "--dry_run"], cwd=REPO, env=_env(), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
