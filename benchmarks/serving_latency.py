@@ -32,18 +32,27 @@ def sentences(data_dir: str) -> list[str]:
     return [row[0] for row in rows if row]
 
 
-def build_export(vocab_file: str, root: str) -> str:
+def build_export(vocab_file: str, root: str, encoder_dir: str | None = None) -> str:
+    """An SST-2-shaped classifier exported to `<root>/export/sst2`; returns that directory.
+
+    The encoder is BERT-tiny with random weights, or, with `encoder_dir`, the
+    pre-trained encoder there (with its own vocab.txt; the head stays random).
+    """
     import keras
 
+    from kbert.checkpoints import TaskConfig, open_model_dir, save_finetuned
     from kbert.export.saved_model import export_saved_model
-    from kbert.checkpoints import TaskConfig, save_finetuned
     from kbert.models import BertClassifier, BertEncoder
 
-    with open(vocab_file, encoding="utf-8") as f:
-        vocabulary_size = len(f.read().split("\n")) - 1
     keras.utils.set_random_seed(0)
-    encoder = BertEncoder(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2, hidden_dim=128,
-                          intermediate_dim=512, max_sequence_length=128)
+    if encoder_dir:
+        opened = open_model_dir(encoder_dir)
+        encoder, vocab_file = opened.encoder(), opened.vocab_file
+    else:
+        with open(vocab_file, encoding="utf-8") as f:
+            vocabulary_size = len(f.read().split("\n")) - 1
+        encoder = BertEncoder(vocabulary_size=vocabulary_size, num_layers=2, num_heads=2,
+                              hidden_dim=128, intermediate_dim=512, max_sequence_length=128)
     model_dir = os.path.join(root, "finetuned")
     save_finetuned(model_dir, BertClassifier(encoder, 2),
                    TaskConfig(task="glue", task_name="sst-2", model_type="classifier",

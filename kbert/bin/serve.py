@@ -33,7 +33,7 @@ flags.DEFINE_float("file_system_poll_wait_seconds", 1, "Seconds between looks fo
 flags.DEFINE_bool("enable_batching", False, "Merge concurrent requests into batches.")
 flags.DEFINE_string("batching_parameters_file", None, "BatchingParameters text proto (max_batch_size, "
                     "batch_timeout_micros, num_batch_threads, max_enqueued_batches, allowed_batch_sizes).")
-flags.DEFINE_integer("max_batch_tokens", 1024, "With --enable_batching: most padded tokens (rows x the longest "
+flags.DEFINE_integer("max_batch_tokens", 512, "With --enable_batching: most padded tokens (rows x the longest "
                      "text's tokens) in one merged batch, as text-embeddings-inference's --max-batch-tokens; "
                      "requests close in length run together. A text's tokens are estimated from its bytes (words + "
                      "punctuation + letters / 8 + non-ASCII bytes / 3, + [CLS]/[SEP], at most the model's "
