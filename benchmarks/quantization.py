@@ -24,6 +24,12 @@ indicative: compare the ratios of one run. Sizes are the version directories.
 An embedding export's check reports `embedding_agreement` (100 x the mean
 cosine between the float32 and the int8 embedding of the same texts).
 
+With --bfloat16 the float32 export is also timed under TensorFlow's oneDNN
+bfloat16 rewrite (`auto_mixed_precision_onednn_bfloat16`, which stock TF Serving's
+`--mixed_precision=bfloat16` turns on), with its agreement with float32
+(100 x the mean cosine of the outputs): the bfloat16 option of issue 33 on a CPU
+with bfloat16 units.
+
 With --serve_clients (e.g. 1,8,32) each export is also served by `kbert-serve`
 (a subprocess on loopback, `--enable_batching` with the repository's
 serving/batching_parameters.txt and the default token budget), float32 then int8,
@@ -31,7 +37,7 @@ and driven over gRPC Predict by that many client threads, one SST-2 dev sentence
 per request, for --serve_seconds each (benchmarks/serving_latency.py's client):
 QPS, p50 and p99, and the int8/float32 QPS ratio of the same run.
 
-    PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm,base
+    PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm,base [--bfloat16]
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm --sst2
     PYTHONPATH=. python benchmarks/quantization.py --models= --conll
     PYTHONPATH=. python benchmarks/quantization.py --models=minilm,base --serve_clients=1,8,32
@@ -117,12 +123,39 @@ def _size_mb(path: str) -> float:
                for f in files) / 2**20
 
 
-def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int) -> dict:
-    """examples/s of each SavedModel's serving_default, rounds alternating between models."""
+def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int,
+            bfloat16: bool = False) -> tuple[dict, float | None]:
+    """examples/s of each SavedModel's serving_default, rounds alternating between models.
+
+    With `bfloat16`, a third run is the float32 export loaded again and first
+    called with TensorFlow's `auto_mixed_precision_onednn_bfloat16` Grappler
+    rewrite on (what stock TF Serving's `--mixed_precision=bfloat16` turns on):
+    a function is optimized once, when first called, so the float32 and int8
+    runs, called before, keep their graphs (checked: float32's answers are
+    unchanged). Returns the speeds and the bfloat16 run's agreement with float32
+    (100 x the mean cosine of their outputs on the first 256 texts), or None.
+    """
+    import numpy as np
     import tensorflow as tf
 
     runs = {name: tf.saved_model.load(path).signatures["serving_default"]
             for name, path in paths.items()}
+    probe = tf.constant(texts[:256])
+    before = {name: _main_output(run(text=probe)) for name, run in runs.items()}  # optimized now
+    agreement = None
+    if bfloat16:
+        rewrite = "auto_mixed_precision_onednn_bfloat16"
+        tf.config.optimizer.set_experimental_options({rewrite: True})
+        runs["bfloat16"] = tf.saved_model.load(paths["float32"]).signatures["serving_default"]
+        mixed = _main_output(runs["bfloat16"](text=probe))
+        tf.config.optimizer.set_experimental_options({rewrite: False})
+        if not np.array_equal(_main_output(runs["float32"](text=probe)), before["float32"]):
+            raise SystemExit("the bfloat16 rewrite changed the float32 run: its figures would be wrong")
+        reference = before["float32"].reshape(len(texts[:256]), -1)
+        mixed = mixed.reshape(reference.shape)
+        cosine = (reference * mixed).sum(-1) / (np.linalg.norm(reference, axis=-1)
+                                                * np.linalg.norm(mixed, axis=-1))
+        agreement = float(100 * cosine.mean())
     best = {(name, b): 0.0 for name in runs for b in batch_sizes}
     for b in batch_sizes:
         batches = [tf.constant(texts[i:i + b]) for i in range(0, len(texts) - b + 1, b)]
@@ -136,7 +169,15 @@ def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int)
                     run(text=batch)
                 rate = sum(int(x.shape[0]) for x in batches) / (time.perf_counter() - start)
                 best[name, b] = max(best[name, b], rate)
-    return best
+    return best, agreement
+
+
+def _main_output(outputs: dict):
+    """The signature's float output with the most values (embeddings, logits), as numpy."""
+    import numpy as np
+
+    floats = [v.numpy() for v in outputs.values() if v.dtype.is_floating]
+    return max(floats, key=np.size)
 
 
 def _served(paths: dict, texts: list[str], clients: list[int], seconds: float,
@@ -173,6 +214,9 @@ def main() -> None:
                         "NER and export it in int8 (its check scores all 3,250 dev sentences).")
     parser.add_argument("--conll_train_size", type=int, default=1500)
     parser.add_argument("--batch_sizes", default="1,32")
+    parser.add_argument("--bfloat16", action="store_true", help="Also time the float32 export under "
+                        "TF's oneDNN bfloat16 rewrite (stock TF Serving's --mixed_precision=bfloat16); "
+                        "pays only on CPUs with avx512_bf16 or amx_bf16.")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TF's choice)")
     parser.add_argument("--serve_clients", default="", help="e.g. 1,8,32: also serve each export "
@@ -218,7 +262,7 @@ def main() -> None:
                   f"{_size_mb(paths[fmt]):.1f} MiB", flush=True)
         with open(os.path.join(paths["int8"], "assets.extra", "kbert_export.json")) as f:
             check = json.load(f)["quantization"]
-        speeds = _speeds(paths, texts, batch_sizes, args.repeats)
+        speeds, bfloat16_agreement = _speeds(paths, texts, batch_sizes, args.repeats, args.bfloat16)
         line = {"model": name, "load": round(os.getloadavg()[0], 1),
                 "size_mib": {fmt: round(_size_mb(p), 1) for fmt, p in paths.items()},
                 "check": {k: check[k] for k in ("metric", "float32", "quantized", "drop_points",
@@ -227,6 +271,11 @@ def main() -> None:
             f32, i8 = speeds["float32", b], speeds["int8", b]
             line[f"batch{b}_examples_per_s"] = {"float32": round(f32, 1), "int8": round(i8, 1),
                                                 "ratio": round(i8 / f32, 2)}
+        if args.bfloat16:
+            line["bfloat16_rewrite"] = {"agreement": round(bfloat16_agreement, 4), **{
+                f"batch{b}_examples_per_s": round(speeds["bfloat16", b], 1) for b in batch_sizes}, **{
+                f"batch{b}_ratio": round(speeds["bfloat16", b] / speeds["float32", b], 2)
+                for b in batch_sizes}}
         line["size_ratio"] = round(line["size_mib"]["int8"] / line["size_mib"]["float32"], 3)
         if args.serve_clients:
             clients = [int(c) for c in args.serve_clients.split(",")]

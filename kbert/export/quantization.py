@@ -15,9 +15,10 @@ and the int8 embedding of the same texts (float32 scores 100), on the lines of
 the files in `--quantization_data_dir` or, without it, on fixed pseudo-sentences
 of vocabulary words.
 
-`bfloat16` is refused: it pays only on CPUs with bfloat16 units (AVX512-BF16 or
-AMX), and there stock TF Serving's `--mixed_precision=bfloat16` already runs a
-float32 export in bfloat16, so no second SavedModel is written.
+`bfloat16` is refused: it could pay only on CPUs with bfloat16 units (AVX512-BF16
+or AMX), and on one (an AMD EPYC with avx512_bf16) TensorFlow's bfloat16 rewrite,
+the one stock TF Serving's `--mixed_precision=bfloat16` applies to a float32
+export, ran no faster than float32 (`benchmarks/quantization.py --bfloat16`).
 """
 
 from __future__ import annotations
