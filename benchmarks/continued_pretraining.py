@@ -8,7 +8,8 @@ The hyperparameters below were fixed before any score was seen.
 DAPT. Domain: the NLTK Gutenberg books of `--data_dir/corpus/gutenberg` (19th-century
 fiction, verse and drama; all-MiniLM-L6-v2 was trained on web and question-answer
 text; the two Latin-1 books, `chesterton-ball.txt` and `shakespeare-caesar.txt`, are
-read as Latin-1). Each book's last tenth of lines is held out. Arms, each evaluated on the held-out tenth (`--eval_input_file`):
+read as Latin-1). Each book's last tenth of lines is held out. Arms, each evaluated
+on the held-out tenth (`--eval_input_file`):
   start       the converted model as a continued run starts it (0 steps; its masked-LM
               head is fresh: the released model has none),
   dapt        DAPT_STEPS steps of gin/continue_pretraining.gin,

@@ -140,10 +140,10 @@ def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int,
 
     runs = {name: tf.saved_model.load(path).signatures["serving_default"]
             for name, path in paths.items()}
-    probe = tf.constant(texts[:256])
-    before = {name: _main_output(run(text=probe)) for name, run in runs.items()}  # optimized now
     agreement = None
     if bfloat16:
+        probe = tf.constant(texts[:256])
+        before = {name: _main_output(run(text=probe)) for name, run in runs.items()}  # optimized now
         rewrite = "auto_mixed_precision_onednn_bfloat16"
         tf.config.optimizer.set_experimental_options({rewrite: True})
         runs["bfloat16"] = tf.saved_model.load(paths["float32"]).signatures["serving_default"]
