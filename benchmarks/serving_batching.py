@@ -30,7 +30,10 @@ idle one costs no CPU); then `--rounds` rounds each run every setting in turn
 for `--seconds` with `--clients` clients (the model-alone figures before each
 round), and the medians are reported: on a shared machine the load moves a
 lot within minutes, and interleaving short slices spreads that over all
-settings alike.
+settings alike. Each setting also reports the CPU its server and the client
+threads used while driven (cores busy: CPU seconds per second, from /proc and
+`time.process_time`): on a 2-core machine the clients run on the server's
+cores, so what they take is CPU the server did not have.
 """
 
 from __future__ import annotations
@@ -161,7 +164,11 @@ def main() -> None:
             for round_ in range(args.rounds):
                 alone_runs.append(model_alone(export_dir, texts, lengths, args.seconds))
                 for name, server in servers.items():
+                    server_cpu, client_cpu = _cpu_seconds(server.process.pid), time.process_time()
                     r = drive(server.grpc_address, texts, args.clients, args.seconds)
+                    elapsed = r["requests"] / r["qps"]
+                    r["server_cores"] = (_cpu_seconds(server.process.pid) - server_cpu) / elapsed
+                    r["client_cores"] = (time.process_time() - client_cpu) / elapsed
                     runs[name].append(r)
                     print(f"round {round_ + 1} {name:14s}: {r['qps']:8.1f} qps  p50 {r['p50']:7.2f} ms  p99 "
                           f"{r['p99']:7.2f} ms  ({r['requests']} requests, {r['errors']} errors)", file=sys.stderr,
@@ -170,11 +177,19 @@ def main() -> None:
             for server in servers.values():
                 server.stop(timeout_s=60)
     alone = {key: _median([a[key] for a in alone_runs]) for key in alone_runs[0]}
-    results = {name: {key: _median([r[key] for r in rs]) for key in ("qps", "p50", "p99")}
+    results = {name: {key: _median([r[key] for r in rs])
+                      for key in ("qps", "p50", "p99", "server_cores", "client_cores")}
                | {"requests": sum(r["requests"] for r in rs), "errors": sum(r["errors"] for r in rs),
                   "qps_range": (min(r["qps"] for r in rs), max(r["qps"] for r in rs))}
                for name, rs in runs.items()}
     report(args, texts, lengths, alone, results)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (all its threads) so far, from /proc."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _median(values: list[float]) -> float:
@@ -207,14 +222,15 @@ def report(args, texts, lengths, alone, results) -> None:
         print(f"| {name} | {rate:.0f} |")
     count = results.get("request count")
     print(f"\nBest: {best:.0f} examples/s ({best_name}).\n")
-    print("| batching | QPS | (min-max) | QPS / model's best | p50 ms | p99 ms | p99 / request count's | requests | "
-          "errors |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| batching | QPS | (min-max) | QPS / model's best | p50 ms | p99 ms | p99 / request count's | "
+          "server CPU cores | clients' CPU cores | requests | errors |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         p99_ratio = f"{r['p99'] / count['p99']:.2f}" if count else "-"
         low, high = r["qps_range"]
         print(f"| {name} | {r['qps']:.1f} | {low:.0f}-{high:.0f} | {r['qps'] / best:.2f} | {r['p50']:.2f} | "
-              f"{r['p99']:.2f} | {p99_ratio} | {r['requests']} | {r['errors']} |")
+              f"{r['p99']:.2f} | {p99_ratio} | {r['server_cores']:.2f} | {r['client_cores']:.2f} | "
+              f"{r['requests']} | {r['errors']} |")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,274 @@
+"""int8 in ONNX Runtime against kbert's int8 SavedModel and float32: the model alone, same run.
+
+Issue 33 asks for >= 2x float32's throughput at batch 1 and 32 for <= 0.5
+points of quality. kbert's int8 SavedModel (oneDNN quantized matmuls inside
+TensorFlow) falls short (BENCHMARKS.md: 0.91x / 1.38x on all-MiniLM-L6-v2):
+TensorFlow's oneDNN 3 int8 matmul reorders its weights on every call. This
+benchmark measures what another runtime would give before kbert-serve grows
+one: the same model's `serve_ids` signature (token ids in, the export's
+outputs out; tokenization is not timed) in four arms, one process, rounds
+alternating, best of --repeats:
+
+    tf-float32   the float32 SavedModel `kbert-export` writes
+    tf-int8      the `kbert-export --quantize=int8` SavedModel
+    ort-float32  the float32 signature converted by tf2onnx, run by ONNX Runtime
+                 (its default graph optimizations)
+    ort-int8     that ONNX model quantized by ONNX Runtime's own dynamic
+                 quantizer: int8 weights per output channel, uint8 activations
+                 quantized per call (MatMulInteger, VNNI kernels)
+
+Models: `minilm` (all-MiniLM-L6-v2 converted from its wheel, the embedding
+export at 128 pieces), `base` (a random BERT-base-shaped encoder, 12 x 768,
+with MiniLM's vocabulary), `sst2` (MiniLM fine-tuned on --sst2_train_size SST-2
+training sentences, 1 epoch, length 64: benchmarks/quantization.py's model; its
+arms' SST-2 dev accuracy over all 872 sentences, the quality the issue names).
+Inputs are SST-2 dev sentences, each batch padded to its longest, as kbert-serve
+pads. Embedding models report agreement: 100 x the mean cosine between an
+arm's embedding and tf-float32's. Nothing is chosen on the dev set.
+
+Needs, besides kbert's own environment (not kbert dependencies: this is a
+measurement, kbert does not ship an ONNX path yet):
+
+    pip install --no-deps onnxruntime==1.32.0 onnx==1.23.2 tf2onnx==1.17.0 sympy==1.14.0 mpmath==1.4.1 coloredlogs==15.0.1 humanfriendly==10.0
+
+    PYTHONPATH=. python benchmarks/onnxruntime_int8.py --models=minilm,base,sst2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks.finetuning_quality import _minilm  # noqa: E402
+from benchmarks.quantization import SST2  # noqa: E402
+from benchmarks.quantization import _base_dir  # noqa: E402
+from benchmarks.quantization import _size_mb  # noqa: E402
+from benchmarks.quantization import _sst2_dir  # noqa: E402
+
+ARMS = ("tf-float32", "tf-int8", "ort-float32", "ort-int8")
+ID_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def _erfc(ctx, node, name, args):
+    """tf2onnx handler for TensorFlow's Erfc (Keras' exact GELU), which tf2onnx 1.17 lacks:
+    ONNX has Erf, and erfc(x) = 1 - erf(x)."""
+    import numpy as np
+    from tf2onnx import utils
+
+    node.type = "Erf"
+    one = ctx.make_const(utils.make_name("one"), np.array(1.0, np.float32))
+    ctx.insert_new_node_on_output("Sub", node.output[0], name=utils.make_name("erfc"),
+                                  inputs=[one.output[0], node.output[0]])
+
+
+def _gemm_to_matmul(path: str, out_path: str) -> int:
+    """Rewrites each Gemm with a constant weight as MatMul (+ Add of its bias).
+
+    tf2onnx writes the attention projections (Keras EinsumDense on a reshaped
+    input) as Gemm, and ONNX Runtime's dynamic quantizer quantizes MatMul but not
+    Gemm: without this, half of each block's weights would stay float32.
+    Returns the number rewritten.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper
+    from onnx import numpy_helper
+
+    model = onnx.load(path)
+    graph = model.graph
+    weights = {w.name: w for w in graph.initializer}
+    nodes, rewritten = [], 0
+    for node in graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        plain = (node.op_type == "Gemm" and node.input[1] in weights
+                 and not attrs.get("transA", 0) and attrs.get("alpha", 1.0) == 1.0
+                 and (len(node.input) < 3 or attrs.get("beta", 1.0) == 1.0))
+        if not plain:
+            nodes.append(node)
+            continue
+        weight = node.input[1]
+        if attrs.get("transB", 0):
+            value = np.ascontiguousarray(numpy_helper.to_array(weights[weight]).T)
+            weight = f"{weight}_transposed"
+            graph.initializer.append(numpy_helper.from_array(value, weight))
+        product = node.output[0] if len(node.input) < 3 else f"{node.output[0]}_product"
+        nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product],
+                                      name=f"{node.name}_matmul"))
+        if len(node.input) >= 3:
+            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
+                                          name=f"{node.name}_bias"))
+        rewritten += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, out_path)
+    return rewritten
+
+
+def _drop_unused_inputs(path: str) -> None:
+    """Removes graph inputs no node reads: tf2onnx makes every tensor the signature
+    captures an input (a classifier's label names), even when `output` does not need it."""
+    import onnx
+
+    model = onnx.load(path)
+    read = {name for node in model.graph.node for name in node.input}
+    unused = [i for i in model.graph.input if i.name not in ID_NAMES and i.name not in read]
+    for graph_input in unused:
+        model.graph.input.remove(graph_input)
+    extra = [i.name for i in model.graph.input if i.name not in ID_NAMES]
+    if extra:
+        raise SystemExit(f"{path}: the ONNX model needs inputs besides the token ids: {extra}")
+    onnx.save(model, path)
+
+
+def _onnx_models(signature, output: str, work: str) -> tuple[str, str, int]:
+    """The float32 ONNX model of `signature`'s `output` and its dynamic int8 copy."""
+    import tensorflow as tf
+    import tf2onnx
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    spec = [tf.TensorSpec([None, None], tf.int32, name=n) for n in ID_NAMES]
+
+    @tf.function(input_signature=spec)
+    def main_output(token_ids, segment_ids, padding_mask):
+        return {output: signature(token_ids=token_ids, segment_ids=segment_ids,
+                                  padding_mask=padding_mask)[output]}
+
+    float32 = os.path.join(work, "float32.onnx")
+    tf2onnx.convert.from_function(main_output, input_signature=spec, opset=17,
+                                  custom_op_handlers={"Erfc": (_erfc, [])}, output_path=float32)
+    _drop_unused_inputs(float32)
+    # ONNX Runtime's pre-processing folds the weights' reshapes into constants,
+    # so the quantizer sees them as weights.
+    folded = os.path.join(work, "folded.onnx")
+    quant_pre_process(float32, folded, skip_symbolic_shape=True)
+    matmuls = os.path.join(work, "matmuls.onnx")
+    rewritten = _gemm_to_matmul(folded, matmuls)
+    int8 = os.path.join(work, "int8.onnx")
+    quantize_dynamic(matmuls, int8, weight_type=QuantType.QInt8, per_channel=True,
+                     op_types_to_quantize=["MatMul"])
+    return float32, int8, rewritten
+
+
+def _batches(preprocessor, texts: list[str], batch_size: int) -> list[dict]:
+    import numpy as np
+    import tensorflow as tf
+
+    batches = []
+    for start in range(0, len(texts), batch_size):
+        ids = preprocessor(tf.constant(texts[start:start + batch_size]))
+        length = int(np.asarray(ids["padding_mask"]).sum(axis=1).max())
+        batches.append({n: np.asarray(ids[n])[:, :length].astype(np.int32) for n in ID_NAMES})
+    return batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default="minilm,base,sst2")
+    parser.add_argument("--sst2_train_size", type=int, default=2000)
+    parser.add_argument("--batch1_texts", type=int, default=256,
+                        help="SST-2 dev sentences timed one at a time (batch 32 times all 872).")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
+                                                           "kbert-onnxruntime-int8"))
+    args = parser.parse_args()
+    import numpy as np
+    import onnxruntime
+    import tensorflow as tf
+
+    from kbert.checkpoints import open_model_dir
+    from kbert.export.saved_model import export_saved_model
+
+    os.makedirs(args.work_dir, exist_ok=True)
+    with open(os.path.join(SST2, "dev.tsv"), encoding="utf-8") as f:
+        rows = [line.split("\t") for line in f.read().splitlines()[1:]]
+    texts, labels = [r[0] for r in rows], np.array([int(r[1]) for r in rows])
+    minilm = _minilm(args.work_dir)
+    sources = {"minilm": lambda: minilm, "base": lambda: _base_dir(args.work_dir, minilm),
+               "sst2": lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)}
+    print(f"TensorFlow {tf.__version__}, ONNX Runtime {onnxruntime.__version__}; "
+          f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}", flush=True)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count()
+    for name in [m for m in args.models.split(",") if m]:
+        model_dir = open_model_dir(sources[name]())
+        finetuned = model_dir.is_finetuned
+        length = model_dir.task_config.max_seq_length if finetuned else 128
+        output = "logits" if finetuned else "embedding"
+        work = os.path.join(args.work_dir, "onnxruntime", name)
+        paths, runs, loaded = {}, {}, []
+        for arm, quantize in (("tf-float32", None), ("tf-int8", "int8")):
+            paths[arm] = export_saved_model(model_dir.path, os.path.join(work, arm),
+                                            max_seq_length=None if finetuned else length,
+                                            check=False, quantize=quantize,
+                                            max_quantization_drop=100.0,
+                                            quantization_drop_is_error=False)
+            loaded.append(tf.saved_model.load(paths[arm]))  # its variables live as long as it
+            signature = loaded[-1].signatures["serve_ids"]
+            runs[arm] = (lambda s: lambda ids: s(**{n: tf.constant(v) for n, v in ids.items()})
+                         [output].numpy())(signature)
+            if arm == "tf-float32":
+                start = time.time()
+                onnx_float32, onnx_int8, rewritten = _onnx_models(signature, output, work)
+                print(f"{name}: ONNX models in {time.time() - start:.0f} s ({rewritten} Gemm "
+                      "rewritten as MatMul)", flush=True)
+        for arm, path in (("ort-float32", onnx_float32), ("ort-int8", onnx_int8)):
+            session = onnxruntime.InferenceSession(path, options,
+                                                   providers=["CPUExecutionProvider"])
+            inputs = [i.name for i in session.get_inputs()]
+            runs[arm] = (lambda s, i: lambda ids: s.run(None, {n: ids[n] for n in i})[0])(
+                session, inputs)
+        sizes = {"tf-float32": _size_mb(paths["tf-float32"]), "tf-int8": _size_mb(paths["tf-int8"]),
+                 "ort-float32": os.path.getsize(onnx_float32) / 2**20,
+                 "ort-int8": os.path.getsize(onnx_int8) / 2**20}
+        preprocessor = model_dir.preprocessor(length)
+        line = {"model": name, "size_mib": {a: round(s, 1) for a, s in sizes.items()}}
+        for batch_size in (1, 32):
+            batches = _batches(preprocessor, texts[:args.batch1_texts] if batch_size == 1
+                               else texts, batch_size)
+            count = sum(len(b["token_ids"]) for b in batches)
+            outputs = {arm: np.concatenate([run(b) for b in batches]) for arm, run in runs.items()}
+            best = {arm: float("inf") for arm in runs}
+            for _ in range(args.repeats):
+                for arm, run in runs.items():
+                    start = time.perf_counter()
+                    for batch in batches:
+                        run(batch)
+                    best[arm] = min(best[arm], time.perf_counter() - start)
+            line[f"batch{batch_size}_examples_per_s"] = {a: round(count / t, 1)
+                                                         for a, t in best.items()}
+            line[f"batch{batch_size}_vs_tf_float32"] = {a: round(best["tf-float32"] / t, 2)
+                                                        for a, t in best.items()}
+            if batch_size == 32:
+                reference = outputs["tf-float32"]
+                if finetuned:
+                    line["sst2_dev_accuracy"] = {
+                        a: round(100 * float((o.argmax(-1) == labels).mean()), 2)
+                        for a, o in outputs.items()}
+                else:
+                    line["agreement"] = {a: round(100 * float(np.mean(
+                        (o * reference).sum(-1) / (np.linalg.norm(o, axis=-1)
+                                                   * np.linalg.norm(reference, axis=-1)))), 3)
+                        for a, o in outputs.items()}
+            print(f"{name} batch {batch_size}: " + ", ".join(
+                f"{a} {line[f'batch{batch_size}_examples_per_s'][a]} ex/s "
+                f"({line[f'batch{batch_size}_vs_tf_float32'][a]}x)" for a in runs), flush=True)
+        line["load"] = round(os.getloadavg()[0], 1)
+        print(json.dumps(line), flush=True)
+        with open(os.path.join(args.work_dir, "onnxruntime", "results.jsonl"), "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+if __name__ == "__main__":
+    main()
