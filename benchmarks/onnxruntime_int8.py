@@ -161,6 +161,7 @@ def _onnx_models(signature, output: str, work: str) -> tuple[str, str, int]:
 
 
 def _batches(preprocessor, texts: list[str], batch_size: int) -> list[dict]:
+    """Token id batches of `texts`, each padded to its longest, as kbert-serve pads."""
     import numpy as np
     import tensorflow as tf
 
@@ -170,6 +171,81 @@ def _batches(preprocessor, texts: list[str], batch_size: int) -> list[dict]:
         length = int(np.asarray(ids["padding_mask"]).sum(axis=1).max())
         batches.append({n: np.asarray(ids[n])[:, :length].astype(np.int32) for n in ID_NAMES})
     return batches
+
+
+def _tensorflow_arm(signature, output: str):
+    """Token ids (numpy) -> `output` of a loaded SavedModel's `serve_ids`, as numpy."""
+    import tensorflow as tf
+
+    def run(ids: dict):
+        return signature(**{n: tf.constant(v) for n, v in ids.items()})[output].numpy()
+    return run
+
+
+def _onnxruntime_arm(path: str):
+    """Token ids (numpy) -> the ONNX model's output, run by ONNX Runtime on every core."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count()
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+    def run(ids: dict):
+        return session.run(None, {i.name: ids[i.name] for i in session.get_inputs()})[0]
+    return run
+
+
+def _arms(model_dir, name: str, work: str) -> tuple[dict, dict, list]:
+    """The four arms of one model: runs (arm -> function), sizes in MiB, and the
+    loaded SavedModels (their variables live as long as they do)."""
+    import tensorflow as tf
+
+    from kbert.export.saved_model import export_saved_model
+
+    output = "logits" if model_dir.is_finetuned else "embedding"
+    runs, sizes, loaded = {}, {}, []
+    for arm, quantize in (("tf-float32", None), ("tf-int8", "int8")):
+        path = export_saved_model(model_dir.path, os.path.join(work, arm),
+                                  max_seq_length=None if model_dir.is_finetuned else 128,
+                                  check=False, quantize=quantize, max_quantization_drop=100.0,
+                                  quantization_drop_is_error=False)
+        loaded.append(tf.saved_model.load(path))
+        runs[arm] = _tensorflow_arm(loaded[-1].signatures["serve_ids"], output)
+        sizes[arm] = _size_mb(path)
+    start = time.time()
+    onnx_paths = _onnx_models(loaded[0].signatures["serve_ids"], output, work)
+    print(f"{name}: ONNX models in {time.time() - start:.0f} s ({onnx_paths[2]} Gemm rewritten "
+          "as MatMul)", flush=True)
+    for arm, path in zip(("ort-float32", "ort-int8"), onnx_paths[:2]):
+        runs[arm] = _onnxruntime_arm(path)
+        sizes[arm] = os.path.getsize(path) / 2**20
+    return runs, sizes, loaded
+
+
+def _best_seconds(runs: dict, batches: list[dict], repeats: int) -> dict:
+    """Arm -> the fastest of `repeats` passes over `batches`, arms alternating each round."""
+    best = {arm: float("inf") for arm in runs}
+    for _ in range(repeats):
+        for arm, run in runs.items():
+            start = time.perf_counter()
+            for batch in batches:
+                run(batch)
+            best[arm] = min(best[arm], time.perf_counter() - start)
+    return best
+
+
+def _quality(outputs: dict, labels, finetuned: bool) -> tuple[str, dict]:
+    """SST-2 dev accuracy of each arm (a classifier), or its agreement with tf-float32:
+    100 x the mean cosine of their embeddings."""
+    import numpy as np
+
+    if finetuned:
+        return "sst2_dev_accuracy", {a: round(100 * float((o.argmax(-1) == labels).mean()), 2)
+                                     for a, o in outputs.items()}
+    reference = outputs["tf-float32"]
+    norms = np.linalg.norm(reference, axis=-1)
+    return "agreement", {a: round(100 * float(np.mean((o * reference).sum(-1) / (
+        np.linalg.norm(o, axis=-1) * norms))), 3) for a, o in outputs.items()}
 
 
 def main() -> None:
@@ -188,9 +264,9 @@ def main() -> None:
     import tensorflow as tf
 
     from kbert.checkpoints import open_model_dir
-    from kbert.export.saved_model import export_saved_model
 
-    os.makedirs(args.work_dir, exist_ok=True)
+    results_dir = os.path.join(args.work_dir, "onnxruntime")
+    os.makedirs(results_dir, exist_ok=True)
     with open(os.path.join(SST2, "dev.tsv"), encoding="utf-8") as f:
         rows = [line.split("\t") for line in f.read().splitlines()[1:]]
     texts, labels = [r[0] for r in rows], np.array([int(r[1]) for r in rows])
@@ -199,74 +275,32 @@ def main() -> None:
                "sst2": lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)}
     print(f"TensorFlow {tf.__version__}, ONNX Runtime {onnxruntime.__version__}; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}", flush=True)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = os.cpu_count()
     for name in [m for m in args.models.split(",") if m]:
         model_dir = open_model_dir(sources[name]())
-        finetuned = model_dir.is_finetuned
-        length = model_dir.task_config.max_seq_length if finetuned else 128
-        output = "logits" if finetuned else "embedding"
-        work = os.path.join(args.work_dir, "onnxruntime", name)
-        paths, runs, loaded = {}, {}, []
-        for arm, quantize in (("tf-float32", None), ("tf-int8", "int8")):
-            paths[arm] = export_saved_model(model_dir.path, os.path.join(work, arm),
-                                            max_seq_length=None if finetuned else length,
-                                            check=False, quantize=quantize,
-                                            max_quantization_drop=100.0,
-                                            quantization_drop_is_error=False)
-            loaded.append(tf.saved_model.load(paths[arm]))  # its variables live as long as it
-            signature = loaded[-1].signatures["serve_ids"]
-            runs[arm] = (lambda s: lambda ids: s(**{n: tf.constant(v) for n, v in ids.items()})
-                         [output].numpy())(signature)
-            if arm == "tf-float32":
-                start = time.time()
-                onnx_float32, onnx_int8, rewritten = _onnx_models(signature, output, work)
-                print(f"{name}: ONNX models in {time.time() - start:.0f} s ({rewritten} Gemm "
-                      "rewritten as MatMul)", flush=True)
-        for arm, path in (("ort-float32", onnx_float32), ("ort-int8", onnx_int8)):
-            session = onnxruntime.InferenceSession(path, options,
-                                                   providers=["CPUExecutionProvider"])
-            inputs = [i.name for i in session.get_inputs()]
-            runs[arm] = (lambda s, i: lambda ids: s.run(None, {n: ids[n] for n in i})[0])(
-                session, inputs)
-        sizes = {"tf-float32": _size_mb(paths["tf-float32"]), "tf-int8": _size_mb(paths["tf-int8"]),
-                 "ort-float32": os.path.getsize(onnx_float32) / 2**20,
-                 "ort-int8": os.path.getsize(onnx_int8) / 2**20}
+        runs, sizes, _loaded = _arms(model_dir, name, os.path.join(results_dir, name))
+        length = model_dir.task_config.max_seq_length if model_dir.is_finetuned else 128
         preprocessor = model_dir.preprocessor(length)
         line = {"model": name, "size_mib": {a: round(s, 1) for a, s in sizes.items()}}
         for batch_size in (1, 32):
             batches = _batches(preprocessor, texts[:args.batch1_texts] if batch_size == 1
                                else texts, batch_size)
             count = sum(len(b["token_ids"]) for b in batches)
-            outputs = {arm: np.concatenate([run(b) for b in batches]) for arm, run in runs.items()}
-            best = {arm: float("inf") for arm in runs}
-            for _ in range(args.repeats):
-                for arm, run in runs.items():
-                    start = time.perf_counter()
-                    for batch in batches:
-                        run(batch)
-                    best[arm] = min(best[arm], time.perf_counter() - start)
-            line[f"batch{batch_size}_examples_per_s"] = {a: round(count / t, 1)
-                                                         for a, t in best.items()}
-            line[f"batch{batch_size}_vs_tf_float32"] = {a: round(best["tf-float32"] / t, 2)
-                                                        for a, t in best.items()}
+            # One untimed pass warms each arm up; at batch 32 it covers all 872 sentences
+            # and gives the quality figures.
+            outputs = {a: np.concatenate([run(b) for b in batches]) for a, run in runs.items()}
             if batch_size == 32:
-                reference = outputs["tf-float32"]
-                if finetuned:
-                    line["sst2_dev_accuracy"] = {
-                        a: round(100 * float((o.argmax(-1) == labels).mean()), 2)
-                        for a, o in outputs.items()}
-                else:
-                    line["agreement"] = {a: round(100 * float(np.mean(
-                        (o * reference).sum(-1) / (np.linalg.norm(o, axis=-1)
-                                                   * np.linalg.norm(reference, axis=-1)))), 3)
-                        for a, o in outputs.items()}
+                metric, values = _quality(outputs, labels, model_dir.is_finetuned)
+                line[metric] = values
+            best = _best_seconds(runs, batches, args.repeats)
+            rates = line[f"batch{batch_size}_examples_per_s"] = {
+                a: round(count / t, 1) for a, t in best.items()}
+            ratios = line[f"batch{batch_size}_vs_tf_float32"] = {
+                a: round(best["tf-float32"] / t, 2) for a, t in best.items()}
             print(f"{name} batch {batch_size}: " + ", ".join(
-                f"{a} {line[f'batch{batch_size}_examples_per_s'][a]} ex/s "
-                f"({line[f'batch{batch_size}_vs_tf_float32'][a]}x)" for a in runs), flush=True)
+                f"{a} {rates[a]} ex/s ({ratios[a]}x)" for a in runs), flush=True)
         line["load"] = round(os.getloadavg()[0], 1)
         print(json.dumps(line), flush=True)
-        with open(os.path.join(args.work_dir, "onnxruntime", "results.jsonl"), "a") as f:
+        with open(os.path.join(results_dir, "results.jsonl"), "a") as f:
             f.write(json.dumps(line) + "\n")
 
 

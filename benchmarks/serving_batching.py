@@ -90,12 +90,14 @@ def token_counts(export_dir: str, texts: list[str]) -> list[int]:
     return [min(128, n + 2) for n in pieces.row_lengths().numpy().tolist()]
 
 
-def model_alone(export_dir: str, texts: list[str], lengths: list[int], seconds: float) -> dict:
+def model_alone(export_dir: str, texts: list[str], lengths: list[int],
+                seconds: float) -> tuple[dict, dict]:
     """Examples/s of the SavedModel in this process on the mix: batches of 32/64, arrival order or sorted.
 
     Sorted batches (the ceiling) run one whole pass over every text, so the rate
     covers the mix's short and long texts exactly; arrival-order batches (for
     comparison) run for `seconds / 4`, the batches in a seeded random order.
+    Returns the rates and the CPU milliseconds per example of each setting.
     """
     import numpy as np
 
@@ -103,21 +105,22 @@ def model_alone(export_dir: str, texts: list[str], lengths: list[int], seconds: 
 
     servable = Servable("sst2", 1, os.path.join(export_dir, "1"))
     order = {"arrival": list(range(len(texts))), "sorted": sorted(range(len(texts)), key=lengths.__getitem__)}
-    rates = {}
+    rates, cpu_ms = {}, {}
     for name, indices in order.items():
         for size in (32, 64):
             batches = [np.array([texts[i].encode() for i in indices[s:s + size]], dtype=object)
                        for s in range(0, len(indices) - size + 1, size)]
             random.Random(size).shuffle(batches)
             servable.run("serving_default", {"text": batches[0]})
-            done, begin = 0, time.perf_counter()
+            done, begin, cpu = 0, time.perf_counter(), time.process_time()
             for batch in batches:
                 if name == "arrival" and time.perf_counter() - begin >= seconds / 4:
                     break
                 servable.run("serving_default", {"text": batch})
                 done += size
             rates[f"batch {size}, {name} order"] = done / (time.perf_counter() - begin)
-    return rates
+            cpu_ms[f"batch {size}, {name} order"] = 1e3 * (time.process_time() - cpu) / done
+    return rates, cpu_ms
 
 
 def start_server(export_dir: str, extra: list[str], log_path: str):
@@ -169,6 +172,7 @@ def main() -> None:
                     elapsed = r["requests"] / r["qps"]
                     r["server_cores"] = (_cpu_seconds(server.process.pid) - server_cpu) / elapsed
                     r["client_cores"] = (time.process_time() - client_cpu) / elapsed
+                    r["server_cpu_ms"] = 1e3 * r["server_cores"] / r["qps"]
                     runs[name].append(r)
                     print(f"round {round_ + 1} {name:14s}: {r['qps']:8.1f} qps  p50 {r['p50']:7.2f} ms  p99 "
                           f"{r['p99']:7.2f} ms  ({r['requests']} requests, {r['errors']} errors)", file=sys.stderr,
@@ -176,13 +180,14 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop(timeout_s=60)
-    alone = {key: _median([a[key] for a in alone_runs]) for key in alone_runs[0]}
+    alone = {key: _median([a[key] for a, _ in alone_runs]) for key in alone_runs[0][0]}
+    alone_cpu = {key: _median([c[key] for _, c in alone_runs]) for key in alone_runs[0][1]}
     results = {name: {key: _median([r[key] for r in rs])
-                      for key in ("qps", "p50", "p99", "server_cores", "client_cores")}
+                      for key in ("qps", "p50", "p99", "server_cores", "client_cores", "server_cpu_ms")}
                | {"requests": sum(r["requests"] for r in rs), "errors": sum(r["errors"] for r in rs),
                   "qps_range": (min(r["qps"] for r in rs), max(r["qps"] for r in rs))}
                for name, rs in runs.items()}
-    report(args, texts, lengths, alone, results)
+    report(args, texts, lengths, alone, alone_cpu, results)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -198,7 +203,7 @@ def _median(values: list[float]) -> float:
     return float(np.median(values))
 
 
-def report(args, texts, lengths, alone, results) -> None:
+def report(args, texts, lengths, alone, alone_cpu, results) -> None:
     import numpy as np
 
     sizes = np.array(lengths)
@@ -217,19 +222,20 @@ def report(args, texts, lengths, alone, results) -> None:
           f"{np.percentile(sizes, 50):.0f}, p90 {np.percentile(sizes, 90):.0f}, at the cut "
           f"{(sizes == 128).mean():.0%}. kbert-serve's estimate (kbert.serving.token_counts) mean "
           f"{estimates.mean():.0f}; real / estimate mean {ratio.mean():.2f}, max {ratio.max():.2f}.\n")
-    print("| model alone (in-process) | examples/s |\n|---|---:|")
+    print("| model alone (in-process) | examples/s | CPU ms per example |\n|---|---:|---:|")
     for name, rate in alone.items():
-        print(f"| {name} | {rate:.0f} |")
+        print(f"| {name} | {rate:.0f} | {alone_cpu[name]:.2f} |")
     count = results.get("request count")
     print(f"\nBest: {best:.0f} examples/s ({best_name}).\n")
     print("| batching | QPS | (min-max) | QPS / model's best | p50 ms | p99 ms | p99 / request count's | "
-          "server CPU cores | clients' CPU cores | requests | errors |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "server CPU cores | server CPU ms per request | clients' CPU cores | requests | errors |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         p99_ratio = f"{r['p99'] / count['p99']:.2f}" if count else "-"
         low, high = r["qps_range"]
         print(f"| {name} | {r['qps']:.1f} | {low:.0f}-{high:.0f} | {r['qps'] / best:.2f} | {r['p50']:.2f} | "
-              f"{r['p99']:.2f} | {p99_ratio} | {r['server_cores']:.2f} | {r['client_cores']:.2f} | "
+              f"{r['p99']:.2f} | {p99_ratio} | {r['server_cores']:.2f} | {r['server_cpu_ms']:.2f} | "
+              f"{r['client_cores']:.2f} | "
               f"{r['requests']} | {r['errors']} |")
 
 
