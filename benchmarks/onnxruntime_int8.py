@@ -237,15 +237,13 @@ def _best_seconds(runs: dict, batches: list[dict], repeats: int) -> dict:
 def _quality(outputs: dict, labels, finetuned: bool) -> tuple[str, dict]:
     """SST-2 dev accuracy of each arm (a classifier), or its agreement with tf-float32:
     100 x the mean cosine of their embeddings."""
-    import numpy as np
+    from kbert.export.quantization import embedding_agreement
 
     if finetuned:
         return "sst2_dev_accuracy", {a: round(100 * float((o.argmax(-1) == labels).mean()), 2)
                                      for a, o in outputs.items()}
-    reference = outputs["tf-float32"]
-    norms = np.linalg.norm(reference, axis=-1)
-    return "agreement", {a: round(100 * float(np.mean((o * reference).sum(-1) / (
-        np.linalg.norm(o, axis=-1) * norms))), 3) for a, o in outputs.items()}
+    return "agreement", {a: round(embedding_agreement(outputs["tf-float32"], o), 3)
+                         for a, o in outputs.items()}
 
 
 def main() -> None:

@@ -138,6 +138,8 @@ def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int,
     import numpy as np
     import tensorflow as tf
 
+    from kbert.export.quantization import embedding_agreement
+
     runs = {name: tf.saved_model.load(path).signatures["serving_default"]
             for name, path in paths.items()}
     agreement = None
@@ -151,11 +153,7 @@ def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int,
         tf.config.optimizer.set_experimental_options({rewrite: False})
         if not np.array_equal(_main_output(runs["float32"](text=probe)), before["float32"]):
             raise SystemExit("the bfloat16 rewrite changed the float32 run: its figures would be wrong")
-        reference = before["float32"].reshape(len(texts[:256]), -1)
-        mixed = mixed.reshape(reference.shape)
-        cosine = (reference * mixed).sum(-1) / (np.linalg.norm(reference, axis=-1)
-                                                * np.linalg.norm(mixed, axis=-1))
-        agreement = float(100 * cosine.mean())
+        agreement = embedding_agreement(before["float32"], mixed)
     best = {(name, b): 0.0 for name in runs for b in batch_sizes}
     for b in batch_sizes:
         batches = [tf.constant(texts[i:i + b]) for i in range(0, len(texts) - b + 1, b)]

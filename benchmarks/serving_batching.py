@@ -235,8 +235,7 @@ def report(args, texts, lengths, alone, alone_cpu, results) -> None:
         low, high = r["qps_range"]
         print(f"| {name} | {r['qps']:.1f} | {low:.0f}-{high:.0f} | {r['qps'] / best:.2f} | {r['p50']:.2f} | "
               f"{r['p99']:.2f} | {p99_ratio} | {r['server_cores']:.2f} | {r['server_cpu_ms']:.2f} | "
-              f"{r['client_cores']:.2f} | "
-              f"{r['requests']} | {r['errors']} |")
+              f"{r['client_cores']:.2f} | {r['requests']} | {r['errors']} |")
 
 
 if __name__ == "__main__":

@@ -202,11 +202,31 @@ def _embedding_scores(texts: list[str], float_module, quantized_module):
         run = module.signatures()["serving_default"]
         rows = [run(text=tf.constant(texts[i:i + _BATCH_SIZE]))["embedding"].numpy()
                 for i in range(0, len(texts), _BATCH_SIZE)]
-        embeddings.append(np.concatenate(rows).astype(np.float64))
-    a, b = embeddings
+        embeddings.append(np.concatenate(rows))
+    return EMBEDDING_METRIC, 100.0, embedding_agreement(*embeddings)
+
+
+def embedding_agreement(reference: np.ndarray, other: np.ndarray) -> float:
+    """100 x the mean cosine between matching rows: how closely `other` follows `reference`.
+
+    Args:
+        reference: float array `[n, ...]` (the float32 model's outputs); each row
+            is flattened.
+        other: float array of the same shape (a quantized model's outputs).
+
+    Returns:
+        float. 100 when every row points the same way.
+
+    Example:
+
+    >>> embedding_agreement(np.eye(2), np.eye(2))
+    100.0
+    """
+    a = np.asarray(reference, np.float64).reshape(len(reference), -1)
+    b = np.asarray(other, np.float64).reshape(a.shape)
     cosine = np.sum(a * b, -1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1),
                                             1e-12)
-    return EMBEDDING_METRIC, 100.0, 100.0 * float(np.mean(cosine))
+    return 100.0 * float(np.mean(cosine))
 
 
 def _agreement_texts(model_dir: ModelDir, data_dir: str | None) -> tuple[list[str], str]:

@@ -21,6 +21,7 @@ from tests import serving_testlib as lib
 
 from kbert.checkpoints import save_finetuned
 from kbert.export.quantization import check_quality
+from kbert.export.quantization import embedding_agreement
 from kbert.export.saved_model import export_saved_model
 from kbert.export.saved_model import versions
 from kbert.layers import Int8Dense
@@ -28,6 +29,15 @@ from kbert.layers import Int8EinsumDense
 from kbert.layers import quantize_int8
 
 LABELS = ["negative", "positive"]
+
+
+def test_embedding_agreement_is_100_times_the_mean_cosine_of_matching_rows():
+    reference = np.array([[1.0, 0.0], [0.0, 2.0], [3.0, 4.0]])
+    other = np.array([[1.0, 1.0], [0.0, 5.0], [-3.0, -4.0]])
+    # cosines: 1/sqrt(2), 1, -1 (worked by hand)
+    assert embedding_agreement(reference, other) == pytest.approx(100 * (2 ** -0.5 + 1 - 1) / 3)
+    # rows of any shape are flattened; a zero row scores 0, not NaN
+    assert embedding_agreement(reference.reshape(3, 1, 2), np.zeros((3, 1, 2))) == 0.0
 
 
 def _reference_int8(x, kernel):
