@@ -31,6 +31,12 @@ setup(
         # kbert-serve's /monitoring/prometheus/metrics (kbert/serving/metrics.py): the Prometheus
         # exposition format, histograms and a per-server registry; pure Python, no dependencies.
         "prometheus_client>=0.17",
+        # kbert-export --quantize=int8's ONNX Runtime model (kbert/export/onnxruntime_int8.py says
+        # why ONNX Runtime): tf2onnx converts the model, onnx edits it, onnxruntime quantizes it
+        # and kbert-serve runs it (kbert/serving/onnxruntime_signatures.py).
+        "onnxruntime>=1.20",
+        "onnx>=1.17",
+        "tf2onnx>=1.17",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).

@@ -16,9 +16,13 @@ the code `kbert-export` runs):
             export; its int8 export's own check gives the CoNLL-2003 dev entity F1
             drop (all 3,250 sentences)
 
-Speed is the loaded SavedModel's `serving_default` on raw SST-2 dev sentences
-(tokenization included: what a server runs per request), in one process,
-float32 and int8 alternating, best of --repeats timed rounds per batch size;
+Speed is each export's `serving_default` as kbert-serve runs it (a
+`kbert.serving.Servable`) on raw SST-2 dev sentences (tokenization included:
+what a server runs per request), in one process: float32; int8 as kbert-serve
+runs it by default (its ONNX Runtime int8 model, where the export has one);
+and int8-tensorflow (the same export's TensorFlow int8 graph, `kbert-serve
+--noonnxruntime`, what stock TF Serving runs), alternating, best of --repeats
+timed rounds per batch size;
 `--threads` caps TensorFlow's intra-op threads. On a shared machine the figures are
 indicative: compare the ratios of one run. Sizes are the version directories.
 An embedding export's check reports `embedding_agreement` (100 x the mean
@@ -125,47 +129,60 @@ def _size_mb(path: str) -> float:
 
 def _speeds(paths: dict, texts: list[str], batch_sizes: list[int], repeats: int,
             bfloat16: bool = False) -> tuple[dict, float | None]:
-    """examples/s of each SavedModel's serving_default, rounds alternating between models.
+    """examples/s of each arm's serving_default as kbert-serve runs it, rounds alternating.
 
-    With `bfloat16`, a third run is the float32 export loaded again and first
+    Arms are `kbert.serving.Servable`s, the object kbert-serve answers with:
+    `float32`; `int8` (the int8 export as kbert-serve runs it by default: its
+    ONNX Runtime model where it has one); `int8-tensorflow` (the same export with
+    `--noonnxruntime`: the SavedModel's TensorFlow int8 graph, what stock TF
+    Serving runs), timed only when the export has an ONNX Runtime model.
+
+    With `bfloat16`, another arm is the float32 export loaded again and first
     called with TensorFlow's `auto_mixed_precision_onednn_bfloat16` Grappler
     rewrite on (what stock TF Serving's `--mixed_precision=bfloat16` turns on):
-    a function is optimized once, when first called, so the float32 and int8
-    runs, called before, keep their graphs (checked: float32's answers are
-    unchanged). Returns the speeds and the bfloat16 run's agreement with float32
-    (100 x the mean cosine of their outputs on the first 256 texts), or None.
+    a function is optimized once, when first called, so the other arms, called
+    before, keep their graphs (checked: float32's answers are unchanged).
+    Returns the speeds and the bfloat16 run's agreement with float32 (100 x the
+    mean cosine of their outputs on the first 256 texts), or None.
     """
     import numpy as np
     import tensorflow as tf
 
     from kbert.export.quantization import embedding_agreement
+    from kbert.serving.servable import Servable
 
-    runs = {name: tf.saved_model.load(path).signatures["serving_default"]
-            for name, path in paths.items()}
+    def arm(servable):
+        return lambda text: servable.run("serving_default", {"text": text})
+
+    int8 = Servable("int8", 1, paths["int8"])
+    runs = {"float32": arm(Servable("float32", 1, paths["float32"])), "int8": arm(int8)}
+    if int8.runtimes:
+        runs["int8-tensorflow"] = arm(Servable("int8", 1, paths["int8"], use_onnxruntime=False))
     agreement = None
     if bfloat16:
-        probe = tf.constant(texts[:256])
-        before = {name: _main_output(run(text=probe)) for name, run in runs.items()}  # optimized now
+        probe = np.array(texts[:256], object)
+        before = {name: _main_output(run(probe)) for name, run in runs.items()}  # optimized now
         rewrite = "auto_mixed_precision_onednn_bfloat16"
         tf.config.optimizer.set_experimental_options({rewrite: True})
-        runs["bfloat16"] = tf.saved_model.load(paths["float32"]).signatures["serving_default"]
-        mixed = _main_output(runs["bfloat16"](text=probe))
+        mixed_signature = tf.saved_model.load(paths["float32"]).signatures["serving_default"]
+        runs["bfloat16"] = lambda text: mixed_signature(text=tf.constant(text))
+        mixed = _main_output(runs["bfloat16"](probe))
         tf.config.optimizer.set_experimental_options({rewrite: False})
-        if not np.array_equal(_main_output(runs["float32"](text=probe)), before["float32"]):
+        if not np.array_equal(_main_output(runs["float32"](probe)), before["float32"]):
             raise SystemExit("the bfloat16 rewrite changed the float32 run: its figures would be wrong")
         agreement = embedding_agreement(before["float32"], mixed)
     best = {(name, b): 0.0 for name in runs for b in batch_sizes}
     for b in batch_sizes:
-        batches = [tf.constant(texts[i:i + b]) for i in range(0, len(texts) - b + 1, b)]
+        batches = [np.array(texts[i:i + b], object) for i in range(0, len(texts) - b + 1, b)]
         batches = batches[:max(1, 64 // b)]  # 64 examples per round (2 batches of 32)
         for run in runs.values():
-            run(text=batches[0])  # warm up this shape's kernels
+            run(batches[0])  # warm up this shape's kernels
         for _ in range(repeats):
             for name, run in runs.items():
                 start = time.perf_counter()
                 for batch in batches:
-                    run(text=batch)
-                rate = sum(int(x.shape[0]) for x in batches) / (time.perf_counter() - start)
+                    run(batch)
+                rate = sum(len(x) for x in batches) / (time.perf_counter() - start)
                 best[name, b] = max(best[name, b], rate)
     return best, agreement
 
@@ -174,8 +191,8 @@ def _main_output(outputs: dict):
     """The signature's float output with the most values (embeddings, logits), as numpy."""
     import numpy as np
 
-    floats = [v.numpy() for v in outputs.values() if v.dtype.is_floating]
-    return max(floats, key=np.size)
+    floats = [np.asarray(v) for v in outputs.values()]
+    return max([v for v in floats if v.dtype.kind == "f"], key=np.size)
 
 
 def _served(paths: dict, texts: list[str], clients: list[int], seconds: float,
@@ -265,10 +282,18 @@ def main() -> None:
                 "size_mib": {fmt: round(_size_mb(p), 1) for fmt, p in paths.items()},
                 "check": {k: check[k] for k in ("metric", "float32", "quantized", "drop_points",
                                                 "num_examples", "quantized_layers")}}
+        if "onnxruntime" in check:
+            onnx = check["onnxruntime"]
+            line["check_onnxruntime"] = {k: onnx[k] for k in ("metric", "quantized", "drop_points",
+                                                              "quantized_layers")}
         for b in batch_sizes:
-            f32, i8 = speeds["float32", b], speeds["int8", b]
-            line[f"batch{b}_examples_per_s"] = {"float32": round(f32, 1), "int8": round(i8, 1),
-                                                "ratio": round(i8 / f32, 2)}
+            f32 = speeds["float32", b]
+            figures = {"float32": round(f32, 1)}
+            for arm in ("int8", "int8-tensorflow"):
+                if (arm, b) in speeds:
+                    figures[arm] = round(speeds[arm, b], 1)
+                    figures[f"{arm}_ratio"] = round(speeds[arm, b] / f32, 2)
+            line[f"batch{b}_examples_per_s"] = figures
         if args.bfloat16:
             line["bfloat16_rewrite"] = {"agreement": round(bfloat16_agreement, 4), **{
                 f"batch{b}_examples_per_s": round(speeds["bfloat16", b], 1) for b in batch_sizes}, **{

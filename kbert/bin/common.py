@@ -54,9 +54,11 @@ def define_quantization_flags(with_export_dir: bool = False) -> None:
     needs = "With --export_dir and --quantize" if with_export_dir else "With --quantize"
     flags.DEFINE_enum(
         "quantize", None, ["int8", "bfloat16"], f"{export}xport a cheaper numeric format: int8 "
-        "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel; kbert-serve and "
-        "TensorFlow builds with oneDNN run it). Scored against float32 on the dev data first. "
-        "bfloat16 is refused (see serving/README.md).")
+        "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel, which stock TF "
+        "Serving runs; for classification, regression, re-ranking and embedding models also an "
+        "ONNX Runtime int8 model in assets.extra/onnxruntime/, which kbert-serve runs instead). "
+        "Each is scored against float32 on the dev data first. bfloat16 is refused (see "
+        "serving/README.md).")
     flags.DEFINE_string(
         "quantization_data_dir", None, f"{needs}: the dev data to score on (a kbert-finetune "
         "--data_dir folder, or SQuAD's dev JSON; text files for an embedding model). Default: "
@@ -91,10 +93,15 @@ def quantization_line(version_dir: str) -> str:
     from kbert.files import read_json
 
     found = read_json(os.path.join(version_dir, "assets.extra", EXPORT_INFO))["quantization"]
-    return (f"{found['format']}: {found['metric']} float32 {found['float32']:.4f}, "
+    line = (f"{found['format']}: {found['metric']} float32 {found['float32']:.4f}, "
             f"{found['format']} {found['quantized']:.4f}, drop {found['drop_points']:+.2f} points "
             f"(limit {found['max_drop_points']:g}) on {found['num_examples']} examples of "
             f"{found['data']}")
+    onnx = found.get("onnxruntime")
+    if onnx:
+        line += (f"; ONNX Runtime {onnx['format']} (what kbert-serve runs) {onnx['quantized']:.4f}, "
+                 f"drop {onnx['drop_points']:+.2f} points")
+    return line
 
 
 def start_tensorflow_quietly() -> None:

@@ -71,6 +71,11 @@ flags.DEFINE_enum("rerank_fusion", "none", ["none", "rrf", "interpolate"], "With
                   "scores mixed by --rerank_fusion_weight.")
 flags.DEFINE_float("rerank_fusion_weight", 0.5, "With --rerank_model_dir: the cross-encoder's share with "
                    "--rerank_fusion=interpolate (0..1).")
+flags.DEFINE_bool("onnxruntime", True, "Run a version's ONNX Runtime int8 model (kbert-export "
+                  "--quantize=int8 writes one in assets.extra/onnxruntime/ for classification, "
+                  "regression, re-ranking and embedding models) for the signatures it covers; "
+                  "--noonnxruntime runs the SavedModel's own TensorFlow int8 graph, as stock TF "
+                  "Serving does.")
 flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
                      "change of a file under it also retries it).")
 flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")
@@ -133,7 +138,7 @@ def main(argv: list[str]) -> None:
                          rest_api_max_connections=FLAGS.rest_api_max_connections,
                          max_num_load_retries=FLAGS.max_num_load_retries,
                          load_retry_interval_seconds=FLAGS.load_retry_interval_micros / 1e6,
-                         indexes=indexes)
+                         indexes=indexes, use_onnxruntime=FLAGS.onnxruntime)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -2,8 +2,12 @@
 
 `int8` switches the model's matmul layers to int8 weights and oneDNN's int8
 matmul (`kbert.layers.quantize_int8`, which says why that mechanism), inside
-the same raw-text SavedModel. Before a quantized version is published, the
-float32 and the int8 model are scored on the task's dev split (by default the
+the same raw-text SavedModel (what stock TF Serving runs). For the tasks whose
+signatures run the model once per text (classification, regression,
+re-ranking, embeddings), the export also writes the model as an ONNX Runtime
+int8 graph (`kbert.export.onnxruntime_int8`), which kbert-serve runs instead.
+Before a quantized version is published, the float32 model and each int8 one
+are scored on the task's dev split (by default the
 one the fine-tuned directory recorded in `task_config.json`'s `dev_data`) with
 the task's main metric; a drop of more than `max_drop` points refuses the
 export (or only warns). The figures go into `kbert_export.json` under
@@ -28,6 +32,7 @@ import json
 import logging
 import os
 import random
+import types
 from typing import Any
 
 import numpy as np
@@ -36,6 +41,7 @@ import tensorflow as tf
 from kbert.checkpoints.model_dir import ModelDir
 from kbert.export.serving_modules import serving_task
 from kbert.tasks import TaskData
+from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 
 DEFAULT_MAX_DROP = 1.0
 # SQuAD's official scorer reports percentages; every other task's scorer
@@ -61,7 +67,9 @@ class QuantizationReport:
         max_drop_points: float. The allowed drop (`--max_quantization_drop`).
         num_examples: int. Examples scored.
         data: str. Where they came from.
-        quantized_layers: int. Layers switched to int8.
+        quantized_layers: int. Layers switched to int8 (matmuls, for ONNX Runtime).
+        runtime: str. What runs the quantized model: `tensorflow` (the
+            SavedModel's int8 graph) or `onnxruntime` (kbert-serve's ONNX model).
     """
 
     format: str
@@ -73,6 +81,7 @@ class QuantizationReport:
     num_examples: int
     data: str
     quantized_layers: int
+    runtime: str = "tensorflow"
 
     @property
     def ok(self) -> bool:
@@ -84,7 +93,7 @@ class QuantizationReport:
     def message(self) -> str:
         """One line: the metric both ways, the drop and the verdict."""
         verdict = ("within" if self.ok else "OVER") + f" --max_quantization_drop={self.max_drop_points:g}"
-        return (f"{self.format} check on {self.num_examples} examples of {self.data}: "
+        return (f"{self.format} ({self.runtime}) check on {self.num_examples} examples of {self.data}: "
                 f"{self.metric} float32 {self.float32:.4f}, {self.format} {self.quantized:.4f}, "
                 f"drop {self.drop_points:+.2f} points ({verdict}); "
                 f"{self.quantized_layers} layers in {self.format}.")
@@ -136,17 +145,22 @@ def quality_data(model_dir: ModelDir, data_dir: str | None = None) -> QualityDat
 
 
 def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantized_module,
-                  quantize: str, max_drop: float, quantized_layers: int) -> QuantizationReport:
+                  quantize: str, max_drop: float, quantized_layers: int,
+                  runtime: str = "tensorflow", float32: float | None = None) -> QuantizationReport:
     """Scores the float32 and the quantized serving module on the same dev data.
 
     Args:
         model_dir: `ModelDir` the modules were built from.
         data: `QualityData` from `quality_data`.
         float_module: its float32 `ServingModule`.
-        quantized_module: its quantized `ServingModule`.
+        quantized_module: its quantized `ServingModule` (or, for ONNX Runtime,
+            `onnxruntime_arm`'s stand-in).
         quantize: str. The format (`int8`).
         max_drop: float. Allowed drop of the main metric, in points.
         quantized_layers: int. How many layers were switched (reported).
+        runtime: str. `tensorflow` or `onnxruntime` (reported).
+        float32: float or None. The float32 model's score from an earlier check
+            on the same data, so a task model is not scored twice.
 
     Returns:
         The `QuantizationReport` (the caller refuses or warns when not `ok`).
@@ -158,25 +172,39 @@ def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantize
     0.11
     """
     if model_dir.is_finetuned:
-        metric, before, after = _task_scores(model_dir, data.examples, float_module,
-                                             quantized_module)
+        modules = [quantized_module] if float32 is not None else [float_module, quantized_module]
+        metric, scores = _task_scores(model_dir, data.examples, modules)
+        before, after = (float32, scores[0]) if float32 is not None else scores
     else:
         metric, before, after = _embedding_scores(data.examples, float_module, quantized_module)
     return QuantizationReport(quantize, metric, float(before), float(after),
                               float(before - after), float(max_drop), len(data.examples),
-                              data.where, quantized_layers)
+                              data.where, quantized_layers, runtime)
 
 
-def _task_scores(model_dir: ModelDir, examples: list, float_module, quantized_module):
+def onnxruntime_arm(model_dir: ModelDir, float_module, model):
+    """What the quality check scores for ONNX Runtime: `model` (`OnnxRuntimeModel`, the
+    stand-in for the float module's Keras model) with the float module's preprocessor.
+
+    A task's evaluation takes a model and a preprocessor; an embedding model is
+    scored through a sentence-embedding module over the stand-in, as served.
+    """
+    if model_dir.is_finetuned:
+        return types.SimpleNamespace(model=model, preprocessor=float_module.preprocessor)
+    return SentenceEmbeddingServingModule(model, float_module.preprocessor)
+
+
+def _task_scores(model_dir: ModelDir, examples: list, modules: list) -> tuple[str, list[float]]:
+    """The task's main metric, in points, of each module's model on `examples`."""
     task_config = model_dir.task_config
     task = serving_task(model_dir)
     scores = []
-    for module in (float_module, quantized_module):
+    for module in modules:
         evaluation = task.evaluate(module.model, examples, module.preprocessor, _BATCH_SIZE)
         scores.append(evaluation.metrics)
     metric = task.main_metric or next(iter(scores[0]))
     scale = 1.0 if task_config.task in PERCENT_METRIC_TASKS else 100.0
-    return metric, scale * scores[0][metric], scale * scores[1][metric]
+    return metric, [scale * score[metric] for score in scores]
 
 
 def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:

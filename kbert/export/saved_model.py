@@ -24,8 +24,14 @@ from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.export.ops_check import check_ops
 from kbert.export.numeric_formats import check_quantize
+from kbert.export.onnxruntime_int8 import MODEL_FILE as ONNX_MODEL_FILE
+from kbert.export.onnxruntime_int8 import OnnxRuntimeModel
+from kbert.export.onnxruntime_int8 import attach_split_functions
+from kbert.export.onnxruntime_int8 import convert_int8
+from kbert.export.onnxruntime_int8 import write_onnxruntime_files
 from kbert.export.quantization import DEFAULT_MAX_DROP
 from kbert.export.quantization import check_quality
+from kbert.export.quantization import onnxruntime_arm
 from kbert.export.quantization import quality_data
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
@@ -239,19 +245,56 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
     module = serving_module(directory, max_seq_length, feature_layers)
     info = (_task_info(directory.task_config) if directory.is_finetuned
             else _embedding_info(module))
-    if quantize is not None:
-        float_module = module
-        module = serving_module(directory, max_seq_length, feature_layers, quantize=quantize)
-        report = check_quality(directory, data, float_module, module, quantize,
-                               max_quantization_drop, len(int8_layers(module.model)))
-        if not report.ok and quantization_drop_is_error:
-            raise ValueError(f"{report.message()} Not exported: pass a larger "
-                             "--max_quantization_drop, --noquantization_drop_is_error to export "
-                             "anyway, or export float32 (no --quantize).")
-        (log.info if report.ok else log.warning)("%s", report.message())
-        info["quantization"] = report.to_dict()
+    if quantize is None:
+        return _publish(module, export_dir, version, info, directory.vocab_file, check)
+    float_module = module
+    module = serving_module(directory, max_seq_length, feature_layers, quantize=quantize)
+    report = check_quality(directory, data, float_module, module, quantize,
+                           max_quantization_drop, len(int8_layers(module.model)))
+    with tempfile.TemporaryDirectory(prefix="kbert-onnxruntime-") as work:
+        onnx_path = os.path.join(work, ONNX_MODEL_FILE)
+        onnx_report = _onnxruntime_int8(directory, data, float_module, report, onnx_path)
         del float_module
-    return _publish(module, export_dir, version, info, directory.vocab_file, check)
+        for checked in filter(None, (report, onnx_report)):
+            if not checked.ok and quantization_drop_is_error:
+                raise ValueError(f"{checked.message()} Not exported: pass a larger "
+                                 "--max_quantization_drop, --noquantization_drop_is_error to "
+                                 "export anyway, or export float32 (no --quantize).")
+            (log.info if checked.ok else log.warning)("%s", checked.message())
+        info["quantization"] = report.to_dict()
+        write_extra = None
+        if onnx_report is not None:
+            info["quantization"]["onnxruntime"] = onnx_report.to_dict()
+            entries = attach_split_functions(module)
+
+            def write_extra(extra_dir: str) -> None:
+                write_onnxruntime_files(extra_dir, onnx_path, entries, onnx_report.quantized_layers)
+
+        return _publish(module, export_dir, version, info, directory.vocab_file, check,
+                        write_extra)
+
+
+def _onnxruntime_int8(directory, data, float_module, report, path: str):
+    """Converts and scores the ONNX Runtime int8 model of a module whose signatures split.
+
+    Args:
+        directory: `ModelDir` being exported.
+        data: `QualityData` the TensorFlow int8 check scored.
+        float_module: the float32 `ServingModule`.
+        report: that check's `QuantizationReport` (its float32 score is reused).
+        path: str. Where to write the `.onnx` model.
+
+    Returns:
+        `QuantizationReport` of the ONNX Runtime model, or None for a module whose
+        signatures run the model over windows (NER, QA: they stay TensorFlow int8).
+    """
+    if not float_module.split_signatures():
+        return None
+    matmuls = convert_int8(float_module.model, path)
+    arm = onnxruntime_arm(directory, float_module, OnnxRuntimeModel(path))
+    return check_quality(directory, data, float_module, arm, report.format,
+                         report.max_drop_points, matmuls, runtime="onnxruntime",
+                         float32=report.float32)
 
 
 def _task_info(task_config: TaskConfig) -> dict:

@@ -94,6 +94,8 @@ class ModelManager:
         load_retry_interval_seconds: float. Seconds between those retries
             (`--load_retry_interval_micros` / 1e6). Defaults to 60. A change of
             any file under the version retries at the next poll regardless.
+        use_onnxruntime: bool. Run a version's ONNX Runtime int8 model where it
+            has one (`--onnxruntime`; `Servable`). Defaults to True.
 
     Example:
 
@@ -104,8 +106,10 @@ class ModelManager:
     """
 
     def __init__(self, configs: list[ModelConfig], poll_wait_seconds: float = 1.0,
-                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0):
+                 max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
+                 use_onnxruntime: bool = True):
         self.configs = {config.name: config for config in configs}
+        self.use_onnxruntime = use_onnxruntime
         self.poll_wait_seconds = poll_wait_seconds
         self.max_num_load_retries = max_num_load_retries
         self.load_retry_interval_seconds = load_retry_interval_seconds
@@ -156,7 +160,7 @@ class ModelManager:
             timed_retries = failure.timed_retries + 1
         self._set_status(config.name, version, "LOADING")
         try:
-            servable = Servable(config.name, version, path)
+            servable = Servable(config.name, version, path, self.use_onnxruntime)
         except Exception as e:
             cause = op_error_cause(str(e), max_lines=1) if str(e) else ""
             message = f"{type(e).__name__}: {cause}"
@@ -177,8 +181,10 @@ class ModelManager:
             self._loaded[config.name][version] = servable
             self._status[config.name][version] = VersionStatus(version, "AVAILABLE")
         self._failed.pop(key, None)
-        log.info("kbert-serve: loaded %s version %d from %s%s", config.name, version, path,
-                 f" (attempt {attempt})" if attempt > 1 else "")
+        runtimes = (f"; ONNX Runtime int8 runs {', '.join(sorted(servable.runtimes))}"
+                    if servable.runtimes else "")
+        log.info("kbert-serve: loaded %s version %d from %s%s%s", config.name, version, path,
+                 f" (attempt {attempt})" if attempt > 1 else "", runtimes)
 
     def start(self) -> None:
         """Starts polling in a background thread (if `poll_wait_seconds > 0`)."""

@@ -12,6 +12,7 @@ from tensorflow.core.protobuf import saved_model_pb2
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import op_error_cause
+from kbert.serving.onnxruntime_signatures import onnxruntime_signatures
 from kbert.serving.token_counts import read_truncation_length
 
 import grpc
@@ -28,12 +29,16 @@ class Servable:
 
     Loading also runs every signature once on a small input, so a version
     that cannot answer (corrupt variables, missing ops) is refused at load
-    time instead of failing requests.
+    time instead of failing requests. A version exported with an ONNX Runtime
+    int8 model (`kbert-export --quantize=int8`) runs the signatures it covers
+    with it (`onnxruntime_signatures`), unless `use_onnxruntime` is False.
 
     Args:
         name: str. Model name.
         version: int. Version number (its directory name).
         path: str. The version directory.
+        use_onnxruntime: bool. Run the version's ONNX Runtime model where it has
+            one (kbert-serve's `--onnxruntime`). Defaults to True.
 
     Example:
 
@@ -41,7 +46,7 @@ class Servable:
     >>> servable.run("serving_default", {"text": np.array([b"a gorgeous film"], object)})
     """
 
-    def __init__(self, name: str, version: int, path: str):
+    def __init__(self, name: str, version: int, path: str, use_onnxruntime: bool = True):
         self.name = name
         self.version = version
         self.path = path
@@ -60,6 +65,12 @@ class Servable:
         for signature, function in self.functions.items():
             _, kwargs = function.structured_input_signature
             self.input_specs[signature] = dict(kwargs)
+        # Signature name -> "onnxruntime" for those its ONNX Runtime model runs.
+        self.runtimes = {}
+        if use_onnxruntime:
+            replaced = onnxruntime_signatures(path, self._loaded, list(self.functions))
+            self.functions.update(replaced)
+            self.runtimes = {signature: "onnxruntime" for signature in replaced}
         self._warm_up()
 
     def _warm_up(self) -> None:

@@ -67,6 +67,8 @@ class ModelServer:
         load_retry_interval_seconds: float. Seconds between them. Defaults to 60.
         indexes: dict or None. Index name -> `kbert.index.IndexSearcher`,
             searched over REST at `/v1/indexes/<name>:search`.
+        use_onnxruntime: bool. Run a version's ONNX Runtime int8 model where it
+            has one (`--onnxruntime`). Defaults to True.
 
     Example:
 
@@ -82,7 +84,7 @@ class ModelServer:
                  grpc_max_threads: int = 64, grpc_max_concurrent_rpcs: int = 128, rest_api_num_threads: int = 16,
                  rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
                  max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
-                 indexes: dict | None = None):
+                 indexes: dict | None = None, use_onnxruntime: bool = True):
         for flag, value in (("grpc_max_threads", grpc_max_threads), ("grpc_max_concurrent_rpcs",
                             grpc_max_concurrent_rpcs), ("rest_api_num_threads", rest_api_num_threads),
                             ("rest_api_timeout_in_ms", rest_api_timeout_in_ms),
@@ -103,7 +105,8 @@ class ModelServer:
         self.indexes = dict(indexes or {})
         if self.indexes and not rest_api_port:
             raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
-        self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries, load_retry_interval_seconds)
+        self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries,
+                                    load_retry_interval_seconds, use_onnxruntime)
         self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
                           else None)
         # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each

@@ -64,19 +64,24 @@ class SentenceEmbeddingServingModule(ServingModule):
         return self.preprocessor.pack([self.preprocessor.tokenize(text)])
 
     def _serve_query(self, text):
-        return {"embedding": tf.cast(self.run(self._pack(text)), tf.float32)}
+        return self._finish(self.run(self._pack(text)))
 
     def _serve_usage(self, text):
         inputs = self._pack(text)
-        return {"embedding": tf.cast(self.run(inputs), tf.float32),
-                "num_tokens": tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), axis=1)}
+        return self._finish_usage(self.run(inputs), inputs["padding_mask"])
+
+    def _finish(self, outputs, padding_mask=None):
+        return {"embedding": tf.cast(outputs, tf.float32)}
+
+    def _finish_usage(self, outputs, padding_mask):
+        return {**self._finish(outputs),
+                "num_tokens": tf.reduce_sum(tf.cast(padding_mask, tf.int32), axis=1)}
 
     def _serve_document(self, text):
         return {"embedding": tf.cast(self.document_tower(self._pack(text), training=False), tf.float32)}
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):
-        return {"embedding": tf.cast(self.run(ids_inputs(token_ids, segment_ids, padding_mask)),
-                                     tf.float32)}
+        return self._finish(self.run(ids_inputs(token_ids, segment_ids, padding_mask)))
 
     def signatures(self):
         signatures = {"serving_default": self.serve_text, "serve_ids": self.serve_ids,
@@ -84,6 +89,17 @@ class SentenceEmbeddingServingModule(ServingModule):
         if self.serve_document is not None:
             signatures.update(query=self.serve_text, document=self.serve_document)
         return signatures
+
+    def split_signatures(self):
+        # The query tower's signatures; a separate document tower's stays whole.
+        before = tf.function(self._pack, autograph=False, input_signature=[text_spec("text")])
+        after = self.after_function(self._finish)
+        split = {"serving_default": (before, after),
+                 "embeddings": (before, self.after_function(self._finish_usage)),
+                 "serve_ids": (self.checked_ids_function(), after)}
+        if self.serve_document is not None:
+            split["query"] = (before, after)
+        return split
 
     @property
     def embed_queries(self):
@@ -112,7 +128,8 @@ def sentence_serving_module(model, preprocessor) -> SentenceEmbeddingServingModu
     >>> module = sentence_serving_module(dual_encoder, preprocessor)
     >>> vectors = module.embed_documents(text=tf.constant(["a film"]))["embedding"]
     """
-    if isinstance(model, BertSentenceEncoder):
+    if isinstance(model, BertSentenceEncoder) or not hasattr(model, "query_tower"):
+        # A lone tower (or a stand-in for one, such as the export's ONNX Runtime check).
         return SentenceEmbeddingServingModule(model, preprocessor)
     return SentenceEmbeddingServingModule(model.query_tower, preprocessor,
                                           None if model.shared else model.document_tower)

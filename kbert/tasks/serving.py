@@ -9,6 +9,14 @@ tokenize themselves). Signatures that cut long texts into windows run the
 model on them a bounded number of tokens at a time (`run_windows`), so a
 request's memory does not grow with the length of its text beyond the text
 itself.
+
+A module whose signatures run the model once on the packed inputs also gives
+each of them as two model-free halves (`split_signatures`): `before` (the
+signature's inputs -> the three encoder inputs) and `after` (the model's
+output and `padding_mask` -> the signature's outputs). `kbert-export
+--quantize=int8` saves them beside an ONNX Runtime copy of the model
+(`kbert.export.onnxruntime_int8`), and kbert-serve runs `before`, the ONNX
+model, then `after`.
 """
 
 from __future__ import annotations
@@ -30,6 +38,12 @@ TOKENS_PER_CALL = 4096
 IDS_SIGNATURE = [
     tf.TensorSpec([None, None], tf.int32, name="token_ids"),
     tf.TensorSpec([None, None], tf.int32, name="segment_ids"),
+    tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
+]
+# The inputs of a split signature's `after` half: the model's output and the
+# padding mask `before` made.
+AFTER_SIGNATURE = [
+    tf.TensorSpec([None, None], tf.float32, name="outputs"),
     tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
 ]
 
@@ -179,3 +193,46 @@ class ServingModule(tf.Module):
     def signatures(self) -> dict:
         """Signature name -> `tf.function`."""
         raise NotImplementedError
+
+    def split_signatures(self) -> dict:
+        """The signatures that are `after(model(before(inputs)))`, as their two halves.
+
+        For a runtime that runs the model outside TensorFlow (kbert-serve's
+        ONNX Runtime int8 path): `before` takes the signature's inputs and
+        returns the three encoder inputs (`token_ids`, `segment_ids`,
+        `padding_mask`); `after` takes the model's output (`outputs`, float32)
+        and that `padding_mask` and returns the signature's outputs. None by
+        default: signatures that run the model over windows in a loop (NER,
+        QA) cannot be split.
+
+        Returns:
+            dict. Signature name -> `(before, after)` `tf.function`s.
+
+        Example:
+
+        >>> before, after = module.split_signatures()["serving_default"]
+        >>> after(outputs=module.model(before(text=texts)), padding_mask=...)
+        """
+        return {}
+
+    def after_function(self, finish) -> tf.function:
+        """A split signature's `after` half: `finish(outputs, padding_mask)` traced on
+        `AFTER_SIGNATURE`."""
+        return tf.function(lambda outputs, padding_mask: finish(outputs, padding_mask),
+                           autograph=False, input_signature=AFTER_SIGNATURE)
+
+    def checked_ids_function(self) -> tf.function:
+        """`serve_ids`' `before` half: its inputs, refused (InvalidArgument) unless every
+        token id is in the vocabulary, as TensorFlow's embedding lookup refuses them (an
+        ONNX Gather would read a negative id from the end of the table)."""
+        size = self.preprocessor.vocabulary_size
+
+        def check(token_ids, segment_ids, padding_mask):
+            in_range = tf.reduce_all((token_ids >= 0) & (token_ids < size))
+            with tf.control_dependencies([tf.debugging.Assert(
+                    in_range, [f"token_ids must be in [0, {size}); got values from",
+                               tf.reduce_min(token_ids), "to", tf.reduce_max(token_ids)])]):
+                return {"token_ids": tf.identity(token_ids), "segment_ids": segment_ids,
+                        "padding_mask": padding_mask}
+
+        return tf.function(check, autograph=False, input_signature=IDS_SIGNATURE)

@@ -76,6 +76,9 @@ def test_ner_conll_train_eval_predict(pretrained, tmp_path):
     found = info["quantization"]
     assert (found["format"], found["metric"], found["ok"]) == ("int8", "f1", True)
     assert found["quantized_layers"] == 13  # both blocks' 6 projections and the pooler
+    # NER runs the model over windows in a loop: TensorFlow int8 only, no ONNX Runtime model.
+    assert "onnxruntime" not in found
+    assert not os.path.exists(tmp_path / "export" / "1" / "assets.extra" / "onnxruntime")
     assert found["float32"] == pytest.approx(100 * results["f1"])  # points
     assert (f"int8: f1 float32 {found['float32']:.4f}, int8 {found['quantized']:.4f}, drop "
             f"{found['drop_points']:+.2f} points (limit 100)") in result.stdout

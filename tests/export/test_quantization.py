@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import random
+import urllib.error
 import urllib.request
 
 import keras
@@ -188,15 +189,17 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
                            "kbert_export.json").read_text())["quantization"]
     scored = []
 
-    def recorded_scores(model_dir, examples, float_module, quantized_module):
-        scored.append((len(examples), float_module is quantized_module))
-        return recorded["metric"], recorded["float32"], recorded["quantized"]
+    def recorded_scores(model_dir, examples, modules):
+        scored.append((len(examples), len(modules)))
+        if len(modules) == 2:  # float32 and TensorFlow int8
+            return recorded["metric"], [recorded["float32"], recorded["quantized"]]
+        return recorded["metric"], [recorded["onnxruntime"]["quantized"]]  # ONNX Runtime int8
 
     monkeypatch.setattr(quantization, "_task_scores", recorded_scores)
     reports = []
 
-    def scored_once(*args):
-        reports.append(check_quality(*args))
+    def scored_once(*args, **kwargs):
+        reports.append(check_quality(*args, **kwargs))
         return reports[-1]
 
     export_dir = str(exports["root"] / "refused")
@@ -205,10 +208,13 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
                                          r".* Not exported: pass a larger --max_quantization_drop"):
         export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                            max_quantization_drop=-0.5)
-    assert versions(export_dir) == [] and len(reports) == 1 and scored == [(48, False)]
-    # The same model scores the same: the export that only warns reuses that report
+    # Both int8 models were scored (TensorFlow's with float32, then ONNX Runtime's alone).
+    assert versions(export_dir) == [] and scored == [(48, 2), (48, 1)]
+    assert [r.runtime for r in reports] == ["tensorflow", "onnxruntime"]
+    # The same model scores the same: the export that only warns reuses those reports
     # (scoring float32 and int8 again would add half a minute, and test nothing more).
-    monkeypatch.setattr(saved_model, "check_quality", lambda *args: reports[0])
+    monkeypatch.setattr(saved_model, "check_quality",
+                        lambda *args, runtime="tensorflow", **kwargs: reports[runtime != "tensorflow"])
     path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                               max_quantization_drop=-0.5, quantization_drop_is_error=False)
     info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
@@ -223,10 +229,49 @@ def test_a_directory_without_recorded_dev_data_names_the_flag(tmp_path):
         export_saved_model(str(tmp_path / "ft"), str(tmp_path / "x"), check=False, quantize="int8")
 
 
+def _onnxruntime_in_process(version_dir, signature, **inputs):
+    """A version's ONNX Runtime path run here: its `before` function, the ONNX model, `after`."""
+    from kbert.export.onnxruntime_int8 import OnnxRuntimeModel
+    from kbert.export.onnxruntime_int8 import split_function_names
+
+    loaded = tf.saved_model.load(version_dir)
+    before, after = (getattr(loaded, name) for name in split_function_names(signature))
+    ids = before(**inputs)
+    outputs = OnnxRuntimeModel(os.path.join(version_dir, "assets.extra", "onnxruntime",
+                                            "model.int8.onnx")).run(ids)
+    return after(outputs=tf.constant(outputs), padding_mask=ids["padding_mask"])
+
+
+def test_int8_export_writes_an_onnxruntime_model_scored_on_dev_like_the_tensorflow_one(exports):
+    version = exports["root"] / "int8" / "1"
+    manifest = json.loads((version / "assets.extra" / "onnxruntime" / "kbert_onnxruntime.json").read_text())
+    assert manifest["model"] == "model.int8.onnx" and manifest["output"] == "outputs"
+    assert sorted(manifest["signatures"]) == ["serve_ids", "serving_default"]
+    # All 14 matmuls (the 13 TensorFlow quantizes and the 2-wide output layer) are in int8.
+    assert manifest["int8_matmuls"] == 14
+    found = json.loads((version / "assets.extra" / "kbert_export.json").read_text())["quantization"]
+    onnx = found["onnxruntime"]
+    assert (onnx["runtime"], onnx["metric"], onnx["num_examples"]) == ("onnxruntime", "accuracy", 48)
+    assert onnx["float32"] == found["float32"] and onnx["quantized_layers"] == 14
+    assert f"ONNX Runtime int8 (what kbert-serve runs) {onnx['quantized']:.4f}" in exports["result"].stdout
+    # What the export scored is what the ONNX path answers on the dev set.
+    texts = tf.constant([text for text, _ in exports["rows"]])
+    gold = np.array([label for _, label in exports["rows"]])
+    answer = _onnxruntime_in_process(exports["int8"], "serving_default", text=texts)
+    assert onnx["quantized"] == pytest.approx(100.0 * np.mean(np.argmax(answer["logits"], -1) == gold))
+    assert onnx["drop_points"] <= 1.0
+    float32 = tf.saved_model.load(exports["float"]).signatures["serving_default"](text=texts)
+    np.testing.assert_allclose(answer["probabilities"], float32["probabilities"].numpy(), atol=0.02)
+    # The halves are functions, not signatures: clients (and stock TF Serving) see the same two.
+    signatures = tf.saved_model.load(exports["int8"]).signatures
+    assert sorted(signatures) == ["serve_ids", "serving_default"]
+
+
 def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
+    from kbert.serving.servable import Servable
+
     texts = [text for text, _ in exports["rows"][:8]]
-    expected = tf.saved_model.load(exports["int8"]).signatures["serving_default"](
-        text=tf.constant(texts))
+    expected = _onnxruntime_in_process(exports["int8"], "serving_default", text=tf.constant(texts))
     server = lib.start_server(["--model_name=sst2", f"--model_base_path={exports['root'] / 'int8'}"])
     try:
         request = urllib.request.Request(
@@ -234,10 +279,107 @@ def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
             data=json.dumps({"inputs": {"text": texts}}).encode())
         with urllib.request.urlopen(request, timeout=60) as reply:
             answer = json.loads(reply.read())["outputs"]
+        # Token ids outside the vocabulary: 400, as TensorFlow's lookup refuses them
+        # (an ONNX Gather would read id -1 from the end of the table).
+        bad = urllib.request.Request(
+            f"{server.rest_url}/v1/models/sst2:predict", method="POST",
+            data=json.dumps({"signature_name": "serve_ids", "inputs": {
+                "token_ids": [[2, -1, 3]], "segment_ids": [[0, 0, 0]], "padding_mask": [[1, 1, 1]]}}).encode())
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(bad, timeout=60)
+        assert refused.value.code == 400
+        assert "token_ids must be in [0, " in json.loads(refused.value.read())["error"]
     finally:
         assert server.stop() == 0
+    assert "ONNX Runtime int8 runs serve_ids, serving_default" in server.log_text()
     np.testing.assert_allclose(answer["logits"], expected["logits"].numpy(), atol=1e-6)
     assert answer["label"] == [v.decode() for v in expected["label"].numpy()]
+    # --noonnxruntime (use_onnxruntime=False) serves the SavedModel's TensorFlow int8
+    # graph, as stock TF Serving does.
+    tensorflow_int8 = Servable("sst2", 1, exports["int8"], use_onnxruntime=False)
+    assert tensorflow_int8.runtimes == {}
+    answer = tensorflow_int8.run("serving_default", {"text": np.array(texts, object)})
+    expected = tf.saved_model.load(exports["int8"]).signatures["serving_default"](text=tf.constant(texts))
+    np.testing.assert_array_equal(answer["logits"], expected["logits"].numpy())
+
+
+@pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb", "rerank", "embed"])
+def test_split_halves_around_the_model_answer_as_the_whole_signature(name):
+    """`after(model(before(inputs)))` equals each split signature, on the float32 model."""
+    from kbert.export.serving_modules import encoder_serving_module
+    from kbert.export.serving_modules import task_model_serving_module
+
+    if name == "embed":
+        module = encoder_serving_module(lib.build_task_model("sst2")[0].encoder, lib.VOCAB, True, 32)
+    elif name == "rerank":  # a cross-encoder is a one-output classifier, as STS-B's regressor
+        from kbert.tasks.rerank.serving import RerankServingModule
+
+        model, task_config = lib.build_task_model("stsb")
+        preprocessor = task_model_serving_module(model, task_config, lib.VOCAB).preprocessor
+        module = RerankServingModule(model, preprocessor)
+    else:
+        model, task_config = lib.build_task_model(name)
+        module = task_model_serving_module(model, task_config, lib.VOCAB)
+    texts = tf.constant(["a gorgeous , witty film", "dull", "the the the and a word more"])
+    text_inputs = {"rerank": {"query": texts, "document": texts[::-1]},
+                   "mrpc": {"text": texts, "text_pair": texts[::-1]},
+                   "stsb": {"text": texts, "text_pair": texts[::-1]}}.get(name, {"text": texts})
+    ids = {"token_ids": tf.constant([[2, 7, 9, 3], [2, 8, 3, 0]]),
+           "segment_ids": tf.zeros([2, 4], tf.int32),
+           "padding_mask": tf.constant([[1, 1, 1, 1], [1, 1, 1, 0]])}
+    split = module.split_signatures()
+    signatures = module.signatures()
+    expected_split = {"embed": ["embeddings", "serve_ids", "serving_default"]}.get(
+        name, ["serve_ids", "serving_default"])
+    assert sorted(split) == expected_split
+    for signature, (before, after) in split.items():
+        inputs = ids if signature == "serve_ids" else text_inputs
+        whole = signatures[signature](**inputs)
+        encoder_inputs = before(**inputs)
+        halves = after(outputs=module.model(encoder_inputs, training=False),
+                       padding_mask=encoder_inputs["padding_mask"])
+        assert sorted(halves) == sorted(whole)
+        for key in whole:
+            got, want = halves[key].numpy(), whole[key].numpy()
+            if want.dtype.kind == "f":  # one traced graph vs. two: float32 sums reordered
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+            else:
+                np.testing.assert_array_equal(got, want)
+
+
+def test_an_embedding_model_serves_its_text_signatures_through_onnxruntime(tmp_path):
+    from kbert.checkpoints import save_pretrained
+    from kbert.serving.servable import Servable
+
+    save_pretrained(str(tmp_path / "pretrained"), lib.build_task_model("sst2")[0].encoder,
+                    vocab_file=lib.VOCAB, do_lower_case=True)
+    path = export_saved_model(str(tmp_path / "pretrained"), str(tmp_path / "int8"), check=False,
+                              quantize="int8", max_seq_length=32)
+    found = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
+    onnx = found["quantization"]["onnxruntime"]
+    assert (onnx["metric"], onnx["float32"], onnx["num_examples"]) == ("embedding_agreement", 100.0, 256)
+    assert 99.0 < onnx["quantized"] < 100.0 and onnx["ok"]
+    servable = Servable("embed", 1, path)
+    # The per-piece `features` signature runs the encoder's layers, not the model: TensorFlow's.
+    assert servable.runtimes == {name: "onnxruntime" for name in ("embeddings", "serve_ids",
+                                                                   "serving_default")}
+    texts = ["a gorgeous , witty film", "dull", "the the the and a word more"]
+    answer = servable.run("embeddings", {"text": np.array(texts, object)})
+    expected = _onnxruntime_in_process(path, "embeddings", text=tf.constant(texts))
+    np.testing.assert_allclose(answer["embedding"], expected["embedding"].numpy(), atol=1e-6)
+    np.testing.assert_array_equal(answer["num_tokens"], expected["num_tokens"].numpy())
+    # The SavedModel's own signature (TensorFlow int8, what stock TF Serving runs) agrees.
+    tensorflow_int8 = tf.saved_model.load(path).signatures["embeddings"](text=tf.constant(texts))
+    np.testing.assert_array_equal(answer["num_tokens"], tensorflow_int8["num_tokens"].numpy())
+    assert embedding_agreement(tensorflow_int8["embedding"].numpy(), answer["embedding"]) > 99.0
+
+
+def test_windowed_heads_have_no_split_signatures_and_export_tensorflow_int8_only():
+    from kbert.export.serving_modules import task_model_serving_module
+
+    for name in ("ner", "squad"):
+        model, task_config = lib.build_task_model(name)
+        assert task_model_serving_module(model, task_config, lib.VOCAB).split_signatures() == {}
 
 
 def test_finetuning_records_where_the_dev_data_is(tmp_path, monkeypatch):

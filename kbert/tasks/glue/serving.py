@@ -50,7 +50,10 @@ class ClassifierServingModule(ServingModule):
         self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
 
     def _outputs(self, inputs):
-        logits = tf.cast(self.run(inputs), tf.float32)
+        return self._finish(self.run(inputs))
+
+    def _finish(self, outputs, padding_mask=None):
+        logits = tf.cast(outputs, tf.float32)
         if self.regression:
             return {"score": logits[:, 0]}
         return {
@@ -59,15 +62,31 @@ class ClassifierServingModule(ServingModule):
             "label": tf.gather(self.label_names, tf.argmax(logits, axis=-1, output_type=tf.int32)),
         }
 
+    def _pack_single(self, text):
+        return self.preprocessor.pack([self.preprocessor.tokenize(text)])
+
+    def _pack_pair(self, text, text_pair):
+        tokenize = self.preprocessor.tokenize
+        return self.preprocessor.pack([tokenize(text), tokenize(text_pair)])
+
     def _serve_single(self, text):
-        return self._outputs(self.preprocessor.pack([self.preprocessor.tokenize(text)]))
+        return self._outputs(self._pack_single(text))
 
     def _serve_pair(self, text, text_pair):
-        tokenize = self.preprocessor.tokenize
-        return self._outputs(self.preprocessor.pack([tokenize(text), tokenize(text_pair)]))
+        return self._outputs(self._pack_pair(text, text_pair))
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):
         return self._outputs(ids_inputs(token_ids, segment_ids, padding_mask))
 
     def signatures(self):
         return {"serving_default": self.serve_text, "serve_ids": self.serve_ids}
+
+    def split_signatures(self):
+        if self.text_pair:
+            before = tf.function(self._pack_pair, autograph=False,
+                                 input_signature=[text_spec("text"), text_spec("text_pair")])
+        else:
+            before = tf.function(self._pack_single, autograph=False,
+                                 input_signature=[text_spec("text")])
+        after = self.after_function(self._finish)
+        return {"serving_default": (before, after), "serve_ids": (self.checked_ids_function(), after)}

@@ -36,14 +36,26 @@ class RerankServingModule(ServingModule):
         self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
 
     def _outputs(self, inputs):
-        return {"score": tf.cast(self.run(inputs), tf.float32)[:, 0]}
+        return self._finish(self.run(inputs))
+
+    def _finish(self, outputs, padding_mask=None):
+        return {"score": tf.cast(outputs, tf.float32)[:, 0]}
+
+    def _pack(self, query, document):
+        tokenize = self.preprocessor.tokenize
+        return self.preprocessor.pack([tokenize(query), tokenize(document)])
 
     def _score(self, query, document):
-        tokenize = self.preprocessor.tokenize
-        return self._outputs(self.preprocessor.pack([tokenize(query), tokenize(document)]))
+        return self._outputs(self._pack(query, document))
 
     def _serve_ids(self, token_ids, segment_ids, padding_mask):
         return self._outputs(ids_inputs(token_ids, segment_ids, padding_mask))
 
     def signatures(self):
         return {"serving_default": self.score, "serve_ids": self.serve_ids}
+
+    def split_signatures(self):
+        before = tf.function(self._pack, autograph=False,
+                             input_signature=[text_spec("query"), text_spec("document")])
+        after = self.after_function(self._finish)
+        return {"serving_default": (before, after), "serve_ids": (self.checked_ids_function(), after)}

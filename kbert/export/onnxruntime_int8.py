@@ -1,0 +1,290 @@
+"""int8 for kbert-serve: the model as an ONNX Runtime int8 graph beside the SavedModel.
+
+Why ONNX Runtime: measured on the same models (BENCHMARKS.md, `benchmarks/
+onnxruntime_int8.py`), TensorFlow's oneDNN int8 (the SavedModel's own int8
+graph, `kbert.layers.quantize_int8`) ran 0.76-1.09x float32's speed at batch 1
+and 1.42-1.99x at batch 32, because TensorFlow's oneDNN int8 matmul reorders its
+weights on every call; ONNX Runtime's dynamic int8 (`MatMulInteger`: int8
+weights per output channel, uint8 activations quantized per call, VNNI kernels)
+ran 2.8-3.9x and 1.9-2.6x. TFLite cannot hold the raw-text tokenizer ops, and
+OpenVINO has no TensorFlow-text ops either; ONNX Runtime runs only the model,
+between the SavedModel's own tokenization and answer-making halves
+(`ServingModule.split_signatures`), so raw text in, answers out stay the same.
+
+`convert_int8(model, path)` converts the float32 model of a serving module
+with tf2onnx and quantizes it with ONNX Runtime's own dynamic quantizer;
+`write_onnxruntime_files` puts it into a version's `assets.extra/onnxruntime/`
+(which TF Serving ignores):
+
+    model.int8.onnx            the model: token_ids, segment_ids, padding_mask -> outputs
+    kbert_onnxruntime.json     which signatures it serves, and their halves' function names
+
+The halves are saved in the SavedModel as functions of its root object (not
+signatures, so clients see the same signatures as before): kbert-serve runs
+`before`, the ONNX model, then `after`; stock TF Serving runs the SavedModel's
+TensorFlow int8 signatures. `OnnxRuntimeModel` runs the ONNX model as a stand-in
+for the Keras model, so that the export's quality check scores it through the
+task's own evaluation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+DIRECTORY = "onnxruntime"
+MODEL_FILE = "model.int8.onnx"
+MANIFEST_FILE = "kbert_onnxruntime.json"
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+OUTPUT_NAME = "outputs"
+# ONNX opset of the conversion: ONNX Runtime 1.20 and later run it.
+OPSET = 17
+
+
+def split_function_names(signature: str) -> tuple[str, str]:
+    """The root-object attribute names of a split signature's `before` and `after` halves."""
+    return f"onnxruntime_before_{signature}", f"onnxruntime_after_{signature}"
+
+
+def attach_split_functions(module) -> dict:
+    """Sets each split signature's halves on `module`, so that the SavedModel saves them.
+
+    Args:
+        module: a `ServingModule` with `split_signatures()`.
+
+    Returns:
+        dict. Signature name -> `{"before": name, "after": name}`, the manifest's entries.
+    """
+    entries = {}
+    for signature, (before, after) in sorted(module.split_signatures().items()):
+        before_name, after_name = split_function_names(signature)
+        setattr(module, before_name, before)
+        setattr(module, after_name, after)
+        entries[signature] = {"before": before_name, "after": after_name}
+    return entries
+
+
+def convert_int8(model, path: str) -> int:
+    """Writes `model` (float32 Keras, the three encoder inputs) as a dynamic int8 ONNX model.
+
+    Args:
+        model: the serving module's float32 model (`module.model`).
+        path: str. The `.onnx` file to write.
+
+    Returns:
+        int. How many matmuls are in int8.
+
+    Example:
+
+    >>> convert_int8(module.model, "/tmp/model.int8.onnx")
+    37
+    """
+    import onnx
+    import tf2onnx
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic
+
+    spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+
+    @tf.function(input_signature=spec, autograph=False)
+    def forward(token_ids, segment_ids, padding_mask):
+        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return {OUTPUT_NAME: tf.cast(model(inputs, training=False), tf.float32)}
+
+    with tempfile.TemporaryDirectory(prefix="kbert-onnx-") as work:
+        float32 = os.path.join(work, "float32.onnx")
+        tf2onnx.convert.from_function(forward, input_signature=spec, opset=OPSET,
+                                      custom_op_handlers={"Erfc": (_erfc, [])},
+                                      output_path=float32)
+        converted = onnx.load(float32)
+        _name_output(converted)
+        _drop_unused_inputs(converted)
+        onnx.save(converted, float32)
+        folded = os.path.join(work, "folded.onnx")
+        _fold_constants(float32, folded)
+        matmuls = os.path.join(work, "matmuls.onnx")
+        folded_model = onnx.load(folded)
+        _gemm_to_matmul(folded_model)
+        onnx.save(folded_model, matmuls)
+        quantized = os.path.join(work, MODEL_FILE)
+        with _without_preprocessing_advice():
+            quantize_dynamic(matmuls, quantized, weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"])
+        count = sum(node.op_type == "MatMulInteger" for node in onnx.load(quantized).graph.node)
+        tf.io.gfile.copy(quantized, path, overwrite=True)
+    if not count:
+        raise ValueError(f"ONNX Runtime quantized no matmul of {model.name}; export it in float32.")
+    return count
+
+
+def write_onnxruntime_files(extra_dir: str, model_path: str, entries: dict,
+                            int8_matmuls: int) -> dict:
+    """Writes a version's `assets.extra/onnxruntime/`: the int8 ONNX model and its manifest.
+
+    Args:
+        extra_dir: str. The version's `assets.extra` directory.
+        model_path: str. The int8 ONNX model (`convert_int8`).
+        entries: dict from `attach_split_functions`.
+        int8_matmuls: int. From `convert_int8` (recorded).
+
+    Returns:
+        dict. The manifest written (`kbert_onnxruntime.json`).
+    """
+    directory = os.path.join(extra_dir, DIRECTORY)
+    tf.io.gfile.makedirs(directory)
+    tf.io.gfile.copy(model_path, os.path.join(directory, MODEL_FILE), overwrite=True)
+    manifest = {"format": "int8", "model": MODEL_FILE, "inputs": list(INPUT_NAMES),
+                "output": OUTPUT_NAME, "int8_matmuls": int8_matmuls, "signatures": entries}
+    with tf.io.gfile.GFile(os.path.join(directory, MANIFEST_FILE), "w") as f:
+        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    return manifest
+
+
+class OnnxRuntimeModel:
+    """An ONNX model run by ONNX Runtime, called as the Keras model it was converted from.
+
+    `model(inputs, training=False)` returns the `outputs` tensor (inside
+    `tf.function`s too, through `tf.numpy_function`), so a task's evaluation
+    and serving modules run it where they would run the Keras model.
+
+    Args:
+        path: str. The `.onnx` file (`convert_int8`).
+        name: str. A name for messages.
+
+    Example:
+
+    >>> model = OnnxRuntimeModel("export/sst2/1/assets.extra/onnxruntime/model.int8.onnx")
+    >>> model({"token_ids": ids, "segment_ids": segments, "padding_mask": mask}).shape
+    TensorShape([2, 2])
+    """
+
+    variables: tuple = ()
+
+    def __init__(self, path: str, name: str = "onnxruntime_int8"):
+        import onnxruntime
+
+        with tf.io.gfile.GFile(path, "rb") as f:
+            self.session = onnxruntime.InferenceSession(f.read(),
+                                                        providers=["CPUExecutionProvider"])
+        self.name = name
+        self._inputs = [i.name for i in self.session.get_inputs()]
+
+    def run(self, inputs: dict) -> np.ndarray:
+        """The model's output for numpy (or tensor) encoder inputs."""
+        return self.session.run([OUTPUT_NAME], {name: np.asarray(inputs[name], np.int32)
+                                                for name in self._inputs})[0]
+
+    def __call__(self, inputs: dict, training: bool = False) -> tf.Tensor:
+        ids = [inputs[name] for name in INPUT_NAMES]
+
+        def run(token_ids, segment_ids, padding_mask):
+            return self.run(dict(zip(INPUT_NAMES, (token_ids, segment_ids, padding_mask))))
+
+        outputs = tf.numpy_function(run, ids, tf.float32, stateful=False)
+        outputs.set_shape([None, None])
+        return outputs
+
+
+@contextlib.contextmanager
+def _without_preprocessing_advice():
+    """Hides the quantizer's root-logger advice to run its pre-processing: `_fold_constants`
+    does the part of it that matters here (the rest is shape inference)."""
+    def advice(record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+    root = logging.getLogger()
+    root.addFilter(advice)
+    try:
+        yield
+    finally:
+        root.removeFilter(advice)
+
+
+def _erfc(ctx, node, name, args):
+    """tf2onnx handler for TensorFlow's Erfc (Keras' exact GELU), which tf2onnx 1.17 lacks:
+    ONNX has Erf, and erfc(x) = 1 - erf(x)."""
+    from tf2onnx import utils
+
+    node.type = "Erf"
+    one = ctx.make_const(utils.make_name("one"), np.array(1.0, np.float32))
+    ctx.insert_new_node_on_output("Sub", node.output[0], name=utils.make_name("erfc"),
+                                  inputs=[one.output[0], node.output[0]])
+
+
+def _name_output(model) -> None:
+    """Names the graph's one output `outputs` (tf2onnx names it after the TF tensor)."""
+    from onnx import helper
+
+    (output,) = model.graph.output
+    if output.name == OUTPUT_NAME:
+        return
+    old = output.name
+    model.graph.node.append(helper.make_node("Identity", [old], [OUTPUT_NAME],
+                                             name="kbert_outputs"))
+    output.name = OUTPUT_NAME
+
+
+def _drop_unused_inputs(model) -> None:
+    """Removes graph inputs no node reads (an encoder that ignores `segment_ids`)."""
+    read = {name for node in model.graph.node for name in node.input}
+    for graph_input in [i for i in model.graph.input if i.name not in read]:
+        model.graph.input.remove(graph_input)
+    extra = [i.name for i in model.graph.input if i.name not in INPUT_NAMES]
+    if extra:
+        raise ValueError(f"the ONNX model needs inputs besides the encoder's: {extra}")
+
+
+def _fold_constants(path: str, out_path: str) -> None:
+    """ONNX Runtime's basic graph optimizations (constant folding), written out, so the
+    quantizer sees the weights' reshapes and transposes as constant weights."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = out_path
+    onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def _gemm_to_matmul(model) -> int:
+    """Rewrites each Gemm with a constant weight as MatMul (+ Add of its bias), in place.
+
+    tf2onnx writes the attention projections (Keras EinsumDense on a reshaped
+    input) as Gemm, and ONNX Runtime's dynamic quantizer quantizes MatMul but
+    not Gemm: without this, half of each block's weights would stay float32.
+    Neither tf2onnx nor ONNX Runtime has this rewrite. Returns the number rewritten.
+    """
+    from onnx import helper
+    from onnx import numpy_helper
+
+    graph = model.graph
+    weights = {w.name: w for w in graph.initializer}
+    nodes, rewritten = [], 0
+    for node in graph.node:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        plain = (node.op_type == "Gemm" and node.input[1] in weights
+                 and not attrs.get("transA", 0) and attrs.get("alpha", 1.0) == 1.0
+                 and (len(node.input) < 3 or attrs.get("beta", 1.0) == 1.0))
+        if not plain:
+            nodes.append(node)
+            continue
+        weight = node.input[1]
+        if attrs.get("transB", 0):
+            value = np.ascontiguousarray(numpy_helper.to_array(weights[weight]).T)
+            weight = f"{weight}_transposed"
+            graph.initializer.append(numpy_helper.from_array(value, weight))
+        product = node.output[0] if len(node.input) < 3 else f"{node.output[0]}_product"
+        nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product],
+                                      name=f"{node.name}_matmul"))
+        if len(node.input) >= 3:
+            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
+                                          name=f"{node.name}_bias"))
+        rewritten += 1
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return rewritten
