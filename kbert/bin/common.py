@@ -98,9 +98,13 @@ def quantization_line(version_dir: str) -> str:
             f"(limit {found['max_drop_points']:g}) on {found['num_examples']} examples of "
             f"{found['data']}")
     onnx = found.get("onnxruntime")
-    if onnx:
+    if onnx and onnx.get("written", True):
         line += (f"; ONNX Runtime {onnx['format']} (what kbert-serve runs) {onnx['quantized']:.4f}, "
                  f"drop {onnx['drop_points']:+.2f} points")
+    elif onnx:
+        line += (f"; ONNX Runtime {onnx['format']} {onnx['quantized']:.4f}, drop "
+                 f"{onnx['drop_points']:+.2f} points: over the limit, not written (kbert-serve "
+                 "runs TensorFlow int8)")
     return line
 
 

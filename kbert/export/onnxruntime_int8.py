@@ -6,10 +6,11 @@ graph, `kbert.layers.quantize_int8`) ran 0.76-1.09x float32's speed at batch 1
 and 1.42-1.99x at batch 32, because TensorFlow's oneDNN int8 matmul reorders its
 weights on every call; ONNX Runtime's dynamic int8 (`MatMulInteger`: int8
 weights per output channel, uint8 activations quantized per call, VNNI kernels)
-ran 2.8-3.9x and 1.9-2.6x. TFLite cannot hold the raw-text tokenizer ops, and
-OpenVINO has no TensorFlow-text ops either; ONNX Runtime runs only the model,
-between the SavedModel's own tokenization and answer-making halves
-(`ServingModule.split_signatures`), so raw text in, answers out stay the same.
+ran 2.8-3.9x and 1.9-2.6x (the model alone). TFLite cannot hold the raw-text
+tokenizer ops without Select TF ops; OpenVINO was not measured. ONNX Runtime
+runs only the model, between the SavedModel's own tokenization and
+answer-making halves (`ServingModule.split_signatures`), so raw text in,
+answers out stay the same.
 
 `convert_int8(model, path)` converts the float32 model of a serving module
 with tf2onnx and quantizes it with ONNX Runtime's own dynamic quantizer;
@@ -33,6 +34,8 @@ import contextlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -70,57 +73,98 @@ def attach_split_functions(module) -> dict:
     return entries
 
 
-def convert_int8(model, path: str) -> int:
+def convert_int8(model, path: str, timeout_s: float = 3600) -> int:
     """Writes `model` (float32 Keras, the three encoder inputs) as a dynamic int8 ONNX model.
+
+    The model is saved as a temporary SavedModel, and a child process converts
+    it (tf2onnx), folds its constants and quantizes it (ONNX Runtime), with
+    protobuf's pure-Python messages. Why a child: tf2onnx rewrites every node's
+    protobuf message once per optimizer pass (about 50 passes), and protobuf's
+    default C++ (upb) messages keep each replaced copy in their arena until the
+    conversion ends, so every pass added one copy of the weights. Measured in
+    one process holding a BERT-base-shaped model (1.7 GB before converting):
+    15.5 GB at the peak and 117 s; with pure-Python messages, which a process
+    must choose before it first imports protobuf, 8.2 GB and 56 s. In a child,
+    that memory is also returned when it exits.
 
     Args:
         model: the serving module's float32 model (`module.model`).
         path: str. The `.onnx` file to write.
+        timeout_s: float. Longest the conversion may take.
 
     Returns:
         int. How many matmuls are in int8.
+
+    Raises:
+        ValueError: the conversion failed (its error output is quoted), or
+            quantized no matmul.
 
     Example:
 
     >>> convert_int8(module.model, "/tmp/model.int8.onnx")
     37
     """
+    spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
+
+    def forward(token_ids, segment_ids, padding_mask):
+        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return {OUTPUT_NAME: tf.cast(model(inputs, training=False), tf.float32)}
+
+    holder = tf.Module()
+    holder.model_variables = list(model.variables)
+    holder.forward = tf.function(forward, input_signature=spec, autograph=False)
+    with tempfile.TemporaryDirectory(prefix="kbert-onnx-") as work:
+        saved = os.path.join(work, "float32")
+        tf.saved_model.save(holder, saved,
+                            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        output = os.path.join(work, MODEL_FILE)
+        env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+        try:
+            result = subprocess.run([sys.executable, "-c", _CHILD, os.path.abspath(__file__), saved,
+                                     output], env=env, capture_output=True, text=True,
+                                    timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"converting {model.name} to ONNX took over {timeout_s:g} s.") from None
+        if result.returncode != 0:
+            raise ValueError(f"converting {model.name} to ONNX failed (exit {result.returncode}):\n"
+                             f"{result.stderr[-3000:]}")
+        count = json.loads(result.stdout.strip().splitlines()[-1])["int8_matmuls"]
+        tf.io.gfile.copy(output, path, overwrite=True)
+    if not count:
+        raise ValueError(f"ONNX Runtime quantized no matmul of {model.name}; export it in float32.")
+    return count
+
+
+def _convert_saved_model(saved_dir: str, path: str) -> int:
+    """The child's work (`convert_int8`): the SavedModel's `forward` to an int8 ONNX file."""
     import onnx
     import tf2onnx
     from onnxruntime.quantization import QuantType
     from onnxruntime.quantization import quantize_dynamic
 
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
-
-    @tf.function(input_signature=spec, autograph=False)
-    def forward(token_ids, segment_ids, padding_mask):
-        inputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
-        return {OUTPUT_NAME: tf.cast(model(inputs, training=False), tf.float32)}
-
-    with tempfile.TemporaryDirectory(prefix="kbert-onnx-") as work:
-        float32 = os.path.join(work, "float32.onnx")
-        tf2onnx.convert.from_function(forward, input_signature=spec, opset=OPSET,
-                                      custom_op_handlers={"Erfc": (_erfc, [])},
-                                      output_path=float32)
-        converted = onnx.load(float32)
-        _name_output(converted)
-        _drop_unused_inputs(converted)
-        onnx.save(converted, float32)
-        folded = os.path.join(work, "folded.onnx")
-        _fold_constants(float32, folded)
-        matmuls = os.path.join(work, "matmuls.onnx")
-        folded_model = onnx.load(folded)
-        _gemm_to_matmul(folded_model)
-        onnx.save(folded_model, matmuls)
-        quantized = os.path.join(work, MODEL_FILE)
-        with _without_preprocessing_advice():
-            quantize_dynamic(matmuls, quantized, weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"])
-        count = sum(node.op_type == "MatMulInteger" for node in onnx.load(quantized).graph.node)
-        tf.io.gfile.copy(quantized, path, overwrite=True)
-    if not count:
-        raise ValueError(f"ONNX Runtime quantized no matmul of {model.name}; export it in float32.")
-    return count
+    loaded = tf.saved_model.load(saved_dir)  # holds the variables `forward` reads
+    work = os.path.dirname(path)
+    float32 = os.path.join(work, "float32.onnx")
+    tf2onnx.convert.from_function(loaded.forward, input_signature=spec, opset=OPSET,
+                                  custom_op_handlers={"Erfc": (_erfc, [])}, output_path=float32)
+    del loaded
+    converted = onnx.load(float32)
+    _name_output(converted)
+    _drop_unused_inputs(converted)
+    onnx.save(converted, float32)
+    del converted
+    folded = os.path.join(work, "folded.onnx")
+    _fold_constants(float32, folded)
+    folded_model = onnx.load(folded)
+    _gemm_to_matmul(folded_model)
+    matmuls = os.path.join(work, "matmuls.onnx")
+    onnx.save(folded_model, matmuls)
+    del folded_model
+    with _without_preprocessing_advice():
+        quantize_dynamic(matmuls, path, weight_type=QuantType.QInt8, per_channel=True,
+                         op_types_to_quantize=["MatMul"])
+    return sum(node.op_type == "MatMulInteger" for node in onnx.load(path).graph.node)
 
 
 def write_onnxruntime_files(extra_dir: str, model_path: str, entries: dict,
@@ -288,3 +332,14 @@ def _gemm_to_matmul(model) -> int:
     del graph.node[:]
     graph.node.extend(nodes)
     return rewritten
+
+
+# The child of `convert_int8`: this file loaded on its own, not as part of the kbert
+# package, so the child imports TensorFlow, tf2onnx and ONNX Runtime only (not Keras).
+_CHILD = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("kbert_onnxruntime_int8", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps({"int8_matmuls": module._convert_saved_model(sys.argv[2], sys.argv[3])}))
+"""

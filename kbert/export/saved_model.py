@@ -216,8 +216,10 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         feature_layers: str or None. Embedding models only: the blocks of the
             `features` signature (`"-1,-2,-3,-4"`; None: the last four).
         quantize: str or None. `int8`: export the model with int8 matmuls
-            (`kbert.export.quantization`), after scoring it against float32 on
-            the dev data; None: float32.
+            (`kbert.export.quantization`) and, for models whose signatures run
+            it once per text, an ONNX Runtime int8 copy of it for kbert-serve
+            (`kbert.export.onnxruntime_int8`), each scored against float32 on
+            the dev data first; None: float32.
         quantization_data_dir: str or None. The dev data to score on (a
             `kbert-finetune --data_dir` folder, or SQuAD's dev JSON; text files
             for an embedding model). None: what `task_config.json` recorded.
@@ -230,8 +232,10 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
         The path of the published version.
 
     Raises:
-        ValueError: with `quantize`, a drop over `max_quantization_drop` while
-            `quantization_drop_is_error`.
+        ValueError: with `quantize`, a drop of the SavedModel's int8 graph over
+            `max_quantization_drop` while `quantization_drop_is_error` (an ONNX
+            Runtime model over it is left out, with a warning, and recorded as
+            not `written`).
 
     Example:
 
@@ -251,24 +255,33 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
     module = serving_module(directory, max_seq_length, feature_layers, quantize=quantize)
     report = check_quality(directory, data, float_module, module, quantize,
                            max_quantization_drop, len(int8_layers(module.model)))
+    if not report.ok and quantization_drop_is_error:
+        raise ValueError(f"{report.message()} Not exported: pass a larger "
+                         "--max_quantization_drop, --noquantization_drop_is_error to export "
+                         "anyway, or export float32 (no --quantize).")
+    (log.info if report.ok else log.warning)("%s", report.message())
+    info["quantization"] = report.to_dict()
     with tempfile.TemporaryDirectory(prefix="kbert-onnxruntime-") as work:
         onnx_path = os.path.join(work, ONNX_MODEL_FILE)
         onnx_report = _onnxruntime_int8(directory, data, float_module, report, onnx_path)
         del float_module
-        for checked in filter(None, (report, onnx_report)):
-            if not checked.ok and quantization_drop_is_error:
-                raise ValueError(f"{checked.message()} Not exported: pass a larger "
-                                 "--max_quantization_drop, --noquantization_drop_is_error to "
-                                 "export anyway, or export float32 (no --quantize).")
-            (log.info if checked.ok else log.warning)("%s", checked.message())
-        info["quantization"] = report.to_dict()
         write_extra = None
         if onnx_report is not None:
-            info["quantization"]["onnxruntime"] = onnx_report.to_dict()
-            entries = attach_split_functions(module)
+            # Over the limit, the ONNX Runtime model is left out rather than the export
+            # refused: the SavedModel's TensorFlow int8 graph passed, and kbert-serve runs it.
+            written = onnx_report.ok or not quantization_drop_is_error
+            info["quantization"]["onnxruntime"] = dict(onnx_report.to_dict(), written=written)
+            if not written:
+                log.warning("%s Not written: kbert-serve will run the SavedModel's TensorFlow "
+                            "int8 graph (pass a larger --max_quantization_drop to write it).",
+                            onnx_report.message())
+            else:
+                (log.info if onnx_report.ok else log.warning)("%s", onnx_report.message())
+                entries = attach_split_functions(module)
 
-            def write_extra(extra_dir: str) -> None:
-                write_onnxruntime_files(extra_dir, onnx_path, entries, onnx_report.quantized_layers)
+                def write_extra(extra_dir: str) -> None:
+                    write_onnxruntime_files(extra_dir, onnx_path, entries,
+                                            onnx_report.quantized_layers)
 
         return _publish(module, export_dir, version, info, directory.vocab_file, check,
                         write_extra)

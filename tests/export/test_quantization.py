@@ -21,7 +21,6 @@ from tests import forked_python
 from tests import serving_testlib as lib
 
 from kbert.checkpoints import save_finetuned
-from kbert.export.quantization import check_quality
 from kbert.export.quantization import embedding_agreement
 from kbert.export.saved_model import export_saved_model
 from kbert.export.saved_model import versions
@@ -189,37 +188,43 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
                            "kbert_export.json").read_text())["quantization"]
     scored = []
 
+    onnxruntime_score = [recorded["onnxruntime"]["quantized"]]
+
     def recorded_scores(model_dir, examples, modules):
         scored.append((len(examples), len(modules)))
         if len(modules) == 2:  # float32 and TensorFlow int8
             return recorded["metric"], [recorded["float32"], recorded["quantized"]]
-        return recorded["metric"], [recorded["onnxruntime"]["quantized"]]  # ONNX Runtime int8
+        return recorded["metric"], onnxruntime_score  # ONNX Runtime int8, float32 reused
 
     monkeypatch.setattr(quantization, "_task_scores", recorded_scores)
-    reports = []
-
-    def scored_once(*args, **kwargs):
-        reports.append(check_quality(*args, **kwargs))
-        return reports[-1]
-
     export_dir = str(exports["root"] / "refused")
-    monkeypatch.setattr(saved_model, "check_quality", scored_once)
     with pytest.raises(ValueError, match=r"drop \+0\.00 points \(OVER --max_quantization_drop=-0\.5\)"
                                          r".* Not exported: pass a larger --max_quantization_drop"):
         export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                            max_quantization_drop=-0.5)
-    # Both int8 models were scored (TensorFlow's with float32, then ONNX Runtime's alone).
-    assert versions(export_dir) == [] and scored == [(48, 2), (48, 1)]
-    assert [r.runtime for r in reports] == ["tensorflow", "onnxruntime"]
-    # The same model scores the same: the export that only warns reuses those reports
-    # (scoring float32 and int8 again would add half a minute, and test nothing more).
-    monkeypatch.setattr(saved_model, "check_quality",
-                        lambda *args, runtime="tensorflow", **kwargs: reports[runtime != "tensorflow"])
+    # Refused on the SavedModel's own int8 form, before any ONNX model was made.
+    assert versions(export_dir) == [] and scored == [(48, 2)]
+    # Warned, not refused: both forms are written, each recorded as over the limit.
     path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                               max_quantization_drop=-0.5, quantization_drop_is_error=False)
+    assert scored[1:] == [(48, 2), (48, 1)]
     info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
     assert info["quantization"]["ok"] is False
+    assert (info["quantization"]["onnxruntime"]["ok"], info["quantization"]["onnxruntime"]["written"]) \
+        == (False, True)
+    assert os.path.exists(os.path.join(path, "assets.extra", "onnxruntime", "model.int8.onnx"))
     assert "OVER --max_quantization_drop=-0.5" in caplog.text
+    # Only the ONNX Runtime model over the limit: it is left out, and the export published
+    # with the TensorFlow int8 graph that passed (kbert-serve then runs that).
+    onnxruntime_score[0] = recorded["float32"] - 2.0
+    path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8")
+    info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
+    assert info["quantization"]["ok"] is True
+    assert info["quantization"]["onnxruntime"]["drop_points"] == pytest.approx(2.0)
+    assert (info["quantization"]["onnxruntime"]["ok"], info["quantization"]["onnxruntime"]["written"]) \
+        == (False, False)
+    assert not os.path.exists(os.path.join(path, "assets.extra", "onnxruntime"))
+    assert "Not written: kbert-serve will run the SavedModel's TensorFlow int8 graph" in caplog.text
 
 
 def test_a_directory_without_recorded_dev_data_names_the_flag(tmp_path):
