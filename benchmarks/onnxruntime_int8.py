@@ -4,8 +4,10 @@ Issue 33 asks for >= 2x float32's throughput at batch 1 and 32 for <= 0.5
 points of quality. kbert's int8 SavedModel (oneDNN quantized matmuls inside
 TensorFlow) falls short (BENCHMARKS.md: 0.91x / 1.38x on all-MiniLM-L6-v2):
 TensorFlow's oneDNN 3 int8 matmul reorders its weights on every call. This
-benchmark measures what another runtime would give before kbert-serve grows
-one: the same model's `serve_ids` signature (token ids in, the export's
+benchmark measured what another runtime would give before kbert-serve grew
+one (`kbert.export.onnxruntime_int8`, which shares its `Erfc` handler and
+Gemm rewrite; `benchmarks/quantization.py` times what kbert-serve runs): the
+same model's `serve_ids` signature (token ids in, the export's
 outputs out; tokenization is not timed) in four arms, one process, rounds
 alternating, best of --repeats:
 
@@ -26,10 +28,10 @@ Inputs are SST-2 dev sentences, each batch padded to its longest, as kbert-serve
 pads. Embedding models report agreement: 100 x the mean cosine between an
 arm's embedding and tf-float32's. Nothing is chosen on the dev set.
 
-Needs, besides kbert's own environment (not kbert dependencies: this is a
-measurement, kbert does not ship an ONNX path yet):
+Needs, besides kbert's own environment (which has onnxruntime, onnx and
+tf2onnx), sympy for ONNX Runtime's `quant_pre_process`:
 
-    pip install --no-deps onnxruntime==1.32.0 onnx==1.23.2 tf2onnx==1.17.0 sympy==1.14.0 mpmath==1.4.1 coloredlogs==15.0.1 humanfriendly==10.0
+    pip install --no-deps sympy==1.14.0 mpmath==1.4.1
 
     PYTHONPATH=. python benchmarks/onnxruntime_int8.py --models=minilm,base,sst2
 """
@@ -53,62 +55,19 @@ from benchmarks.quantization import SST2  # noqa: E402
 from benchmarks.quantization import _base_dir  # noqa: E402
 from benchmarks.quantization import _size_mb  # noqa: E402
 from benchmarks.quantization import _sst2_dir  # noqa: E402
+from kbert.export.onnxruntime_int8 import erfc_as_erf  # noqa: E402
+from kbert.export.onnxruntime_int8 import gemm_to_matmul  # noqa: E402
 
 ARMS = ("tf-float32", "tf-int8", "ort-float32", "ort-int8")
 ID_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
-def _erfc(ctx, node, name, args):
-    """tf2onnx handler for TensorFlow's Erfc (Keras' exact GELU), which tf2onnx 1.17 lacks:
-    ONNX has Erf, and erfc(x) = 1 - erf(x)."""
-    import numpy as np
-    from tf2onnx import utils
-
-    node.type = "Erf"
-    one = ctx.make_const(utils.make_name("one"), np.array(1.0, np.float32))
-    ctx.insert_new_node_on_output("Sub", node.output[0], name=utils.make_name("erfc"),
-                                  inputs=[one.output[0], node.output[0]])
-
-
 def _gemm_to_matmul(path: str, out_path: str) -> int:
-    """Rewrites each Gemm with a constant weight as MatMul (+ Add of its bias).
-
-    tf2onnx writes the attention projections (Keras EinsumDense on a reshaped
-    input) as Gemm, and ONNX Runtime's dynamic quantizer quantizes MatMul but not
-    Gemm: without this, half of each block's weights would stay float32.
-    Returns the number rewritten.
-    """
-    import numpy as np
+    """`kbert.export.onnxruntime_int8.gemm_to_matmul` from file to file."""
     import onnx
-    from onnx import helper
-    from onnx import numpy_helper
 
     model = onnx.load(path)
-    graph = model.graph
-    weights = {w.name: w for w in graph.initializer}
-    nodes, rewritten = [], 0
-    for node in graph.node:
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-        plain = (node.op_type == "Gemm" and node.input[1] in weights
-                 and not attrs.get("transA", 0) and attrs.get("alpha", 1.0) == 1.0
-                 and (len(node.input) < 3 or attrs.get("beta", 1.0) == 1.0))
-        if not plain:
-            nodes.append(node)
-            continue
-        weight = node.input[1]
-        if attrs.get("transB", 0):
-            value = np.ascontiguousarray(numpy_helper.to_array(weights[weight]).T)
-            weight = f"{weight}_transposed"
-            graph.initializer.append(numpy_helper.from_array(value, weight))
-        product = node.output[0] if len(node.input) < 3 else f"{node.output[0]}_product"
-        nodes.append(helper.make_node("MatMul", [node.input[0], weight], [product],
-                                      name=f"{node.name}_matmul"))
-        if len(node.input) >= 3:
-            nodes.append(helper.make_node("Add", [product, node.input[2]], [node.output[0]],
-                                          name=f"{node.name}_bias"))
-        rewritten += 1
-    del graph.node[:]
-    graph.node.extend(nodes)
+    rewritten = gemm_to_matmul(model)
     onnx.save(model, out_path)
     return rewritten
 
@@ -146,7 +105,7 @@ def _onnx_models(signature, output: str, work: str) -> tuple[str, str, int]:
 
     float32 = os.path.join(work, "float32.onnx")
     tf2onnx.convert.from_function(main_output, input_signature=spec, opset=17,
-                                  custom_op_handlers={"Erfc": (_erfc, [])}, output_path=float32)
+                                  custom_op_handlers={"Erfc": (erfc_as_erf, [])}, output_path=float32)
     _drop_unused_inputs(float32)
     # ONNX Runtime's pre-processing folds the weights' reshapes into constants,
     # so the quantizer sees them as weights.

@@ -147,7 +147,7 @@ def _convert_saved_model(saved_dir: str, path: str) -> int:
     work = os.path.dirname(path)
     float32 = os.path.join(work, "float32.onnx")
     tf2onnx.convert.from_function(loaded.forward, input_signature=spec, opset=OPSET,
-                                  custom_op_handlers={"Erfc": (_erfc, [])}, output_path=float32)
+                                  custom_op_handlers={"Erfc": (erfc_as_erf, [])}, output_path=float32)
     del loaded
     converted = onnx.load(float32)
     _name_output(converted)
@@ -157,7 +157,7 @@ def _convert_saved_model(saved_dir: str, path: str) -> int:
     folded = os.path.join(work, "folded.onnx")
     _fold_constants(float32, folded)
     folded_model = onnx.load(folded)
-    _gemm_to_matmul(folded_model)
+    gemm_to_matmul(folded_model)
     matmuls = os.path.join(work, "matmuls.onnx")
     onnx.save(folded_model, matmuls)
     del folded_model
@@ -250,7 +250,7 @@ def _without_preprocessing_advice():
         root.removeFilter(advice)
 
 
-def _erfc(ctx, node, name, args):
+def erfc_as_erf(ctx, node, name, args):
     """tf2onnx handler for TensorFlow's Erfc (Keras' exact GELU), which tf2onnx 1.17 lacks:
     ONNX has Erf, and erfc(x) = 1 - erf(x)."""
     from tf2onnx import utils
@@ -295,7 +295,7 @@ def _fold_constants(path: str, out_path: str) -> None:
     onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
-def _gemm_to_matmul(model) -> int:
+def gemm_to_matmul(model) -> int:
     """Rewrites each Gemm with a constant weight as MatMul (+ Add of its bias), in place.
 
     tf2onnx writes the attention projections (Keras EinsumDense on a reshaped

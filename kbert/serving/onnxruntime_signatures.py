@@ -23,7 +23,6 @@ layout and nothing of kbert (serving imports no other kbert package).
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Callable
 
@@ -34,8 +33,6 @@ import tensorflow as tf
 from kbert.serving.errors import ServingError
 
 MANIFEST = os.path.join("assets.extra", "onnxruntime", "kbert_onnxruntime.json")
-
-log = logging.getLogger("kbert.serving")
 
 
 class OnnxRuntimeSignature:
@@ -105,8 +102,12 @@ def onnxruntime_signatures(path: str, loaded, signatures: list[str]) -> dict:
         entries = manifest["signatures"]
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{manifest_path}: not a kbert ONNX Runtime manifest ({e}).") from None
-    import onnxruntime
-
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ValueError(f"{path} has an ONNX Runtime int8 model and onnxruntime is not installed: "
+                         "pip install onnxruntime, or run kbert-serve --noonnxruntime (the "
+                         "SavedModel's TensorFlow int8 graph).") from None
     with tf.io.gfile.GFile(model_file, "rb") as f:
         session = onnxruntime.InferenceSession(f.read(), providers=["CPUExecutionProvider"])
     where = os.path.basename(os.path.normpath(path))
