@@ -45,6 +45,7 @@ QPS, p50 and p99, and the int8/float32 QPS ratio of the same run.
     PYTHONPATH=. nice -n 10 python benchmarks/quantization.py --models=minilm --sst2
     PYTHONPATH=. python benchmarks/quantization.py --models= --conll
     PYTHONPATH=. python benchmarks/quantization.py --models=minilm,base --serve_clients=1,8,32
+    PYTHONPATH=. python benchmarks/quantization.py --models=minilm --sst2 --serve_only --serve_clients=1,8,32 --serve_intra_op_one
 """
 
 from __future__ import annotations
@@ -196,16 +197,23 @@ def _main_output(outputs: dict):
 
 
 def _served(paths: dict, texts: list[str], clients: list[int], seconds: float,
-            work: str) -> dict:
-    """QPS, p50 and p99 of each export through kbert-serve at each client count."""
+            work: str, intra_op_one: bool = False) -> dict:
+    """QPS, p50 and p99 of each export through kbert-serve at each client count.
+
+    With `intra_op_one`, the int8 export is also served with
+    `--onnxruntime_intra_op_parallelism=1` (arm `int8-intra1`).
+    """
     from benchmarks.serving_latency import drive
     from benchmarks.serving_latency import start_server
 
     batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
+    arms = {fmt: (version_dir, ()) for fmt, version_dir in paths.items()}
+    if intra_op_one:
+        arms["int8-intra1"] = (paths["int8"], ("--onnxruntime_intra_op_parallelism=1",))
     figures = {}
-    for fmt, version_dir in paths.items():
+    for fmt, (version_dir, extra_args) in arms.items():
         server = start_server(os.path.dirname(version_dir), batching_file,
-                              os.path.join(work, f"serve-{fmt}.log"))
+                              os.path.join(work, f"serve-{fmt}.log"), extra_args)
         try:
             for count in clients:
                 r = drive(server.grpc_address, texts, count, seconds)
@@ -237,6 +245,10 @@ def main() -> None:
     parser.add_argument("--serve_clients", default="", help="e.g. 1,8,32: also serve each export "
                         "through kbert-serve at these client counts (empty: not served)")
     parser.add_argument("--serve_seconds", type=float, default=8.0)
+    parser.add_argument("--serve_intra_op_one", action="store_true", help="Also serve the int8 "
+                        "export with --onnxruntime_intra_op_parallelism=1 (arm int8-intra1).")
+    parser.add_argument("--serve_only", action="store_true", help="Skip the model-alone timing "
+                        "(serve the exports only).")
     parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "kbert-quantization"))
     args = parser.parse_args()
     import tensorflow as tf
@@ -277,7 +289,8 @@ def main() -> None:
                   f"{_size_mb(paths[fmt]):.1f} MiB", flush=True)
         with open(os.path.join(paths["int8"], "assets.extra", "kbert_export.json")) as f:
             check = json.load(f)["quantization"]
-        speeds, bfloat16_agreement = _speeds(paths, texts, batch_sizes, args.repeats, args.bfloat16)
+        speeds, bfloat16_agreement = (({}, None) if args.serve_only else
+                                      _speeds(paths, texts, batch_sizes, args.repeats, args.bfloat16))
         line = {"model": name, "load": round(os.getloadavg()[0], 1),
                 "size_mib": {fmt: round(_size_mb(p), 1) for fmt, p in paths.items()},
                 "check": {k: check[k] for k in ("metric", "float32", "quantized", "drop_points",
@@ -286,7 +299,7 @@ def main() -> None:
             onnx = check["onnxruntime"]
             line["check_onnxruntime"] = {k: onnx[k] for k in ("metric", "quantized", "drop_points",
                                                               "quantized_layers")}
-        for b in batch_sizes:
+        for b in [] if args.serve_only else batch_sizes:
             f32 = speeds["float32", b]
             figures = {"float32": round(f32, 1)}
             for arm in ("int8", "int8-tensorflow"):
@@ -294,7 +307,7 @@ def main() -> None:
                     figures[arm] = round(speeds[arm, b], 1)
                     figures[f"{arm}_ratio"] = round(speeds[arm, b] / f32, 2)
             line[f"batch{b}_examples_per_s"] = figures
-        if args.bfloat16:
+        if args.bfloat16 and not args.serve_only:
             line["bfloat16_rewrite"] = {"agreement": round(bfloat16_agreement, 4), **{
                 f"batch{b}_examples_per_s": round(speeds["bfloat16", b], 1) for b in batch_sizes}, **{
                 f"batch{b}_ratio": round(speeds["bfloat16", b] / speeds["float32", b], 2)
@@ -303,13 +316,15 @@ def main() -> None:
         if args.serve_clients:
             clients = [int(c) for c in args.serve_clients.split(",")]
             served = _served(paths, texts, clients, args.serve_seconds,
-                             os.path.join(args.work_dir, "exports", name))
+                             os.path.join(args.work_dir, "exports", name), args.serve_intra_op_one)
+            arms = [fmt for fmt in ("float32", "int8", "int8-intra1") if (fmt, clients[0]) in served]
             line["served"] = {
                 str(count): {**{fmt: {k: round(served[fmt, count][k], 2)
                                       for k in ("qps", "p50", "p99", "errors")}
-                                for fmt in paths},
-                             "qps_ratio": round(served["int8", count]["qps"]
-                                                / served["float32", count]["qps"], 2)}
+                                for fmt in arms},
+                             **{f"{fmt}_qps_ratio": round(served[fmt, count]["qps"]
+                                                          / served["float32", count]["qps"], 2)
+                                for fmt in arms if fmt != "float32"}}
                 for count in clients}
         print(json.dumps(line), flush=True)
         with open(os.path.join(args.work_dir, "results.jsonl"), "a") as f:

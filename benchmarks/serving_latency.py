@@ -63,11 +63,13 @@ def build_export(vocab_file: str, root: str, encoder_dir: str | None = None) -> 
     return export_dir
 
 
-def start_server(export_dir: str, batching_file: str | None, log_path: str):
-    """kbert-serve on a free gRPC port, REST off, its log at `log_path`."""
+def start_server(export_dir: str, batching_file: str | None, log_path: str,
+                 extra_args: tuple = ()):
+    """kbert-serve on a free gRPC port, REST off, its log at `log_path`; `extra_args` are more flags."""
     from kbert.serving import process
 
-    args = ["--model_name=sst2", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0"]
+    args = ["--model_name=sst2", f"--model_base_path={export_dir}", "--file_system_poll_wait_seconds=0",
+            *extra_args]
     if batching_file:
         args += ["--enable_batching", f"--batching_parameters_file={batching_file}"]
     try:

@@ -96,6 +96,8 @@ class ModelManager:
             any file under the version retries at the next poll regardless.
         use_onnxruntime: bool. Run a version's ONNX Runtime int8 model where it
             has one (`--onnxruntime`; `Servable`). Defaults to True.
+        onnxruntime_threads: int. Threads one ONNX Runtime call may use
+            (`--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice.
 
     Example:
 
@@ -107,9 +109,10 @@ class ModelManager:
 
     def __init__(self, configs: list[ModelConfig], poll_wait_seconds: float = 1.0,
                  max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
-                 use_onnxruntime: bool = True):
+                 use_onnxruntime: bool = True, onnxruntime_threads: int = 0):
         self.configs = {config.name: config for config in configs}
         self.use_onnxruntime = use_onnxruntime
+        self.onnxruntime_threads = onnxruntime_threads
         self.poll_wait_seconds = poll_wait_seconds
         self.max_num_load_retries = max_num_load_retries
         self.load_retry_interval_seconds = load_retry_interval_seconds
@@ -160,7 +163,8 @@ class ModelManager:
             timed_retries = failure.timed_retries + 1
         self._set_status(config.name, version, "LOADING")
         try:
-            servable = Servable(config.name, version, path, self.use_onnxruntime)
+            servable = Servable(config.name, version, path, self.use_onnxruntime,
+                                self.onnxruntime_threads)
         except Exception as e:
             cause = op_error_cause(str(e), max_lines=1) if str(e) else ""
             message = f"{type(e).__name__}: {cause}"

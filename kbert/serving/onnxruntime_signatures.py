@@ -69,13 +69,17 @@ class OnnxRuntimeSignature:
                           padding_mask=encoder_inputs["padding_mask"])
 
 
-def onnxruntime_signatures(path: str, loaded, signatures: list[str]) -> dict:
+def onnxruntime_signatures(path: str, loaded, signatures: list[str],
+                           intra_op_threads: int = 0) -> dict:
     """The signatures of a version that its ONNX Runtime int8 model serves.
 
     Args:
         path: str. The version directory.
         loaded: its `tf.saved_model.load` object (holds the `before`/`after` functions).
         signatures: list of str. The SavedModel's signature names.
+        intra_op_threads: int. Threads one model call may use (kbert-serve's
+            `--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice, one
+            per physical core.
 
     Returns:
         dict. Signature name -> `OnnxRuntimeSignature`; empty when the version
@@ -108,8 +112,11 @@ def onnxruntime_signatures(path: str, loaded, signatures: list[str]) -> dict:
         raise ValueError(f"{path} has an ONNX Runtime int8 model and onnxruntime is not installed: "
                          "pip install onnxruntime, or run kbert-serve --noonnxruntime (the "
                          "SavedModel's TensorFlow int8 graph).") from None
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
     with tf.io.gfile.GFile(model_file, "rb") as f:
-        session = onnxruntime.InferenceSession(f.read(), providers=["CPUExecutionProvider"])
+        session = onnxruntime.InferenceSession(f.read(), options,
+                                               providers=["CPUExecutionProvider"])
     where = os.path.basename(os.path.normpath(path))
     found = {}
     for signature, entry in entries.items():

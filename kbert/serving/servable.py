@@ -39,6 +39,8 @@ class Servable:
         path: str. The version directory.
         use_onnxruntime: bool. Run the version's ONNX Runtime model where it has
             one (kbert-serve's `--onnxruntime`). Defaults to True.
+        onnxruntime_threads: int. Threads one ONNX Runtime call may use
+            (`--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice.
 
     Example:
 
@@ -46,7 +48,8 @@ class Servable:
     >>> servable.run("serving_default", {"text": np.array([b"a gorgeous film"], object)})
     """
 
-    def __init__(self, name: str, version: int, path: str, use_onnxruntime: bool = True):
+    def __init__(self, name: str, version: int, path: str, use_onnxruntime: bool = True,
+                 onnxruntime_threads: int = 0):
         self.name = name
         self.version = version
         self.path = path
@@ -68,7 +71,8 @@ class Servable:
         # Signature name -> "onnxruntime" for those its ONNX Runtime model runs.
         self.runtimes = {}
         if use_onnxruntime:
-            replaced = onnxruntime_signatures(path, self._loaded, list(self.functions))
+            replaced = onnxruntime_signatures(path, self._loaded, list(self.functions),
+                                              onnxruntime_threads)
             self.functions.update(replaced)
             self.runtimes = {signature: "onnxruntime" for signature in replaced}
         self._warm_up()

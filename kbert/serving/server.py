@@ -69,6 +69,8 @@ class ModelServer:
             searched over REST at `/v1/indexes/<name>:search`.
         use_onnxruntime: bool. Run a version's ONNX Runtime int8 model where it
             has one (`--onnxruntime`). Defaults to True.
+        onnxruntime_threads: int. Threads one ONNX Runtime call may use
+            (`--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice.
 
     Example:
 
@@ -84,7 +86,8 @@ class ModelServer:
                  grpc_max_threads: int = 64, grpc_max_concurrent_rpcs: int = 128, rest_api_num_threads: int = 16,
                  rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
                  max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
-                 indexes: dict | None = None, use_onnxruntime: bool = True):
+                 indexes: dict | None = None, use_onnxruntime: bool = True,
+                 onnxruntime_threads: int = 0):
         for flag, value in (("grpc_max_threads", grpc_max_threads), ("grpc_max_concurrent_rpcs",
                             grpc_max_concurrent_rpcs), ("rest_api_num_threads", rest_api_num_threads),
                             ("rest_api_timeout_in_ms", rest_api_timeout_in_ms),
@@ -105,8 +108,12 @@ class ModelServer:
         self.indexes = dict(indexes or {})
         if self.indexes and not rest_api_port:
             raise ValueError("--index_dir is searched over REST; it needs --rest_api_port.")
+        if onnxruntime_threads < 0:
+            raise ValueError(f"--onnxruntime_intra_op_parallelism={onnxruntime_threads}; it must be "
+                             "0 (ONNX Runtime's choice) or positive.")
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries,
-                                    load_retry_interval_seconds, use_onnxruntime)
+                                    load_retry_interval_seconds, use_onnxruntime,
+                                    onnxruntime_threads)
         self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
                           else None)
         # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each
