@@ -318,6 +318,24 @@ def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
     np.testing.assert_array_equal(answer["logits"], expected["logits"].numpy())
 
 
+def test_onnxruntime_intra_op_parallelism_reaches_the_session_and_keeps_the_answers(exports):
+    from kbert.serving.model_config import ModelConfig
+    from kbert.serving.server import ModelServer
+    from kbert.serving.servable import Servable
+
+    texts = np.array([text for text, _ in exports["rows"][:8]], object)
+    default, one = (Servable("sst2", 1, exports["int8"], onnxruntime_threads=n) for n in (0, 1))
+    session = one.functions["serving_default"].session
+    assert session.get_session_options().intra_op_num_threads == 1
+    np.testing.assert_allclose(one.run("serving_default", {"text": texts})["logits"],
+                               default.run("serving_default", {"text": texts})["logits"], atol=1e-6)
+    # kbert-serve's flag goes through the server to every version it loads.
+    configs = [ModelConfig("sst2", str(exports["root"] / "int8"))]
+    assert ModelServer(configs, onnxruntime_threads=1).manager.onnxruntime_threads == 1
+    with pytest.raises(ValueError, match=r"--onnxruntime_intra_op_parallelism=-1; it must be 0"):
+        ModelServer(configs, onnxruntime_threads=-1)
+
+
 @pytest.mark.parametrize("name", ["sst2", "mrpc", "stsb", "rerank", "embed"])
 def test_split_halves_around_the_model_answer_as_the_whole_signature(name):
     """`after(model(before(inputs)))` equals each split signature, on the float32 model."""
