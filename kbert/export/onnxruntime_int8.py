@@ -44,6 +44,8 @@ import tensorflow as tf
 DIRECTORY = "onnxruntime"
 MODEL_FILE = "model.int8.onnx"
 MANIFEST_FILE = "kbert_onnxruntime.json"
+# kbert.models.packed_rows.ENCODER_INPUTS, written out: the conversion's child process loads
+# this file on its own and must not import kbert (and with it Keras).
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 OUTPUT_NAME = "outputs"
 # ONNX opset of the conversion: ONNX Runtime 1.20 and later run it.

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
 from kbert.tasks.serving import ids_inputs
@@ -128,8 +127,8 @@ def sentence_serving_module(model, preprocessor) -> SentenceEmbeddingServingModu
     >>> module = sentence_serving_module(dual_encoder, preprocessor)
     >>> vectors = module.embed_documents(text=tf.constant(["a film"]))["embedding"]
     """
-    if isinstance(model, BertSentenceEncoder) or not hasattr(model, "query_tower"):
-        # A lone tower (or a stand-in for one, such as the export's ONNX Runtime check).
+    if not hasattr(model, "query_tower"):
+        # A lone tower: a BertSentenceEncoder, or a stand-in for one (the export's ONNX Runtime check).
         return SentenceEmbeddingServingModule(model, preprocessor)
     return SentenceEmbeddingServingModule(model.query_tower, preprocessor,
                                           None if model.shared else model.document_tower)
