@@ -42,16 +42,17 @@ Why exports hold the portable form: a SavedModel outlives the machine that
 wrote it, and a graph holding the fused op cannot guard itself (a probe node
 inside it fails with it), so one exported on an AVX-512 VNNI machine would fail
 or, with oneDNN forced on, answer wrongly on the AVX2 machines many cloud VMs
-are; TensorFlow builds without oneDNN have no kernel for it at all. The speed
-given up is small where it matters: `benchmarks/int8_matmul.py` times one
-projection as float32, portable and (where the probe passes) fused; the
-portable form runs somewhat below float32's speed (the same float32 matmul,
-plus the activations' quantization and the int32 sums), so a TensorFlow int8
-export buys a 4x smaller kernel, not speed; the fused op gained over float32
-only at larger batches on a VNNI CPU (`benchmarks/quantization.py`,
-BENCHMARKS.md), and kbert-serve runs the ONNX Runtime int8 model beside the
-SavedModel (`kbert.export.onnxruntime_int8`) for every model whose signatures
-run it once per text.
+are; TensorFlow builds without oneDNN have no kernel for it at all. What that
+costs: nothing on CPUs without VNNI, where the fused op cannot run; on CPUs
+with it, the fused op's gain over float32, which `benchmarks/quantization.py`
+measured only at larger batches (BENCHMARKS.md), and for the TensorFlow int8
+graph alone: kbert-serve runs the ONNX Runtime int8 model beside the SavedModel
+(`kbert.export.onnxruntime_int8`) for every model whose signatures run it once
+per text. The portable form itself runs below float32's speed (the same float32
+matmuls, plus the rows' quantization and the int32 sums), as
+`benchmarks/int8_matmul.py` (one projection) and `benchmarks/quantization.py`
+(whole models) measure: a TensorFlow int8 export buys 4x smaller matmul
+weights, not speed.
 
 Other mechanisms, measured on a 768 x 3072 projection: Keras's own
 `layer.quantize("int8")` stores the same per-channel int8 weights but
