@@ -10,7 +10,7 @@ Numerics: weights are symmetric int8 per output channel (scale = max|w| / 127).
 Activations are quantized per row (per token) to uint8 over the row's own
 `[min(x, 0), max(x)]`, rounding half up, so a row's answer does not depend on
 what else is in its batch (server-side batching changes no answer). The integer
-products `q_x @ q_w` are summed exactly (int32), then scaled:
+products `q_x @ q_w` are summed exactly (then rounded to float32 once) and scaled:
 `y = step_row * scale_col * (q_x @ q_w) + lo_row * colsum_w` (`colsum_w` =
 column sums of the dequantized weights: the zero-point correction of the
 shift by `lo_row`).
@@ -19,7 +19,7 @@ Two forms compute those integer sums (`INT8_MATMULS`), with the same answers:
 
 - `portable` (the default; what `kbert-export --quantize=int8` writes): float32
   matmuls of the integer values over slices of at most `EXACT_FLOAT32_TERMS`
-  (518) of the contracted axis, summed in int32. A sum of at most 518 products
+  (518) of the contracted axis, added up exactly. A sum of at most 518 products
   of `[0, 255] x [-127, 127]` stays below 2**24, so float32 holds every partial
   sum exactly in whatever order the matmul adds (one float32 matmul over
   BERT-base's 768 or 3072 would round sums past 2**24); the integer inputs
@@ -118,33 +118,37 @@ def quantize_rows(rows: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
 
 
 def portable_int8_product(quantized: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
-    """`quantized @ kernel`, summed exactly, in core TensorFlow ops.
+    """`quantized @ kernel`, summed exactly and rounded to float32 once, in core TensorFlow ops.
 
     Float32 matmuls over slices of at most `EXACT_FLOAT32_TERMS` of the
-    contracted axis (each exact: every partial sum stays below 2**24), summed in
-    int32. Hand-written: TensorFlow's integer matmuls are Eigen's GEMM without
-    int8 instructions (`tf.matmul` on int32) or gemmlowp's (`QuantizedMatMul`,
-    uint8 x uint8), both slower here.
+    contracted axis, each exact (every partial sum stays below 2**24). Two such
+    sums are added in float32, which rounds once, as a cast of their exact sum
+    would; three or more (BERT-base's 3072-wide layers) are summed in int32 and
+    then cast. Hand-written: TensorFlow's integer matmuls are Eigen's GEMM
+    without int8 instructions (`tf.matmul` on int32) or gemmlowp's
+    (`QuantizedMatMul`, uint8 x uint8), both slower here.
 
     Args:
         quantized: float32 `[n, k]` holding integers in [0, 255].
         kernel: int8 `[k, m]`, values in [-127, 127].
 
     Returns:
-        int32 `[n, m]`: the exact sums.
+        float32 `[n, m]`: the exact sums, rounded to float32 (exact below 2**24).
 
     Example:
 
     >>> portable_int8_product(tf.fill([1, 1101], 255.0), tf.fill([1101, 1], np.int8(127)))
-    <tf.Tensor: shape=(1, 1), dtype=int32, numpy=array([[35655885]], dtype=int32)>
+    <tf.Tensor: shape=(1, 1), dtype=float32, numpy=array([[3.5655884e+07]], dtype=float32)>
     """
     terms = int(kernel.shape[0])
     slices = -(-terms // EXACT_FLOAT32_TERMS)
     width = -(-terms // slices)
     sizes = [width] * (slices - 1) + [terms - width * (slices - 1)]
-    sums = [tf.cast(tf.matmul(x, tf.cast(w, tf.float32)), tf.int32)
+    sums = [tf.matmul(x, tf.cast(w, tf.float32))
             for x, w in zip(tf.split(quantized, sizes, axis=1), tf.split(kernel, sizes, axis=0))]
-    return tf.add_n(sums)
+    if len(sums) <= 2:
+        return tf.add_n(sums)
+    return tf.cast(tf.add_n([tf.cast(s, tf.int32) for s in sums]), tf.float32)
 
 
 def onednn_int8_product(quantized: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
@@ -237,8 +241,7 @@ class _Int8Projection:
         batch_shape = shape[:tf.rank(x) - self._in_rank]
         low, step, quantized = quantize_rows(tf.reshape(x, [-1, self.int8_kernel.shape[0]]))
         product = (onednn_int8_product if self.int8_matmul == "onednn" else portable_int8_product)
-        # Both forms' sums are exact; as float32 they are rounded once (past 2**24).
-        sums = tf.cast(product(quantized, tf.convert_to_tensor(self.int8_kernel)), tf.float32)
+        sums = product(quantized, tf.convert_to_tensor(self.int8_kernel))
         y = (sums * step * tf.convert_to_tensor(self.int8_scale)
              + low * tf.convert_to_tensor(self.int8_column_sum))
         y = tf.reshape(y, tf.concat([batch_shape, list(self._out_shape)], axis=0))

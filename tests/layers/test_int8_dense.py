@@ -113,16 +113,33 @@ def _saturating_product(terms, rng):
     return quantized, kernel, quantized.astype(np.int64) @ kernel.astype(np.int64)
 
 
-def test_portable_sums_are_exact_where_one_float32_matmul_rounds():
-    # 1101 terms: three float32 matmuls of 367 (at most 518 each), summed in int32.
-    quantized, kernel, exact = _saturating_product(1101, np.random.default_rng(2))
+def _near_largest_sums(terms, rng):
+    """Sums near 255 * 127 * terms, of every parity: as hard as sums get for float32."""
+    quantized = rng.integers(250, 256, (2, terms)).astype(np.float32)
+    quantized[0] = 255
+    kernel = (127 - (rng.random((terms, 64)) < np.linspace(0, 0.05, 64))).astype(np.int8)
+    return quantized, kernel, quantized.astype(np.int64) @ kernel.astype(np.int64)
+
+
+@pytest.mark.parametrize("terms, slices", [(500, 1), (1000, 2), (1101, 3)])
+def test_portable_sums_are_the_exact_sums_rounded_to_float32_once(terms, slices):
+    quantized, kernel, exact = _near_largest_sums(terms, np.random.default_rng(5))
     assert EXACT_FLOAT32_TERMS == 518 and 518 * 255 * 127 < 2 ** 24 < 519 * 255 * 127
-    assert exact[0, 0] == 1101 * 255 * 127 == 35_655_885  # odd and past 2**24: no float32 holds it
-    sums = portable_int8_product(tf.constant(quantized), tf.constant(kernel))
-    assert sums.dtype == tf.int32
-    np.testing.assert_array_equal(sums.numpy(), exact)
-    one_matmul = tf.matmul(quantized, kernel.astype(np.float32)).numpy()
-    assert not np.array_equal(one_matmul.astype(np.int64), exact)
+    sums = portable_int8_product(tf.constant(quantized), tf.constant(kernel)).numpy()
+    np.testing.assert_array_equal(sums, exact.astype(np.float32))
+    # What plain float32 sums would make of these inputs: past 2**24 a sum of all
+    # terms in order drifts, and from three slices on, adding the slices' exact sums
+    # in float32 rounds twice (so the layer adds those in int32).
+    in_order = np.cumsum(quantized[:, :, None] * kernel, axis=1, dtype=np.float32)[:, -1]
+    assert np.array_equal(in_order, exact.astype(np.float32)) == (slices == 1)
+    width = -(-terms // slices)
+    sliced = [quantized[:, i:i + width].astype(np.int64) @ kernel[i:i + width]
+              for i in range(0, terms, width)]
+    assert len(sliced) == slices and max(np.abs(s).max() for s in sliced) < 2 ** 24
+    added = sliced[0].astype(np.float32)
+    for part in sliced[1:]:
+        added = added + part.astype(np.float32)
+    assert np.array_equal(added, exact.astype(np.float32)) == (slices <= 2)
 
 
 def _fused_answer(quantized, kernel):
