@@ -26,9 +26,9 @@ from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.training import evaluate_pretrainer
 from kbert.training import run_pretraining
-from kbert.training.pretraining_state import load_init_checkpoint
+from kbert.training.pretraining.state import load_init_checkpoint
 
-TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, "testdata")
+TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "testdata")
 WORDS = ["woodhouse", "weston", "taylor", "emma", "hartfield"]
 SEQ, PREDICTIONS = 32, 5
 ENCODER = dict(num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=37,

@@ -31,8 +31,8 @@ from kbert.models import BertPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
 from kbert.training.optimizer import create_optimizer
-from kbert.training.pretraining_settings import PretrainingSettings
-from kbert.training.pretraining_step import distributed_input
+from kbert.training.pretraining.settings import PretrainingSettings
+from kbert.training.pretraining.step import distributed_input
 from kbert.training.strategy import cpu_has_native_bfloat16
 
 
