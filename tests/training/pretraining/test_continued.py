@@ -186,7 +186,8 @@ def test_init_checkpoint_is_opened_by_open_model_dir_and_needs_no_vocabulary(dir
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match=r"--init_checkpoint=.*empty is neither a "
-                                                r"fine-tuned directory .*bert_config.json is missing"):
+                                                r"fine-tuned directory .*bert_config.json is "
+                                                r"missing"):
         open_init_checkpoint(str(empty))
     # Pre-training reads token ids: a directory without a vocabulary continues (its
     # vocabulary then comes from the data's sidecar or --vocab_file, as before).
