@@ -86,15 +86,6 @@ def tei_error(error: ServingError) -> dict:
     return {"error": error.message, "error_type": _TEI_TYPES.get(error.code, "Backend")}
 
 
-def error_body(path: str, error: ServingError) -> dict:
-    """The error JSON a client of `path` expects: OpenAI's, TEI's, or TF Serving's `{"error": "..."}`."""
-    if path == EMBEDDINGS_PATH:
-        return openai_error(error)
-    if path == RERANK_PATH:
-        return tei_error(error)
-    return {"error": error.message}
-
-
 def _strings(value, param: str, allow_single: bool) -> list[str]:
     if allow_single and isinstance(value, str):
         value = [value]
