@@ -80,9 +80,9 @@ ONEDNN_INT8_OPS = ("QuantizedMatMulWithBiasAndDequantize",)
 _LARGEST_PRODUCT = 255 * 127
 # Longest slice of the contracted axis whose sums float32 holds exactly (below 2**24): 518.
 EXACT_FLOAT32_TERMS = 2 ** 24 // _LARGEST_PRODUCT
-# Longest contracted axis whose sums int32 holds (both forms sum in int32): 66,313. Wider
-# layers stay float32.
+# Longest contracted axis whose exact sums int32 holds: 66,313. Wider layers stay float32.
 MAX_INT32_TERMS = (2 ** 31 - 1) // _LARGEST_PRODUCT
+# A row's quantization step is its width times this: 255 steps from its low to its high end.
 _ONE_255TH = np.float32(1 / 255)
 # Layers with fewer inputs or outputs than this stay float32: a task's output
 # layer (a few classes or tags) keeps its logits exact, and its matmul is too
@@ -196,7 +196,7 @@ def onednn_int8_problem() -> str | None:
     Example:
 
     >>> onednn_int8_problem()  # on an AVX2-only CPU
-    'QuantizedMatMulWithBiasAndDequantize returned no output (shape (0,)): ...'
+    'QuantizedMatMulWithBiasAndDequantize returned no output (shape (0,) for (2, 16)): ...'
     """
     rng = np.random.default_rng(0)
     quantized = np.stack([np.full(64, 255), rng.integers(0, 256, 64)]).astype(np.float32)
