@@ -52,8 +52,8 @@ from kbert.data.tokenizer_json import TokenizerJson
 from kbert.data.tokenizer_json import read_tokenizer_json
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import read_vocab
-from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.encoder import Encoder
+from kbert.models.masked_lm_pretrainer import MaskedLMPretrainer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,7 @@ class ModelDir:
         path: str. The directory.
         where: str. How errors name it: `--flag=path`, or the path alone.
         encoder_class: type. The encoder's registered class
-            (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
+            (`kbert.models.ARCHITECTURES`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
         vocab_file: str. The vocabulary used: the directory's `vocab.txt` (else
@@ -145,15 +145,16 @@ class PretrainedDir(ModelDir):
     >>> preprocessor = directory.preprocessor(128)
     """
 
-    def pretrainer(self, next_sentence: bool = True, **overrides) -> BertPretrainer:
-        """The `BertPretrainer` over the encoder, its heads loaded when the directory has them.
+    def pretrainer(self, next_sentence: bool = True, **overrides) -> MaskedLMPretrainer:
+        """The architecture's pre-trainer over the encoder, its heads loaded when the directory has them.
 
         Args:
-            next_sentence: bool. Whether the pre-trainer has the NSP head.
+            next_sentence: bool. Whether a `BertPretrainer` has the NSP head.
             **overrides: encoder arguments to change, such as `dtype`.
 
         Returns:
-            The `BertPretrainer` (see `kbert.checkpoints.load_pretrainer`).
+            The `BertPretrainer` (a ModernBERT directory: its
+            `ModernBertPretrainer`; see `kbert.checkpoints.load_pretrainer`).
         """
         return load_pretrainer(self.path, next_sentence=next_sentence, **overrides)
 

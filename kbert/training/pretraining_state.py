@@ -27,7 +27,7 @@ from kbert.checkpoints import read_tokenizer_config
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
 from kbert.data.pretraining.checks import check_same_vocabulary
-from kbert.models import BertPretrainer
+from kbert.models import MaskedLMPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
 from kbert.training.optimizer import create_optimizer
@@ -296,7 +296,7 @@ def load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
         return "encoder and pre-training heads"
     has_other_heads = any(tf.io.gfile.exists(os.path.join(directory, name))
                           for name in (PRETRAINER_WEIGHTS, ELECTRA_PRETRAINER_WEIGHTS))
-    if isinstance(pretrainer, BertPretrainer) and not has_other_heads:
+    if isinstance(pretrainer, MaskedLMPretrainer) and not has_other_heads:
         return (f"encoder only: {directory} has no masked-LM head ({PRETRAINER_WEIGHTS}), so the "
                 "head starts fresh (a random transform, the output tied to the loaded token "
                 "embedding, zero bias); the first steps' loss is high until it is learned: warm "
