@@ -69,9 +69,11 @@ class ModelDir:
             (`kbert.models.ARCHITECTURES`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
-        vocab_file: str. The vocabulary used: the directory's `vocab.txt` (else
-            its `tokenizer.json`), or the caller's override.
-        vocabulary: list of str. Its tokens, one per embedding row.
+        vocab_file: str or None. The vocabulary used: the directory's `vocab.txt`
+            (else its `tokenizer.json`), or the caller's override; None only
+            when opened with `vocabulary_optional` and there is none.
+        vocabulary: list of str. Its tokens, one per embedding row (empty when
+            `vocab_file` is None).
         do_lower_case: bool. The tokenizer setting: the caller's override, else
             the recorded one, else True; False with `tokenizer_json`.
         pretrained_settings: dict. What the directory records about using its
@@ -87,7 +89,7 @@ class ModelDir:
     where: str
     encoder_class: type
     encoder_config: dict[str, Any]
-    vocab_file: str
+    vocab_file: str | None
     vocabulary: list[str] = dataclasses.field(repr=False)
     do_lower_case: bool
     pretrained_settings: dict[str, Any]
@@ -126,9 +128,12 @@ class ModelDir:
             The `TextPreprocessor`.
 
         Raises:
-            ValueError: `max_seq_length` is under 3 or beyond the encoder's positions.
+            ValueError: `max_seq_length` is under 3 or beyond the encoder's positions,
+                or the directory has no vocabulary.
         """
         check_max_seq_length(max_seq_length, self.max_sequence_length)
+        if self.vocab_file is None:
+            raise ValueError(f"{self.where} has no {VOCAB} or {TOKENIZER_JSON} to tokenize with.")
         if self.tokenizer_json is not None:
             return TextPreprocessor.from_tokenizer_json(self.tokenizer_json, max_seq_length)
         return TextPreprocessor(self.vocabulary, self.do_lower_case, max_seq_length)
@@ -186,8 +191,8 @@ class FinetunedDir(ModelDir):
 
 
 def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = None,
-                   do_lower_case: bool | None = None,
-                   vocab_flag: str | None = None) -> PretrainedDir | FinetunedDir:
+                   do_lower_case: bool | None = None, vocab_flag: str | None = None, *,
+                   vocabulary_optional: bool = False) -> PretrainedDir | FinetunedDir:
     """Opens a pre-trained or fine-tuned model directory, checking it once.
 
     Args:
@@ -204,6 +209,10 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
         vocab_flag: str or None. The caller's flag that overrides the
             vocabulary (`--vocab_file`), named in the vocabulary errors; None
             when the caller has no such flag.
+        vocabulary_optional: bool. For callers that never tokenize
+            (pre-training reads token ids): a directory without a vocabulary
+            opens, with `vocab_file` None; one it has is checked as always.
+            Defaults to False (a missing vocabulary is an error).
 
     Returns:
         A `FinetunedDir` when the directory has `task_config.json`, else a
@@ -229,9 +238,12 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
     _check_files(path, where, flag, task_config is not None)
     encoder_class, encoder_config = read_encoder_config(os.path.join(path, BERT_CONFIG))
     recorded = read_tokenizer_config(path)
-    vocab_file, vocabulary, tokenizer_json = _vocabulary(
-        path, where, recorded["vocab_file"], vocab_file, vocab_flag,
-        encoder_config["vocabulary_size"])
+    if vocabulary_optional and vocab_file is None and recorded["vocab_file"] is None:
+        vocab_file, vocabulary, tokenizer_json = None, [], None
+    else:
+        vocab_file, vocabulary, tokenizer_json = _vocabulary(
+            path, where, recorded["vocab_file"], vocab_file, vocab_flag,
+            encoder_config["vocabulary_size"])
     if tokenizer_json is not None:
         if do_lower_case:
             raise ValueError(f"{where} tokenizes with the byte-level BPE {vocab_file}, which "
