@@ -40,6 +40,8 @@ FLAGS = flags.FLAGS
 def extend() -> None:
     """Chooses the words, writes the extended directory and prints what was added."""
     from kbert import checkpoints
+    from kbert.data.vocab import count_words
+    from kbert.data.vocab import frequent_split_words
     from kbert.files import check_output_dir
 
     for name in ("model_dir", "output_dir"):
@@ -57,9 +59,8 @@ def extend() -> None:
     checkpoints.check_extendable(directory)
     counts = None
     if FLAGS.corpus:
-        counts = checkpoints.count_words(FLAGS.corpus, directory.vocabulary,
-                                         directory.do_lower_case)
-        words = checkpoints.frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        counts = count_words(FLAGS.corpus, directory.tokenizer)
+        words = frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
     else:
         words = checkpoints.read_words_file(FLAGS.words_file)
     extension = checkpoints.extend_vocabulary(
