@@ -70,3 +70,8 @@ def test_the_export_tokenizes_in_its_graph_and_passes_the_ops_check(pretrained, 
     mean = (sequence * mask).sum(1) / np.maximum(mask.sum(1), 1)
     expected = mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
     np.testing.assert_allclose(served["embedding"].numpy()[:2], expected[:2], atol=1e-5)
+    # A batch of only empty texts is "[CLS] [SEP]" in the graph too (it raised
+    # InvalidArgumentError in the BPE merges); its embedding is that of "" above.
+    empty = tf.saved_model.load(version).signatures["serving_default"](text=tf.constant([""]))
+    np.testing.assert_allclose(empty["embedding"].numpy(), served["embedding"].numpy()[2:],
+                               atol=1e-6)

@@ -303,9 +303,12 @@ class ByteLevelBpeTokenizer(Tokenizer):
             splits = tf.concat([[0], tf.cumsum(kept_per_row)], 0)
             return new_values, splits, tf.reduce_any(merge)
 
+        # `step` pairs each byte with the next by shifting with one padding
+        # element, which needs at least one byte: with none (a batch of empty
+        # strings) there is nothing to merge and the loop does not start.
         values, splits, _ = tf.while_loop(
             lambda values, splits, changed: changed, step,
-            (tf.gather(self._byte_ids, byte_values), splits, tf.constant(True)),
+            (tf.gather(self._byte_ids, byte_values), splits, tf.size(byte_values) > 0),
             shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
