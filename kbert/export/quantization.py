@@ -44,9 +44,6 @@ from kbert.tasks import TaskData
 from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 
 DEFAULT_MAX_DROP = 1.0
-# SQuAD's official scorer reports percentages; every other task's scorer
-# reports fractions, which count 100 points to 1.0.
-PERCENT_METRIC_TASKS = ("squad",)
 EMBEDDING_METRIC = "embedding_agreement"
 _BATCH_SIZE = 32
 _AGREEMENT_TEXTS = 256
@@ -196,14 +193,13 @@ def onnxruntime_arm(model_dir: ModelDir, float_module, model):
 
 def _task_scores(model_dir: ModelDir, examples: list, modules: list) -> tuple[str, list[float]]:
     """The task's main metric, in points, of each module's model on `examples`."""
-    task_config = model_dir.task_config
     task = serving_task(model_dir)
     scores = []
     for module in modules:
         evaluation = task.evaluate(module.model, examples, module.preprocessor, _BATCH_SIZE)
         scores.append(evaluation.metrics)
     metric = task.main_metric or next(iter(scores[0]))
-    scale = 1.0 if task_config.task in PERCENT_METRIC_TASKS else 100.0
+    scale = 1.0 if task.metrics_in_percent else 100.0  # a fraction counts 100 points to 1.0
     return metric, [scale * score[metric] for score in scores]
 
 

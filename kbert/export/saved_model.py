@@ -5,7 +5,9 @@ A version is written into a temporary directory beside its final place, checked
 model. Besides the SavedModel, `assets.extra/` keeps `vocab.txt` (or a
 byte-level BPE model's `tokenizer.json`) and
 `kbert_export.json` (what the model is, its settings and signatures) for people
-and tools; TF Serving ignores it.
+and tools; TF Serving ignores it. Its `serving` record is what kbert-serve
+reads (`serving_record`): the encoder APIs the version answers and the length
+its texts are cut to.
 """
 
 from __future__ import annotations
@@ -35,11 +37,17 @@ from kbert.export.quantization import onnxruntime_arm
 from kbert.export.quantization import quality_data
 from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
+from kbert.export.serving_modules import serving_task
 from kbert.export.serving_modules import task_model_serving_module
 from kbert.files import atomic_directory
 from kbert.layers.int8_dense import int8_layers
+from kbert.tasks import Task
+from kbert.tasks import encoder_task
+from kbert.tasks import get_task
 
 EXPORT_INFO = "kbert_export.json"
+# `kbert_export.json`'s key of the record kbert-serve reads (`serving_record`).
+SERVING_RECORD = "serving"
 
 log = logging.getLogger("kbert.export")
 
@@ -164,7 +172,7 @@ def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_di
     'export/sst2/1'
     """
     module = task_model_serving_module(model, task_config, vocab_file)
-    return _publish(module, export_dir, version, _task_info(task_config), vocab_file, check)
+    return _publish(module, export_dir, version, _task_info(task_config, module), vocab_file, check)
 
 
 def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export_dir: str,
@@ -191,7 +199,8 @@ def export_embedding_model(encoder, vocab_file: str, do_lower_case: bool, export
     """
     module = encoder_serving_module(encoder, vocab_file, do_lower_case, max_seq_length,
                                     sentence_config, feature_layers)
-    return _publish(module, export_dir, version, _embedding_info(module), vocab_file, check)
+    info = _embedding_info(encoder_task(sentence_config, feature_layers), module)
+    return _publish(module, export_dir, version, info, vocab_file, check)
 
 
 def export_saved_model(model_dir: str, export_dir: str, version: int | None = None,
@@ -247,8 +256,8 @@ def export_saved_model(model_dir: str, export_dir: str, version: int | None = No
     # Read before any model is loaded, so missing data fails at once.
     data = quality_data(directory, quantization_data_dir) if quantize is not None else None
     module = serving_module(directory, max_seq_length, feature_layers)
-    info = (_task_info(directory.task_config) if directory.is_finetuned
-            else _embedding_info(module))
+    info = (_task_info(directory.task_config, module) if directory.is_finetuned
+            else _embedding_info(serving_task(directory), module))
     if quantize is None:
         return _publish(module, export_dir, version, info, directory.vocab_file, check)
     float_module = module
@@ -310,15 +319,39 @@ def _onnxruntime_int8(directory, data, float_module, report, path: str):
                          float32=report.float32)
 
 
-def _task_info(task_config: TaskConfig) -> dict:
+def serving_record(task: Task | type[Task], module) -> dict:
+    """What kbert-serve reads of a version (`kbert_export.json`'s `serving`).
+
+    Args:
+        task: the `Task` (or its class) the module serves.
+        module: its `ServingModule`.
+
+    Returns:
+        dict: `encoder_apis` (the task's `serving_apis`: `embeddings` answers
+        OpenAI's `/v1/embeddings`, `rerank` TEI's `/rerank`) and
+        `truncation_length` (the module's: the most tokens a text is given to
+        the model, or None when it reads long texts in windows).
+
+    Example:
+
+    >>> serving_record(task, module)
+    {'encoder_apis': ['embeddings'], 'truncation_length': 128}
+    """
+    return {"encoder_apis": list(task.serving_apis), "truncation_length": module.truncation_length}
+
+
+def _task_info(task_config: TaskConfig, module) -> dict:
     """`kbert_export.json` of a fine-tuned model (besides its signatures)."""
-    return {"model_type": task_config.model_type, "task_config": task_config.to_dict()}
+    return {"model_type": task_config.model_type, "task_config": task_config.to_dict(),
+            SERVING_RECORD: serving_record(get_task(task_config.task), module)}
 
 
-def _embedding_info(module) -> dict:
-    """`kbert_export.json` of an embedding model: its length, tokenizer, pooling and features."""
-    # `module.model` is the `BertSentenceEncoder` the embedding task built with its pooling.
-    return {"model_type": "embedding", "max_seq_length": module.preprocessor.max_seq_length,
+def _embedding_info(task: Task, module) -> dict:
+    """`kbert_export.json` of a pre-trained encoder's export: its length, tokenizer, pooling and
+    features."""
+    # `module.model` is the `BertSentenceEncoder` the task built with its pooling.
+    return {"model_type": task.model_type, "max_seq_length": module.preprocessor.max_seq_length,
             "do_lower_case": module.preprocessor.do_lower_case, "pooling": module.model.pooling,
             "normalize": module.model.normalize,
-            "feature_layers": [int(i) for i in module.feature_layers]}
+            "feature_layers": [int(i) for i in module.feature_layers],
+            SERVING_RECORD: serving_record(task, module)}

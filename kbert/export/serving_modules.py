@@ -3,8 +3,8 @@
 A serving module (`kbert.tasks.serving.ServingModule`) is a task's model with
 its `TextPreprocessor`: raw text in, answers out. A fine-tuned directory serves
 its task as recorded in `task_config.json`; a pre-trained directory serves
-sentence embeddings (the `embedding` task, pooling as its `sentence_config.json`
-says). `serving_module(model_dir)` builds it from an opened directory
+sentence embeddings (`kbert.tasks.encoder_task`, pooling as its
+`sentence_config.json` says). `serving_module(model_dir)` builds it from an opened directory
 (`kbert.checkpoints.open_model_dir`); `task_model_serving_module` and
 `encoder_serving_module` build it from models in memory (`kbert-finetune
 --export_dir`, `export_embedding_model`). All three end in `_module`, the one
@@ -21,6 +21,7 @@ from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenizers import load_tokenizer
 from kbert.tasks import Task
+from kbert.tasks import encoder_task
 from kbert.tasks import get_task
 from kbert.tasks.serving import ServingModule
 
@@ -38,8 +39,9 @@ def serving_task(model_dir: ModelDir, feature_layers: str | None = None) -> Task
             of the embedding's `features` signature (None: the last four).
 
     Returns:
-        The fine-tuned directory's task as recorded, or the `embedding` task
-        pooling as the pre-trained directory's `sentence_config.json` says.
+        The fine-tuned directory's task as recorded, or for a pre-trained
+        directory `kbert.tasks.encoder_task` (sentence embeddings pooling as its
+        `sentence_config.json` says).
 
     Example:
 
@@ -49,7 +51,7 @@ def serving_task(model_dir: ModelDir, feature_layers: str | None = None) -> Task
     if model_dir.is_finetuned:
         task_config = model_dir.task_config
         return get_task(task_config.task).from_description(task_config.to_dict())
-    return get_task("embedding").from_sentence_config(model_dir.sentence_config, feature_layers)
+    return encoder_task(model_dir.sentence_config, feature_layers)
 
 
 def serving_module(model_dir: ModelDir, max_seq_length: int | None = None,
@@ -138,7 +140,7 @@ def encoder_serving_module(encoder: keras.Model, vocab_file: str, do_lower_case:
 
     >>> module = encoder_serving_module(encoder, "minilm/vocab.txt", True, 128)
     """
-    task = get_task("embedding").from_sentence_config(sentence_config, feature_layers)
+    task = encoder_task(sentence_config, feature_layers)
     return _module(task, encoder, _preprocessor(encoder, vocab_file, do_lower_case,
                                                 max_seq_length))
 

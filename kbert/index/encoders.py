@@ -3,8 +3,10 @@
 `load_sentence_model` accepts what `kbert-index build --model_dir` may name:
 a pre-trained directory (`kbert-pretrain` or `kbert-convert` output; it pools
 as its `sentence_config.json` records, else by mean, L2-normalised) or a
-fine-tuned `similarity` / `retrieval` directory. `load_reranker` accepts a
-fine-tuned `rerank` directory or its `kbert-export`.
+fine-tuned directory of a task that embeds sentences (`similarity`,
+`retrieval`: their `serving_apis` include `embeddings`). `load_reranker`
+accepts a fine-tuned directory of a re-ranking task (`rerank`) or its
+`kbert-export`.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from kbert.export.saved_model import versions
 from kbert.export.serving_modules import DEFAULT_EMBEDDING_LENGTH
 from kbert.export.serving_modules import serving_module
 from kbert.export.serving_modules import serving_task
+from kbert.tasks import TASKS
+from kbert.tasks import get_task
 from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
-
-SENTENCE_TASKS = ("similarity", "retrieval")
+from kbert.tasks.serving import EMBEDDINGS_API
+from kbert.tasks.serving import RERANK_API
 
 
 @dataclasses.dataclass
@@ -96,11 +100,17 @@ def load_sentence_model(model_dir: str, max_seq_length: int | None = None) -> Se
         model_dir, "pretrained", task.config.pooling, task.config.normalize, length, True))
 
 
+def _tasks_answering(api: str) -> list[str]:
+    """The trainable tasks whose exports answer `api` (`Task.serving_apis`), in registry order."""
+    return [name for name, task in TASKS.items() if task.trainable and api in task.serving_apis]
+
+
 def _finetuned(directory: ModelDir) -> SentenceModel:
     task_config = directory.task_config
-    if task_config.task not in SENTENCE_TASKS:
+    if EMBEDDINGS_API not in get_task(task_config.task).serving_apis:
         raise ValueError(f"{directory.where} was fine-tuned for --task={task_config.task}; an index "
-                         f"embeds with a pre-trained directory or a {' or '.join(SENTENCE_TASKS)} model.")
+                         "embeds with a pre-trained directory or a "
+                         f"{' or '.join(_tasks_answering(EMBEDDINGS_API))} model.")
     task = serving_task(directory)
     module = serving_module(directory)
     return SentenceModel(module, directory.vocab_file, _description(
@@ -122,8 +132,9 @@ def load_reranker(path: str) -> Reranker:
     """A cross-encoder as a function `(queries, documents) -> scores`.
 
     Args:
-        path: str. A fine-tuned `rerank` directory, or its `kbert-export`
-            (a version directory or the base holding numbered versions).
+        path: str. A fine-tuned directory of a re-ranking task (`rerank`), or
+            its `kbert-export` (a version directory or the base holding
+            numbered versions).
 
     Returns:
         Callable taking two equal-length lists of str, returning float32 scores.
@@ -140,9 +151,10 @@ def load_reranker(path: str) -> Reranker:
     """
     if model_dir_kind(path) == "finetuned":
         directory = open_model_dir(path, flag="--rerank_model_dir")
-        if directory.task_config.task != "rerank":
+        if RERANK_API not in get_task(directory.task_config.task).serving_apis:
             raise ValueError(f"--rerank_model_dir={path} was fine-tuned for "
-                             f"--task={directory.task_config.task}, not rerank.")
+                             f"--task={directory.task_config.task}, not "
+                             f"{' or '.join(_tasks_answering(RERANK_API))}.")
         function = serving_module(directory).score
     else:
         version_dir = path

@@ -9,15 +9,19 @@
       -> [{"index": i, "score": s, "text"?: "..."}, ...]   sorted by score, highest first
 
 `model` is a model name of the server's config (TF Serving's `name`), its
-latest version. Embeddings come from an embedding, similarity or retrieval
-export: its `embeddings` signature (`embedding` plus `num_tokens`, the pieces
-each text was read as, `[CLS]`/`[SEP]` included, after truncation, which is
-what `usage` adds up), or, for exports made before that signature existed,
-`serving_default`, whose usage is reported as 0. base64 is the little-endian
-float32 bytes of each vector, as OpenAI encodes it. Rerank scores are the
-cross-encoder's (`serving_default`: `query`, `document` -> `score`) passed
-through a sigmoid, as TEI does, or the raw scores with `raw_scores`; without
-`model` the server's only re-ranker answers. Texts longer than the model's
+latest version. Which versions answer which API is what their export records
+(`kbert.serving.export_info`: `encoder_apis`); for an export without that
+record (made before it, or not by kbert), what its signatures take and give.
+Embeddings come from an export that answers `embeddings` (a pre-trained
+encoder's, similarity's or retrieval's): its `embeddings` signature
+(`embedding` plus `num_tokens`, the pieces each text was read as,
+`[CLS]`/`[SEP]` included, after truncation, which is what `usage` adds up),
+or, for exports made before that signature existed, `serving_default`, whose
+usage is reported as 0. base64 is the little-endian float32 bytes of each
+vector, as OpenAI encodes it. Rerank scores are the cross-encoder's
+(`serving_default`: `query`, `document` -> `score`) passed through a sigmoid,
+as TEI does, or the raw scores with `raw_scores`; without `model` the
+server's only re-ranker answers. Texts longer than the model's
 length are truncated as fine-tuning did (`truncate` is accepted either way).
 
 Both run through Predict's path: the same limits (`--max_batch_size` on the
@@ -36,10 +40,15 @@ import grpc
 import numpy as np
 
 from kbert.serving.errors import ServingError
+from kbert.serving.export_info import recorded_serving
 
 EMBEDDINGS_PATH = "/v1/embeddings"
 RERANK_PATH = "/rerank"
 USAGE_SIGNATURE = "embeddings"
+DEFAULT_SIGNATURE = "serving_default"
+# The API names an export records (`encoder_apis`; kbert.tasks.serving writes them).
+EMBEDDINGS_API = "embeddings"
+RERANK_API = "rerank"
 
 # OpenAI's error `type` by gRPC code (its published error types; 4xx from the request, 5xx from the server).
 _OPENAI_TYPES = {
@@ -86,15 +95,6 @@ def tei_error(error: ServingError) -> dict:
     return {"error": error.message, "error_type": _TEI_TYPES.get(error.code, "Backend")}
 
 
-def error_body(path: str, error: ServingError) -> dict:
-    """The error JSON a client of `path` expects: OpenAI's, TEI's, or TF Serving's `{"error": "..."}`."""
-    if path == EMBEDDINGS_PATH:
-        return openai_error(error)
-    if path == RERANK_PATH:
-        return tei_error(error)
-    return {"error": error.message}
-
-
 def _strings(value, param: str, allow_single: bool) -> list[str]:
     if allow_single and isinstance(value, str):
         value = [value]
@@ -131,14 +131,60 @@ def _flag(body: dict, key: str) -> bool:
     return value
 
 
-def _is_embedder(servable, signature: str) -> bool:
+def _recorded_apis(servable) -> set[str] | None:
+    """The encoder APIs the version's export records, or None when it records none."""
+    record = recorded_serving(servable.export_info)
+    return None if record is None else set(record.get("encoder_apis") or ())
+
+
+def _takes_text_gives_embedding(servable, signature: str) -> bool:
     return (signature in servable.signature_defs and set(servable.input_specs.get(signature, {})) == {"text"}
             and "embedding" in servable.signature_defs[signature].outputs)
 
 
-def _is_reranker(servable) -> bool:
-    return (set(servable.input_specs.get("serving_default", {})) == {"query", "document"}
-            and "score" in servable.signature_defs["serving_default"].outputs)
+def embedding_signature(servable) -> str | None:
+    """The signature `/v1/embeddings` runs on a version, or None when it does not embed text.
+
+    `embeddings` (with `num_tokens`, for `usage`) where the version has it,
+    else `serving_default`, for a version whose export records the
+    `embeddings` API; for an export without the record, the first of the two
+    that takes `text` and gives `embedding`.
+
+    Args:
+        servable: `Servable`.
+
+    Returns:
+        str or None.
+
+    Example:
+
+    >>> embedding_signature(manager.get("minilm"))
+    'embeddings'
+    """
+    apis = _recorded_apis(servable)
+    if apis is not None:
+        if EMBEDDINGS_API not in apis:
+            return None
+        return USAGE_SIGNATURE if USAGE_SIGNATURE in servable.signature_defs else DEFAULT_SIGNATURE
+    return next((s for s in (USAGE_SIGNATURE, DEFAULT_SIGNATURE) if _takes_text_gives_embedding(servable, s)),
+                None)
+
+
+def is_reranker(servable) -> bool:
+    """Whether a version answers `/rerank`: its export records the `rerank` API (an export
+    without the record: `serving_default` takes `query` and `document` and gives `score`).
+
+    Example:
+
+    >>> is_reranker(manager.get("rerank"))
+    True
+    """
+    apis = _recorded_apis(servable)
+    if apis is not None:
+        return RERANK_API in apis
+    default = servable.signature_defs.get(DEFAULT_SIGNATURE)
+    return (default is not None and set(servable.input_specs.get(DEFAULT_SIGNATURE, {})) == {"query", "document"}
+            and "score" in default.outputs)
 
 
 def _default_outputs(servable) -> list[str]:
@@ -195,7 +241,7 @@ class EncoderApis:
         if isinstance(raw_input, list):  # refuse a huge list before looking at its items
             self.predictor.limits.check_batch("input", len(raw_input))
         texts = _strings(raw_input, "input", allow_single=True)
-        signature = next((s for s in (USAGE_SIGNATURE, "serving_default") if _is_embedder(servable, s)), None)
+        signature = embedding_signature(servable)
         if signature is None:
             raise _bad(f"The model '{servable.name}' does not embed text: its serving_default gives "
                        f"{_default_outputs(servable)}. "
@@ -225,7 +271,7 @@ class EncoderApis:
     def _reranker(self, name):
         if name is not None:
             servable = self._servable(name)
-            if not _is_reranker(servable):
+            if not is_reranker(servable):
                 raise _bad(f"The model '{name}' is not a re-ranker: its serving_default takes "
                            f"{sorted(servable.input_specs.get('serving_default', {}))}; /rerank needs a "
                            "cross-encoder (query, document -> score).", "model")
@@ -236,7 +282,7 @@ class EncoderApis:
                 servable = self.predictor.manager.get(config_name)
             except ServingError:  # no version loaded yet
                 continue
-            if _is_reranker(servable):
+            if is_reranker(servable):
                 found.append(servable)
         if len(found) != 1:
             names = ", ".join(s.name for s in found) or "none"

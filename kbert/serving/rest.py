@@ -15,8 +15,10 @@
                                    -> {"ids": [[...]], "scores": [[...]], "texts": [[...]]}
     GET  /v1/indexes/<name>        the index's metadata (kbert-serve --index_dir)
 
-Errors are `{"error": "<message>"}` (OpenAI's and TEI's shapes on their
-paths, `encoder_apis.error_body`) with HTTP 400 (bad request, malformed or
+POST paths are one table (`POST_ROUTES`: the path, the `api` label the
+metrics count it under, the handler, the error shape). Errors are
+`{"error": "<message>"}` (OpenAI's and TEI's shapes on their paths,
+`error_body`) with HTTP 400 (bad request, malformed or
 over-deep JSON, a limit passed), 404 (unknown model or version), 413 (over
 `--max_request_bytes`), 503 (busy: retry) or 504 (deadline passed). Strings may
 be sent as `{"b64": "<base64>"}` (TF Serving's way to send bytes that are not
@@ -30,6 +32,7 @@ import json
 import logging
 import re
 import sys
+from typing import Callable
 
 import grpc
 import numpy as np
@@ -38,7 +41,8 @@ from google.protobuf import json_format
 from kbert.serving.encoder_apis import EMBEDDINGS_PATH
 from kbert.serving.encoder_apis import RERANK_PATH
 from kbert.serving.encoder_apis import EncoderApis
-from kbert.serving.encoder_apis import error_body
+from kbert.serving.encoder_apis import openai_error
+from kbert.serving.encoder_apis import tei_error
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import not_found
@@ -53,7 +57,8 @@ from kbert.serving.prediction_service import status_response
 
 log = logging.getLogger("kbert.serving")
 
-_PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:(predict|classify|regress)$")
+_PREDICT = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?:"
+                      r"(?P<method>predict|classify|regress)$")
 _SEARCH = re.compile(r"^/v1/indexes/([^/:]+):search$")
 _INDEX = re.compile(r"^/v1/indexes/([^/:]+)$")
 _STATUS = re.compile(r"^/v1/models/([^/:]+)(?:/versions/(\d+)|/labels/([^/:]+))?(/metadata)?$")
@@ -148,18 +153,6 @@ class RawBody:
     body: bytes
 
 
-def _api_of(path: str) -> str:
-    """The `api` label of a POST path (a fixed set, whatever the client sends)."""
-    if path == EMBEDDINGS_PATH:
-        return "embeddings"
-    if path == RERANK_PATH:
-        return "rerank"
-    if _SEARCH.match(path):
-        return "search"
-    match = _PREDICT.match(path)
-    return match[4] if match else "unknown"
-
-
 def _named(value) -> bool:
     """Whether a JSON value maps input names to values (rather than being one b64 string)."""
     return isinstance(value, dict) and set(value) != {"b64"}
@@ -174,6 +167,66 @@ def format_predict_response(outputs: dict, form: str) -> dict:
         return {"predictions": next(iter(converted.values()))}
     rows = len(next(iter(converted.values())))
     return {"predictions": [{name: value[i] for name, value in converted.items()} for i in range(rows)]}
+
+
+def _tf_serving_error(error: ServingError) -> dict:
+    return {"error": error.message}
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """One POST route of the REST API.
+
+    Args:
+        pattern: compiled regex matched against the URL path.
+        api: str or None. The `api` label the metrics count it under (a fixed
+            set, whatever the client sends); None: the path's `method` group.
+        handler: str. The `RestApi` method answering it, called as
+            `handler(match, raw_body, deadline, record) -> JSON answer`.
+        error_shape: `ServingError -> dict`, the error JSON its clients expect.
+            Defaults to TF Serving's `{"error": "..."}`.
+    """
+
+    pattern: re.Pattern
+    api: str | None
+    handler: str
+    error_shape: Callable[[ServingError], dict] = _tf_serving_error
+
+
+def _exactly(path: str) -> re.Pattern:
+    return re.compile(re.escape(path) + r"\Z")
+
+
+# Every POST path, in the order they are tried.
+POST_ROUTES = (
+    Route(_exactly(EMBEDDINGS_PATH), "embeddings", "_embeddings", openai_error),
+    Route(_exactly(RERANK_PATH), "rerank", "_rerank", tei_error),
+    Route(_SEARCH, "search", "_index_search"),
+    Route(_PREDICT, None, "_model_method"),
+)
+
+
+def post_route(path: str) -> tuple[Route | None, re.Match | None]:
+    """The route of a POST path and its match, or `(None, None)`."""
+    for route in POST_ROUTES:
+        match = route.pattern.match(path)
+        if match:
+            return route, match
+    return None, None
+
+
+def _api_of(path: str) -> str:
+    """The `api` label of a POST path (a fixed set, whatever the client sends)."""
+    route, match = post_route(path)
+    if route is None:
+        return "unknown"
+    return route.api or match["method"]
+
+
+def error_body(path: str, error: ServingError) -> dict:
+    """The error JSON a client of `path` expects: OpenAI's, TEI's, or TF Serving's `{"error": "..."}`."""
+    route, _ = post_route(path)
+    return (route.error_shape if route is not None else _tf_serving_error)(error)
 
 
 class RestApi:
@@ -253,36 +306,42 @@ class RestApi:
     def _post(self, path: str, raw: bytes, deadline: float | None, record) -> tuple[int, dict]:
         try:
             check_deadline(deadline, "a thread was free to read it")  # waited in the pool too long
-            if path == EMBEDDINGS_PATH:
-                return 200, self.encoder_apis.embeddings(_parse_json(raw), deadline, record)
-            if path == RERANK_PATH:
-                return 200, self.encoder_apis.rerank(_parse_json(raw), deadline, record)
-            search = _SEARCH.match(path)
-            if search:
-                return 200, self._search(search[1], _parse_json(raw))
-            match = _PREDICT.match(path)
-            if not match:
+            route, match = post_route(path)
+            if route is None:
                 raise not_found(f"Malformed request: POST {path}; predict at "
                                 "/v1/models/<name>[/versions/<v>]:predict (or :classify, :regress), "
                                 f"{EMBEDDINGS_PATH} or {RERANK_PATH}.")
-            name, version, label, method = match.groups()
-            version = int(version) if version else None
-            body = _parse_json(raw)
-            if method != "predict":
-                return 200, self.example_apis.rest(method, name, version, label, body, deadline, record)
-            signature_name = body.get("signature_name", "") if isinstance(body, dict) else ""
-            if not isinstance(signature_name, str):
-                raise invalid("'signature_name' must be a string.")
-            servable = self.manager.get(name, version, label)
-            signature = servable.signature(signature_name)
-            inputs, form = parse_predict_body(body, servable.input_specs[signature], self.predictor.limits)
-            _, _, outputs = self.predictor.predict(name, version, label, signature, inputs, servable=servable,
-                                                   deadline=deadline, record=record)
-            return 200, format_predict_response(outputs, form)
+            return 200, getattr(self, route.handler)(match, raw, deadline, record)
         except ServingError as e:
             return e.http_status, error_body(path, e)
         except RecursionError:  # nesting below the JSON parser's own limit, e.g. in 'instances'
             return 400, error_body(path, invalid(_TOO_DEEP))
+
+    def _embeddings(self, match, raw: bytes, deadline: float | None, record) -> dict:
+        return self.encoder_apis.embeddings(_parse_json(raw), deadline, record)
+
+    def _rerank(self, match, raw: bytes, deadline: float | None, record) -> list:
+        return self.encoder_apis.rerank(_parse_json(raw), deadline, record)
+
+    def _index_search(self, match, raw: bytes, deadline: float | None, record) -> dict:
+        return self._search(match[1], _parse_json(raw))
+
+    def _model_method(self, match, raw: bytes, deadline: float | None, record) -> dict:
+        """`:predict`, `:classify` or `:regress` of `/v1/models/<name>[/versions/<v> | /labels/<l>]`."""
+        name, version, label, method = match.groups()
+        version = int(version) if version else None
+        body = _parse_json(raw)
+        if method != "predict":
+            return self.example_apis.rest(method, name, version, label, body, deadline, record)
+        signature_name = body.get("signature_name", "") if isinstance(body, dict) else ""
+        if not isinstance(signature_name, str):
+            raise invalid("'signature_name' must be a string.")
+        servable = self.manager.get(name, version, label)
+        signature = servable.signature(signature_name)
+        inputs, form = parse_predict_body(body, servable.input_specs[signature], self.predictor.limits)
+        _, _, outputs = self.predictor.predict(name, version, label, signature, inputs, servable=servable,
+                                               deadline=deadline, record=record)
+        return format_predict_response(outputs, form)
 
     def _index(self, name: str):
         if name not in self.indexes:

@@ -33,7 +33,6 @@ import tornado.httpserver
 import tornado.netutil
 import tornado.web
 
-from kbert.serving.encoder_apis import error_body
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.limits import ByteBudget
@@ -42,6 +41,7 @@ from kbert.serving.limits import RequestSlots
 from kbert.serving.metrics import REFUSALS
 from kbert.serving.rest import RawBody
 from kbert.serving.rest import RestApi
+from kbert.serving.rest import error_body
 
 log = logging.getLogger("kbert.serving")
 

@@ -12,8 +12,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
 from kbert.serving.errors import op_error_cause
+from kbert.serving.export_info import read_export_info
 from kbert.serving.onnxruntime_signatures import onnxruntime_signatures
-from kbert.serving.token_counts import read_truncation_length
+from kbert.serving.token_counts import truncation_length
 
 import grpc
 
@@ -63,7 +64,9 @@ class Servable:
         self.functions = dict(self._loaded.signatures)
         if not self.functions:
             raise ValueError(f"{path} has no serving signatures.")
-        self.truncation_length = read_truncation_length(path)  # None: texts may run in windows
+        # What kbert's export records of the version ({} for other SavedModels).
+        self.export_info = read_export_info(path)
+        self.truncation_length = truncation_length(self.export_info)  # None: texts may run in windows
         self.input_specs = {}
         for signature, function in self.functions.items():
             _, kwargs = function.structured_input_signature

@@ -13,9 +13,9 @@ operations (a few microseconds a text):
 which follows BERT's own pre-tokenization (each word and each punctuation mark
 is at least one piece; long words split into more; a CJK character is a piece
 of its own). An example costs `ceil(sum over its texts) + [CLS] + one [SEP]
-per text`, at most the model's `max_seq_length` when it truncates
-(classifiers, regressors, embedding, similarity, retrieval and cross-encoder
-models; read from the export's `assets.extra/kbert_export.json`); integer
+per text`, at most the length the model cuts texts to when it truncates
+(what the export records, `kbert.serving.export_info`: its module's
+`max_seq_length` unless a signature reads long texts in windows); integer
 inputs (`serve_ids`) count their length axis, which is exact.
 
 Measured against bert-base-uncased WordPiece on 4,000 SST-2 sentences and
@@ -36,44 +36,55 @@ estimate counts the text, not the windows' tokens.
 
 from __future__ import annotations
 
-import json
-import os
 import string
 
 import numpy as np
 
-# Model types (kbert_export.json's `model_type`) whose text signatures cut every
-# text to `max_seq_length`; others (NER, QA) read long texts in windows.
+from kbert.serving.export_info import read_export_info
+from kbert.serving.export_info import recorded_serving
+
+# For exports made before the `serving` record: the model types (kbert_export.json's
+# `model_type`) whose text signatures cut every text to `max_seq_length`; others
+# (NER, QA) read long texts in windows.
 TRUNCATING_MODEL_TYPES = ("classifier", "regressor", "embedding", "sentence_encoder", "dual_encoder",
                           "cross_encoder")
 
 
-def read_truncation_length(version_dir: str) -> int | None:
-    """The most tokens the version's text signatures run per example, or None if unknown.
+def truncation_length(info: dict) -> int | None:
+    """The most tokens a version's text signatures run per example, or None if unknown.
 
     Args:
-        version_dir: str. A SavedModel version directory; kbert exports keep
-            `assets.extra/kbert_export.json` beside it.
+        info: dict. The version's `kbert_export.json` (`read_export_info`).
 
     Returns:
-        `max_seq_length` of a truncating kbert model, else None (windowed
+        The recorded `truncation_length`; for an export without the record,
+        `max_seq_length` of a truncating model type; else None (windowed
         models, other SavedModels, or an unreadable file: no cap).
+
+    Example:
+
+    >>> truncation_length({"serving": {"encoder_apis": [], "truncation_length": 128}})
+    128
+    """
+    record = recorded_serving(info)
+    if record is not None:
+        length = record.get("truncation_length")
+    elif info.get("model_type") in TRUNCATING_MODEL_TYPES:
+        length = info.get("max_seq_length", (info.get("task_config") or {}).get("max_seq_length"))
+    else:
+        length = None
+    return length if isinstance(length, int) and not isinstance(length, bool) and length > 0 else None
+
+
+def read_truncation_length(version_dir: str) -> int | None:
+    """`truncation_length` of a version directory's `assets.extra/kbert_export.json`.
 
     Example:
 
     >>> read_truncation_length("export/sst2/1")
     128
     """
-    path = os.path.join(version_dir, "assets.extra", "kbert_export.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            info = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or info.get("model_type") not in TRUNCATING_MODEL_TYPES:
-        return None
-    length = info.get("max_seq_length", (info.get("task_config") or {}).get("max_seq_length"))
-    return length if isinstance(length, int) and length > 0 else None
+    return truncation_length(read_export_info(version_dir))
 
 
 def example_tokens(inputs: dict[str, np.ndarray], truncation: int | None = None) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The uses of the encoder, one folder each, and `TASKS`: the one list of them.
 
 `--task` of `kbert-finetune`, gin (`SquadConfig.doc_stride = ...`),
-`task_config.json` and `kbert-export` all read `TASKS`. Adding a task is a new
+`task_config.json` and `kbert-export` all read `TASKS`; a pre-trained
+encoder without a task serves as `encoder_task()`. Adding a task is a new
 folder with a `Task` subclass (see `kbert/tasks/base.py` and
 docs/architecture.md) and one line here.
 """
@@ -56,6 +57,29 @@ def get_task(name: str) -> type[Task]:
     if name not in TASKS:
         raise ValueError(f"--task={name!r}; expected one of {tuple(TASKS)}.")
     return TASKS[name]
+
+
+def encoder_task(sentence_config: dict | None = None, feature_layers: str | None = None) -> Task:
+    """The task a pre-trained encoder (a directory without `task_config.json`) serves as.
+
+    Sentence embeddings (the export-only `embedding` task), pooled as the
+    directory's `sentence_config.json` says.
+
+    Args:
+        sentence_config: dict or None. The directory's recorded pooling; None
+            pools by mean and L2-normalises.
+        feature_layers: str or None. Blocks of the `features` signature (None:
+            the last four).
+
+    Returns:
+        The task.
+
+    Example:
+
+    >>> kbert.tasks.encoder_task({"pooling": "cls", "normalize": False}).config.pooling
+    'cls'
+    """
+    return EmbeddingTask.from_sentence_config(sentence_config, feature_layers)
 
 
 def trainable_tasks() -> tuple[str, ...]:

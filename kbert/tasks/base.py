@@ -13,6 +13,11 @@ A task's own hyperparameters are a dataclass (`config_class`, e.g.
 fine-tuned model must remember of its task (task name, labels, those
 hyperparameters) is `describe()`, saved as `task_config.json` and given back to
 `from_description` to serve or evaluate the model later.
+
+What export, the index, distillation and the server need to know of a task,
+the task states (class attributes such as `metrics_in_percent`,
+`distillation_target` and `serving_apis`), so that none of them lists task
+names or tests model classes.
 """
 
 from __future__ import annotations
@@ -116,6 +121,19 @@ class Task(abc.ABC):
     # Whether `dataset(..., packing=PackingConfig(...))` packs training rows
     # (several examples per row; `run_finetuning.packing`).
     supports_packing: ClassVar[bool] = False
+    # Whether `evaluate`'s metrics are percentages (SQuAD's official scorer) rather
+    # than fractions; `kbert-export --quantize` counts a drop in points either way.
+    metrics_in_percent: ClassVar[bool] = False
+    # What a student learns from its teacher in `kbert-distill`: `logits` (the
+    # model's output: class or tag logits by temperature-scaled KL, a one-output
+    # score by MSE) or `embeddings` (a bi-encoder's sentence vectors, by MSE);
+    # None: kbert-distill refuses the task's models.
+    distillation_target: ClassVar[str | None] = None
+    # The encoder APIs its export answers besides TF Serving's:
+    # `kbert.tasks.serving.EMBEDDINGS_API` (OpenAI's `/v1/embeddings`) and
+    # `RERANK_API` (TEI's `/rerank`). The export records them for kbert-serve;
+    # `kbert-index` embeds with an `embeddings` model and re-ranks with a `rerank` one.
+    serving_apis: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Any = None, task_name: str | None = None):
         self.config = self.config_class() if config is None else config
@@ -327,6 +345,23 @@ class Task(abc.ABC):
     def predict(self, model: keras.Model, examples: list, preprocessor: TextPreprocessor,
                 batch_size: int) -> dict[str, str]:
         """Prediction files for `examples`: file name -> text (e.g. `predictions.tsv`)."""
+
+    def inference_model(self, model: keras.Model, batch: Mapping[str, tf.Tensor]
+                        ) -> tuple[keras.Model, dict[str, tf.Tensor]]:
+        """What serving one input runs: the part of `model` and its inputs from a batch.
+
+        `kbert-distill` times teacher and student with it. The whole model on the
+        encoder inputs, unless a task says otherwise (a bi-encoder: its query
+        tower on the first texts, one vector per text, as served).
+
+        Args:
+            model: the task model (`build_model`'s).
+            batch: one of `dataset`'s batches.
+
+        Returns:
+            `(model, inputs)`: a Keras model and the inputs dict to call it on.
+        """
+        return model, encoder_inputs(batch)
 
     # -- Serving ------------------------------------------------------------------------
 

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
-from kbert.tasks.serving import ids_inputs
+from kbert.tasks.serving import Signature
+from kbert.tasks.serving import ids_signature
 from kbert.tasks.serving import text_spec
 
 
@@ -49,25 +49,20 @@ class SentenceEmbeddingServingModule(ServingModule):
     def __init__(self, query_tower, preprocessor, document_tower=None):
         super().__init__(query_tower, preprocessor)
         self.hold_models(document_tower=document_tower)
-        self.serve_text = tf.function(self._serve_query, autograph=False,
-                                      input_signature=[text_spec("text")])
-        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
-        self.serve_usage = tf.function(self._serve_usage, autograph=False,
-                                       input_signature=[text_spec("text")])
-        self.serve_document = None
-        if document_tower is not None:
-            self.serve_document = tf.function(self._serve_document, autograph=False,
-                                              input_signature=[text_spec("text")])
+
+    def declared_signatures(self):
+        # The query tower's signatures split around it; a separate document tower's stays whole.
+        text = Signature([text_spec("text")], before=self._pack, after=self._finish)
+        signatures = {"serving_default": text, "serve_ids": ids_signature(self._finish),
+                      "embeddings": Signature([text_spec("text")], before=self._pack,
+                                              after=self._finish_usage)}
+        if self.document_tower is not None:
+            signatures.update(query=text, document=Signature([text_spec("text")],
+                                                             body=self._serve_document))
+        return signatures
 
     def _pack(self, text):
         return self.preprocessor.pack([self.preprocessor.tokenize(text)])
-
-    def _serve_query(self, text):
-        return self._finish(self.run(self._pack(text)))
-
-    def _serve_usage(self, text):
-        inputs = self._pack(text)
-        return self._finish_usage(self.run(inputs), inputs["padding_mask"])
 
     def _finish(self, outputs, padding_mask=None):
         return {"embedding": tf.cast(outputs, tf.float32)}
@@ -79,36 +74,16 @@ class SentenceEmbeddingServingModule(ServingModule):
     def _serve_document(self, text):
         return {"embedding": tf.cast(self.document_tower(self._pack(text), training=False), tf.float32)}
 
-    def _serve_ids(self, token_ids, segment_ids, padding_mask):
-        return self._finish(self.run(ids_inputs(token_ids, segment_ids, padding_mask)))
-
-    def signatures(self):
-        signatures = {"serving_default": self.serve_text, "serve_ids": self.serve_ids,
-                      "embeddings": self.serve_usage}
-        if self.serve_document is not None:
-            signatures.update(query=self.serve_text, document=self.serve_document)
-        return signatures
-
-    def split_signatures(self):
-        # The query tower's signatures; a separate document tower's stays whole.
-        before = tf.function(self._pack, autograph=False, input_signature=[text_spec("text")])
-        after = self.after_function(self._finish)
-        split = {"serving_default": (before, after),
-                 "embeddings": (before, self.after_function(self._finish_usage)),
-                 "serve_ids": (self.checked_ids_function(), after)}
-        if self.serve_document is not None:
-            split["query"] = (before, after)
-        return split
-
     @property
     def embed_queries(self):
-        """The query side's `tf.function` (`text` -> `{"embedding"}`)."""
-        return self.serve_text
+        """The query side's `tf.function` (`text` -> `{"embedding"}`): `serving_default`."""
+        return self.signatures()["serving_default"]
 
     @property
     def embed_documents(self):
         """The document side's `tf.function` (the query side's when towers are shared)."""
-        return self.serve_document or self.serve_text
+        signatures = self.signatures()
+        return signatures.get("document", signatures["serving_default"])
 
 
 def sentence_serving_module(model, preprocessor) -> SentenceEmbeddingServingModule:

@@ -1,25 +1,32 @@
 """What every task's serving module shares: the module holding model and preprocessor.
 
 A task's `serving_module(model, preprocessor)` returns a `ServingModule`
-subclass whose `tf.function`s become the SavedModel's signatures
-(`kbert.export.export_saved_model` saves it). Every module has
-`serving_default` (raw text in, answers out) and `serve_ids` (`token_ids`,
-`segment_ids`, `padding_mask`, int32 `[batch, length]`, for callers that
-tokenize themselves). Signatures that cut long texts into windows run the
-model on them a bounded number of tokens at a time (`run_windows`), so a
-request's memory does not grow with the length of its text beyond the text
-itself.
+subclass that declares each of its signatures once, as a `Signature` record
+(`declared_signatures()`); the base class makes the `tf.function`s that become
+the SavedModel's signatures (`signatures()`, saved by
+`kbert.export.export_saved_model`). Every module has `serving_default` (raw
+text in, answers out) and `serve_ids` (`token_ids`, `segment_ids`,
+`padding_mask`, int32 `[batch, length]`, for callers that tokenize
+themselves). Signatures that cut long texts into windows run the model on them
+a bounded number of tokens at a time (`run_windows`), so a request's memory
+does not grow with the length of its text beyond the text itself.
 
-A module whose signatures run the model once on the packed inputs also gives
-each of them as two model-free halves (`split_signatures`): `before` (the
-signature's inputs -> the three encoder inputs) and `after` (the model's
-output and `padding_mask` -> the signature's outputs). `kbert-export
---quantize=int8` saves them beside an ONNX Runtime copy of the model
-(`kbert.export.onnxruntime_int8`), and kbert-serve runs `before`, the ONNX
-model, then `after`.
+A signature that runs the model once on the packed inputs is declared as its
+two model-free halves: `before` (the signature's inputs -> the three encoder
+inputs) and `after` (the model's output and `padding_mask` -> the signature's
+outputs). `signatures()` joins them around the model; `split_signatures()`
+gives them apart: `kbert-export --quantize=int8` saves them beside an ONNX
+Runtime copy of the model (`kbert.export.onnxruntime_int8`), and kbert-serve
+runs `before`, the ONNX model, then `after`. A signature that runs the model
+itself (over windows in a loop, another tower, the encoder's layers) is
+declared as one `body` and cannot be split.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
 
 import keras
 import tensorflow as tf
@@ -46,6 +53,62 @@ AFTER_SIGNATURE = [
     tf.TensorSpec([None, None], tf.float32, name="outputs"),
     tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
 ]
+# The encoder APIs an export can answer besides TF Serving's (`Task.serving_apis`,
+# recorded in the export's `kbert_export.json`, read by `kbert.serving.encoder_apis`):
+# OpenAI's `/v1/embeddings` and TEI's `/rerank`.
+EMBEDDINGS_API = "embeddings"
+RERANK_API = "rerank"
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    """One serving signature, declared once: its inputs and how it answers them.
+
+    Either `before` and `after`, the model-free halves around one run of the
+    model on packed inputs (`after(model(before(*inputs)), padding_mask)`),
+    which `ServingModule.signatures()` joins and `split_signatures()` gives
+    apart; or `body`, a function that runs the model itself (over windows in a
+    loop, another tower, the encoder's layers) and cannot be split.
+
+    Args:
+        inputs: sequence of `tf.TensorSpec`. The signature's inputs, named as
+            the arguments of `before` (or `body`).
+        before: callable or None. The inputs -> the encoder inputs dict
+            (`token_ids`, `segment_ids`, `padding_mask`).
+        after: callable or None. `(outputs, padding_mask) -> dict` of answers,
+            given the model's output (float32 `[batch, outputs]` when split).
+        body: callable or None. The inputs -> dict of answers.
+        windowed: bool. `body` reads long texts in windows (`run_windows`)
+            instead of cutting them at `max_seq_length`. Defaults to False.
+        takes_ids: bool. The inputs are the encoder inputs themselves
+            (`serve_ids`): split, `before` refuses token ids outside the
+            vocabulary, as TensorFlow's embedding lookup does. Defaults to False.
+
+    Example:
+
+    >>> Signature([text_spec("text")], before=module.pack, after=module.finish)
+    >>> Signature([text_spec("text")], body=module.tag_words, windowed=True)
+    """
+
+    inputs: tuple[tf.TensorSpec, ...]
+    before: Callable[..., dict] | None = None
+    after: Callable[[tf.Tensor, tf.Tensor], dict] | None = None
+    body: Callable[..., dict] | None = None
+    windowed: bool = False
+    takes_ids: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+        halves = self.before is not None and self.after is not None
+        alone = self.body is not None and self.before is None and self.after is None
+        if not (halves and self.body is None or alone):
+            raise ValueError("a Signature is either before and after, or a body; got "
+                             f"before={self.before}, after={self.after}, body={self.body}.")
+
+    @property
+    def splits(self) -> bool:
+        """Whether it is declared as `before` and `after` halves."""
+        return self.body is None
 
 
 def text_spec(name: str) -> tf.TensorSpec:
@@ -56,6 +119,18 @@ def text_spec(name: str) -> tf.TensorSpec:
 def ids_inputs(token_ids: tf.Tensor, segment_ids: tf.Tensor, padding_mask: tf.Tensor) -> dict:
     """The encoder inputs dict of the `serve_ids` signature's arguments."""
     return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def ids_signature(after: Callable[[tf.Tensor, tf.Tensor], dict]) -> Signature:
+    """`serve_ids`: the caller's encoder inputs through the model once, then `after`.
+
+    Args:
+        after: `(outputs, padding_mask) -> dict`, as the text signature's.
+
+    Returns:
+        `Signature` on `IDS_SIGNATURE`.
+    """
+    return Signature(IDS_SIGNATURE, before=ids_inputs, after=after, takes_ids=True)
 
 
 def label_table(label_names: list[str], num_outputs: int) -> tf.Tensor:
@@ -102,12 +177,20 @@ def rows_between(rows: tf.RaggedTensor, begin: tf.Tensor, end: tf.Tensor) -> tf.
 class ServingModule(tf.Module):
     """Holds the model and preprocessor so the SavedModel tracks their variables and tables.
 
-    Subclasses define their `tf.function`s in `__init__` and return them from
-    `signatures()`.
+    Subclasses declare each signature once in `declared_signatures()`;
+    `signatures()` and `split_signatures()` are made from those records.
 
     Args:
         model: the Keras model to serve.
         preprocessor: `kbert.data.TextPreprocessor` with the training settings.
+
+    Example:
+
+    >>> class ScoreModule(ServingModule):
+    ...     def declared_signatures(self):
+    ...         return {"serving_default": Signature([text_spec("text")], before=self.pack,
+    ...                                              after=lambda outputs, mask: {"score": outputs[:, 0]}),
+    ...                 "serve_ids": ids_signature(lambda outputs, mask: {"score": outputs[:, 0]})}
     """
 
     def __init__(self, model: keras.Model, preprocessor: TextPreprocessor):
@@ -190,9 +273,59 @@ class ServingModule(tf.Module):
                                   parallel_iterations=1)
         return [array.concat() for array in arrays]
 
-    def signatures(self) -> dict:
-        """Signature name -> `tf.function`."""
+    def declared_signatures(self) -> dict[str, Signature]:
+        """Signature name -> `Signature`, each declared once.
+
+        A record listed under two names (a shared tower's `serving_default`
+        and `query`) becomes one function. Called once, after the subclass's
+        `__init__`.
+        """
         raise NotImplementedError
+
+    def _declared(self) -> dict[str, Signature]:
+        declared = getattr(self, "_signature_records", None)
+        if declared is None:
+            declared = dict(self.declared_signatures())
+            object.__setattr__(self, "_signature_records", declared)  # untracked: plain records
+        return declared
+
+    def signatures(self) -> dict:
+        """Signature name -> `tf.function`, made once from `declared_signatures()`.
+
+        A split record runs `after(model(before(inputs)), padding_mask)` as one
+        traced function; a `body` is traced as it is.
+
+        Returns:
+            dict. Signature name -> `tf.function` (the same objects on every call).
+
+        Example:
+
+        >>> module.signatures()["serving_default"](text=tf.constant(["a film"]))
+        """
+        functions = getattr(self, "signature_functions", None)
+        if functions is None:
+            made = {}
+            for name, record in self._declared().items():
+                if id(record) not in made:
+                    made[id(record)] = self._signature_function(name, record)
+            # Tracked, as the module's attributes: the SavedModel keeps them as functions too.
+            self.signature_functions = {name: made[id(record)]
+                                        for name, record in self._declared().items()}
+            functions = self.signature_functions
+        return dict(functions)
+
+    def _signature_function(self, name: str, record: Signature) -> tf.function:
+        if not record.splits:
+            return tf.function(record.body, autograph=False, input_signature=record.inputs)
+        before, after = record.before, record.after
+
+        @functools.wraps(before)  # the signature's argument names are `before`'s
+        def joined(*args, **kwargs):
+            inputs = before(*args, **kwargs)
+            return after(self.run(inputs), inputs["padding_mask"])
+
+        joined.__name__ = joined.__qualname__ = f"serve_{name}"
+        return tf.function(joined, autograph=False, input_signature=record.inputs)
 
     def split_signatures(self) -> dict:
         """The signatures that are `after(model(before(inputs)))`, as their two halves.
@@ -201,19 +334,47 @@ class ServingModule(tf.Module):
         ONNX Runtime int8 path): `before` takes the signature's inputs and
         returns the three encoder inputs (`token_ids`, `segment_ids`,
         `padding_mask`); `after` takes the model's output (`outputs`, float32)
-        and that `padding_mask` and returns the signature's outputs. None by
-        default: signatures that run the model over windows in a loop (NER,
-        QA) cannot be split.
+        and that `padding_mask` and returns the signature's outputs. Only the
+        records declared as halves split: a module whose signatures run the
+        model over windows in a loop (NER, QA) has none.
 
         Returns:
-            dict. Signature name -> `(before, after)` `tf.function`s.
+            dict. Signature name -> `(before, after)` `tf.function`s (a half
+            several signatures share is one function).
 
         Example:
 
         >>> before, after = module.split_signatures()["serving_default"]
         >>> after(outputs=module.model(before(text=texts)), padding_mask=...)
         """
-        return {}
+        split = getattr(self, "_split_functions", None)
+        if split is None:
+            befores, afters, split = {}, {}, {}
+            for name, record in self._declared().items():
+                if not record.splits:
+                    continue
+                key = ("ids",) if record.takes_ids else (record.before, record.inputs)
+                if key not in befores:
+                    befores[key] = (self.checked_ids_function() if record.takes_ids else
+                                    tf.function(record.before, autograph=False,
+                                                input_signature=record.inputs))
+                if record.after not in afters:
+                    afters[record.after] = self.after_function(record.after)
+                split[name] = (befores[key], afters[record.after])
+            object.__setattr__(self, "_split_functions", split)  # untracked: saved when attached
+        return dict(split)
+
+    @property
+    def truncation_length(self) -> int | None:
+        """The most tokens its text signatures give the model per example, or None.
+
+        `max_seq_length` (texts are cut to it), or None when a signature reads
+        long texts in windows. The export records it for kbert-serve's token
+        budget (`kbert.serving.token_counts`).
+        """
+        if any(record.windowed for record in self._declared().values()):
+            return None
+        return self.preprocessor.max_seq_length
 
     def after_function(self, finish) -> tf.function:
         """A split signature's `after` half: `finish(outputs, padding_mask)` traced on

@@ -34,13 +34,11 @@ from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.files import write_text
-from kbert.models.bert_dual_encoder import BertDualEncoder
-from kbert.models.bert_dual_encoder import side_inputs
+from kbert.tasks import TASKS
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
-from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import inference_function
 from kbert.training import auto_settings
 from kbert.training import distiller as distillers
@@ -58,10 +56,6 @@ RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_studen
                      "data_dir", "do_train", "do_eval", "verbose")
 # Timed batches of the speed-up measurement, after as many warm-up calls.
 SPEED_BATCH_SIZES = (1, 32)
-# Task models the losses cover: class logits (KL), a score (MSE to the
-# teacher's), per-token logits (per-word KL), a bi-encoder's sentence vectors
-# (MSE to the teacher's, through a projection when the widths differ).
-DISTILLABLE = ("classifier", "regressor", "token_classifier", "sentence_encoder")
 SPEED_REPEATS = 5
 
 logger = logging.getLogger(__name__)
@@ -178,12 +172,12 @@ def run_distillation(
     teacher_files = _open_teacher(teacher_dir, task, task_name)
     teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
                                    teacher_files.vocab_file)
-    if (hidden_state_weight or attention_weight) and isinstance(teacher, BertDualEncoder):
+    task_object = _student_task(record)
+    if (hidden_state_weight or attention_weight) and task_object.distillation_target == "embeddings":
         raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
                          f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
-                         "is a sentence_encoder: its student learns the teacher's sentence "
+                         f"is a {record.model_type}: its student learns the teacher's sentence "
                          "vectors; layer losses are not built for bi-encoders (bind both to 0).")
-    task_object = _student_task(record)
     preprocessor = teacher_files.preprocessor(record.max_seq_length)
     student_files = None
     if student_init_checkpoint:
@@ -315,10 +309,11 @@ def _open_teacher(teacher_dir: str, task: str | None, task_name: str | None) -> 
     if task_name is not None and task_name.lower() != str(record.task_name).lower():
         raise ValueError(f"--teacher_dir={teacher_dir} was fine-tuned on "
                          f"--task_name={record.task_name}, not --task_name={task_name}.")
-    if record.model_type not in DISTILLABLE:
+    if get_task(record.task).distillation_target is None:  # the task says what a student learns
+        distillable = [name for name, task in TASKS.items() if task.distillation_target]
         raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} "
-                         f"(--task={record.task}); kbert-distill distills {', '.join(DISTILLABLE)} "
-                         "models.")
+                         f"(--task={record.task}); kbert-distill distills the models of "
+                         f"--task={', '.join(distillable)}.")
     return teacher
 
 
@@ -372,8 +367,8 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
     return student, layer_map
 
 
-def _logits_loss(teacher: keras.Model, temperature: float):
-    if isinstance(teacher, BertDualEncoder):  # the sentence vectors, not the scores
+def _logits_loss(teacher: keras.Model, temperature: float, target: str = "logits"):
+    if target == "embeddings":  # the sentence vectors, not the scores
         return distillers.EmbeddingMSE()
     if teacher.output.shape[-1] == 1:  # a regressor: the teacher's score is the target
         return keras.distillation.FeatureDistillation(loss="mse")
@@ -381,7 +376,7 @@ def _logits_loss(teacher: keras.Model, temperature: float):
 
 
 def _label_loss(task: Task, teacher: keras.Model) -> keras.losses.Loss:
-    if isinstance(teacher, BertDualEncoder):  # the task's own (cosine or ranking)
+    if task.distillation_target == "embeddings":  # the task's own (cosine or ranking)
         return task.compile_arguments()["loss"]
     if teacher.output.shape[-1] == 1:
         return keras.losses.MeanSquaredError()
@@ -407,10 +402,11 @@ def _distill(teacher: keras.Model, student: keras.Model, layer_map: list[int], t
     lr = auto_settings.resolve_learning_rate(settings.learning_rate,
                                              {"hidden_dim": student.encoder.hidden_dim})
     distiller = distillers.TaskDistiller(
-        with_layers(teacher), trained, _logits_loss(teacher, settings.temperature),
+        with_layers(teacher), trained,
+        _logits_loss(teacher, settings.temperature, task.distillation_target),
         settings.hard_label_weight, settings.kl_weight, settings.hidden_state_weight, layer_map,
         attention_weight=settings.attention_weight, attention_loss=settings.attention_loss,
-        target="embeddings" if isinstance(teacher, BertDualEncoder) else "logits")
+        target=task.distillation_target)
     evaluation = _train(distiller, task, examples, preprocessor, lr, settings, results)
     if trained is not student:  # the weights trained, into the model as the task builds it
         student.set_weights(trained.get_weights())
@@ -481,8 +477,9 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
 
     Each model runs one traced inference function; after two warm-up calls,
     the best of `SPEED_REPEATS` timed calls counts (the least disturbed by
-    other work on the machine). A bi-encoder is timed by its query tower on
-    the first texts of the pairs (one vector per text, as served).
+    other work on the machine). Each is timed on what serving one input runs
+    (`Task.inference_model`: a bi-encoder's query tower on the first texts of
+    the pairs, one vector per text).
 
     Args:
         teacher, student: task models.
@@ -495,10 +492,10 @@ def measure_speedup(teacher: keras.Model, student: keras.Model, task: Task,
     """
     batch = next(iter(task.dataset(examples[:max(SPEED_BATCH_SIZES)], preprocessor,
                                    max(SPEED_BATCH_SIZES), is_training=False)))
-    dual = isinstance(teacher, BertDualEncoder)
-    inputs = side_inputs(batch, "query") if dual else encoder_inputs(batch)
-    functions = {name: inference_function(model.query_tower if dual else model)
-                 for name, model in (("teacher", teacher), ("student", student))}
+    served = {name: task.inference_model(model, batch)
+              for name, model in (("teacher", teacher), ("student", student))}
+    inputs = served["teacher"][1]  # the same inputs for both: they are of one task
+    functions = {name: inference_function(model) for name, (model, _) in served.items()}
     figures = {}
     for size in SPEED_BATCH_SIZES:
         rows = {k: tf.repeat(v, -(-size // int(v.shape[0])), axis=0)[:size]

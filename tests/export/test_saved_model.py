@@ -38,6 +38,23 @@ def test_every_model_has_serving_default_and_serve_ids(signatures):
         assert sorted(model_signatures) == sorted(["serve_ids", "serving_default", *extra]), name
 
 
+def test_the_export_records_what_the_server_decides_from(exported):
+    """`kbert_export.json`'s `serving` record, from what each task and its serving module state."""
+    records = {}
+    for name in list(lib.TASKS) + ["embed"]:
+        path = os.path.join(exported[name]["version_dir"], "assets.extra", "kbert_export.json")
+        records[name] = json.load(open(path))["serving"]
+    # Windowed (NER, QA): no truncation length; the others cut texts at their max_seq_length.
+    assert records == {
+        "sst2": {"encoder_apis": [], "truncation_length": 32},
+        "mrpc": {"encoder_apis": [], "truncation_length": 16},
+        "stsb": {"encoder_apis": [], "truncation_length": 32},
+        "ner": {"encoder_apis": [], "truncation_length": None},
+        "squad": {"encoder_apis": [], "truncation_length": None},
+        "embed": {"encoder_apis": ["embeddings"], "truncation_length": 32},
+    }
+
+
 def test_the_saved_model_holds_the_variables_by_path_not_the_keras_object_graph(exported):
     """TF walks every tracked object at save and load; the module tracks the model's
     variables (by Keras path) and its tables, not the layers, lists and dicts around them."""

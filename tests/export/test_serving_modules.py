@@ -41,8 +41,9 @@ def test_a_pretrained_directory_serves_embeddings_as_its_encoder_in_memory(direc
     assert serving_task(directory).config.pooling == module.model.pooling == "mean"
     in_memory = encoder_serving_module(load_encoder(directories["pretrained"], dropout=0.0),
                                        directory.vocab_file, True, POSITIONS)
-    np.testing.assert_allclose(module.serve_text(text=TEXTS)["embedding"].numpy(),
-                               in_memory.serve_text(text=TEXTS)["embedding"].numpy(), atol=1e-6)
+    served, expected = (m.signatures()["serving_default"](text=TEXTS)["embedding"].numpy()
+                        for m in (module, in_memory))
+    np.testing.assert_allclose(served, expected, atol=1e-6)
     assert serving_module(directory, max_seq_length=16).preprocessor.max_seq_length == 16
     with pytest.raises(ValueError, match=rf"max_seq_length={POSITIONS + 1} is larger than the "
                                          rf"encoder's {POSITIONS} positions"):
@@ -55,7 +56,7 @@ def test_a_finetuned_directory_serves_its_task_as_recorded(directories):
     assert module.preprocessor.max_seq_length == 24
     in_memory = task_model_serving_module(directory.model(), directory.task_config,
                                           directory.vocab_file)
-    served, expected = module.serve_text(text=TEXTS), in_memory.serve_text(text=TEXTS)
+    served, expected = (m.signatures()["serving_default"](text=TEXTS) for m in (module, in_memory))
     assert sorted(served) == sorted(expected)
     for name in served:
         if served[name].dtype == tf.string:

@@ -13,6 +13,7 @@ import math
 import re
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
 import grpc
 import numpy as np
@@ -25,6 +26,9 @@ from tensorflow_serving.apis import prediction_service_pb2_grpc
 from tensorflow_serving.apis import regression_pb2
 
 from tests import serving_testlib as lib
+
+from kbert.serving.encoder_apis import embedding_signature
+from kbert.serving.encoder_apis import is_reranker
 
 MAX_BATCH = 8
 MAX_TEXT_BYTES = 2000
@@ -97,6 +101,38 @@ def _predict(stub, model, inputs):
         request.inputs[key].CopyFrom(tf.make_tensor_proto([v.encode() for v in values]))
     response = stub.Predict(request, timeout=60)
     return {key: tf.make_ndarray(value) for key, value in response.outputs.items()}
+
+
+def _version(export_info, signatures):
+    """A version as the encoder APIs see it: its export's record, its signatures' inputs and outputs."""
+    return SimpleNamespace(
+        export_info=export_info,
+        signature_defs={name: SimpleNamespace(outputs=dict.fromkeys(outputs))
+                        for name, (_, outputs) in signatures.items()},
+        input_specs={name: dict.fromkeys(inputs) for name, (inputs, _) in signatures.items()})
+
+
+def test_which_api_a_version_answers_is_its_exports_record_else_its_signatures():
+    embedder = {"serving_default": (["text"], ["embedding"]),
+                "embeddings": (["text"], ["embedding", "num_tokens"])}
+    older_embedder = {"serving_default": (["text"], ["embedding"])}
+    reranker = {"serving_default": (["query", "document"], ["score"])}
+
+    def recorded(*apis):
+        return {"model_type": "classifier", "serving": {"encoder_apis": list(apis), "truncation_length": 32}}
+
+    # Recorded: the record decides, whatever the signatures look like.
+    assert embedding_signature(_version(recorded("embeddings"), embedder)) == "embeddings"
+    assert embedding_signature(_version(recorded("embeddings"), older_embedder)) == "serving_default"
+    assert embedding_signature(_version(recorded(), embedder)) is None
+    assert is_reranker(_version(recorded("rerank"), reranker))
+    assert not is_reranker(_version(recorded("embeddings"), reranker))
+    # No record (exported before it, or not by kbert): what the signatures take and give.
+    assert embedding_signature(_version({}, embedder)) == "embeddings"
+    assert embedding_signature(_version({"model_type": "embedding"}, older_embedder)) == "serving_default"
+    assert embedding_signature(_version({}, reranker)) is None
+    assert is_reranker(_version({}, reranker)) and not is_reranker(_version({}, embedder))
+    assert not is_reranker(_version({}, {"search": (["query"], ["ids"])}))
 
 
 # ---- OpenAI's embeddings API, checked by a client written from its published schema ----

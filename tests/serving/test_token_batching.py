@@ -75,6 +75,14 @@ def test_truncation_length_is_read_from_the_exports_record(tmp_path):
     assert read_truncation_length(export("ner", {"model_type": "token_classifier",
                                                  "task_config": {"max_seq_length": 128}})) is None
     assert read_truncation_length(str(tmp_path / "absent")) is None
+    # What the export records wins over the model type (exports made before the record
+    # have none and are read by their model type, as above).
+    assert read_truncation_length(export("recorded", {
+        "model_type": "classifier", "task_config": {"max_seq_length": 128},
+        "serving": {"encoder_apis": [], "truncation_length": 64}})) == 64
+    assert read_truncation_length(export("windowed", {
+        "model_type": "classifier", "task_config": {"max_seq_length": 128},
+        "serving": {"encoder_apis": [], "truncation_length": None}})) is None
 
 
 # ---- The scheduler with a stand-in model. ----

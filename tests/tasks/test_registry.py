@@ -1,5 +1,6 @@
 """The task registry: the one list of tasks, old task_config.json files, and a new task in one line."""
 
+import ast
 import json
 import os
 
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import REPO
 from tests.finetune_testing import make_tiny_pretrained
 from tests.tasks.toy_task import ToyTask
 from kbert import tasks
@@ -48,6 +50,92 @@ def test_describe_round_trips_and_unknown_settings_are_named():
     assert tasks.SquadTask.from_description(description).config == squad.config
     with pytest.raises(ValueError, match=r"task 'glue': unknown setting\(s\) \['labels'\]"):
         tasks.GlueTask.from_description({**OLD_GLUE, "labels": []})
+
+
+def test_tasks_state_what_export_the_index_distillation_and_the_server_need():
+    facts = {name: (task.metrics_in_percent, task.distillation_target, task.serving_apis)
+             for name, task in tasks.TASKS.items()}
+    assert facts == {"glue": (False, "logits", ()), "ner": (False, "logits", ()),
+                     "squad": (True, None, ()), "embedding": (False, None, ("embeddings",)),
+                     "similarity": (False, "embeddings", ("embeddings",)),
+                     "retrieval": (False, None, ("embeddings",)), "rerank": (False, None, ("rerank",))}
+    # A task states nothing it does not need: the toy task takes the defaults.
+    assert (ToyTask.metrics_in_percent, ToyTask.distillation_target, ToyTask.serving_apis) == (
+        False, None, ())
+    # A pre-trained encoder (no task_config.json) serves as sentence embeddings, pooled as recorded.
+    task = tasks.encoder_task({"pooling": "cls", "normalize": False})
+    assert (task.serving_apis, task.config.pooling, task.config.normalize) == (("embeddings",), "cls", False)
+
+
+TASK_FOLDER = os.path.join("kbert", "tasks", "")
+
+
+def _parsed_modules(root: str) -> dict:
+    """`kbert/**.py` under `root`: relative path -> AST."""
+    trees = {}
+    for directory, _, files in os.walk(os.path.join(root, "kbert")):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)
+                trees[os.path.relpath(path, root)] = ast.parse(open(path, encoding="utf-8").read(), path)
+    return trees
+
+
+def _imported_from_models(tree) -> dict:
+    """Local name -> class name, of what a module imports from `kbert.models`."""
+    return {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kbert.models")
+            for alias in node.names}
+
+
+def _strings(node, tuples: dict) -> set:
+    """The string constants a node is: a literal, a literal collection, or a module-level tuple."""
+    if isinstance(node, ast.Constant):
+        return {node.value}
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant)}
+    return tuples.get(node.id, set()) if isinstance(node, ast.Name) else set()
+
+
+def task_name_uses(root: str) -> list[str]:
+    """Where a module outside `kbert/tasks/` branches on a task's name or looks a task up by
+    name, or `kbert/training/` tests a task model's class: what a task should state instead.
+
+    Finds `x.task == "squad"` (and `!=`, `in`, `not in` a literal or a module-level tuple of
+    names), `get_task("embedding")`, and in `kbert/training/`, `isinstance(m, C)` of a task
+    model class (one that a task folder imports from `kbert.models`).
+    """
+    names = set(tasks.TASKS)
+    trees = _parsed_modules(root)
+    task_models = {name for relative, tree in trees.items() if relative.startswith(TASK_FOLDER)
+                   for name in _imported_from_models(tree).values()}
+    found = []
+    for relative, tree in sorted(trees.items()):
+        if relative.startswith(TASK_FOLDER):
+            continue
+        tuples = {target.id: _strings(node.value, {}) for node in tree.body if isinstance(node, ast.Assign)
+                  for target in node.targets if isinstance(target, ast.Name)}
+        model_classes = {local for local, name in _imported_from_models(tree).items() if name in task_models}
+        training = relative.startswith(os.path.join("kbert", "training", ""))
+        for node in ast.walk(tree):
+            where = f"{relative}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                if (any(isinstance(side, ast.Attribute) and side.attr == "task" for side in sides)
+                        and any(_strings(side, tuples) & names for side in sides)):
+                    found.append(f"{where} compares a task's name")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                arguments = node.args
+                if node.func.id == "get_task" and arguments and _strings(arguments[0], tuples) & names:
+                    found.append(f"{where} looks a task up by name")
+                if (training and node.func.id == "isinstance" and len(arguments) == 2
+                        and isinstance(arguments[1], ast.Name) and arguments[1].id in model_classes):
+                    found.append(f"{where} tests a task model's class ({arguments[1].id})")
+    return found
+
+
+def test_nothing_outside_the_tasks_names_a_task_or_tests_a_task_model_class():
+    assert task_name_uses(REPO) == []
 
 
 @pytest.fixture()

@@ -24,6 +24,7 @@ from kbert.layers.layer_mix import layer_indexes
 from kbert.tasks.embedding.features import layer_features
 from kbert.tasks.embedding.features import word_aligned_inputs
 from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
+from kbert.tasks.serving import Signature
 from kbert.tasks.serving import text_spec
 
 
@@ -52,8 +53,11 @@ class EmbeddingServingModule(SentenceEmbeddingServingModule):
         if feature_layers is None:
             feature_layers = [-i for i in range(1, min(4, encoder.num_layers) + 1)]
         self.feature_layers = layer_indexes(feature_layers, encoder.num_layers, "--feature_layers")
-        self.serve_features = tf.function(self._serve_features, autograph=False,
-                                          input_signature=[text_spec("text")])
+
+    def declared_signatures(self):
+        # `features` runs the encoder's layers itself, not the model: whole.
+        return {**super().declared_signatures(),
+                "features": Signature([text_spec("text")], body=self._serve_features)}
 
     def _serve_features(self, text):
         inputs, word_ids = word_aligned_inputs(self.preprocessor,
@@ -61,6 +65,3 @@ class EmbeddingServingModule(SentenceEmbeddingServingModule):
         return {"features": layer_features(self.model.encoder, inputs, self.feature_layers),
                 "token_ids": inputs["token_ids"], "word_ids": word_ids,
                 "num_tokens": tf.reduce_sum(inputs["padding_mask"], axis=1)}
-
-    def signatures(self):
-        return {**super().signatures(), "features": self.serve_features}

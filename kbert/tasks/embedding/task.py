@@ -18,6 +18,7 @@ from kbert.retrieval.pooling import DEFAULT_POOLING
 from kbert.retrieval.pooling import check_pooling
 from kbert.tasks.base import Task
 from kbert.tasks.embedding.serving import EmbeddingServingModule
+from kbert.tasks.serving import EMBEDDINGS_API
 
 
 @dataclasses.dataclass
@@ -53,6 +54,7 @@ class EmbeddingTask(Task):
     name = "embedding"
     config_class = EmbeddingConfig
     trainable = False
+    serving_apis = (EMBEDDINGS_API,)
 
     def __init__(self, config: EmbeddingConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name or "embedding")

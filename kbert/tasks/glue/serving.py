@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
-from kbert.tasks.serving import ids_inputs
+from kbert.tasks.serving import Signature
+from kbert.tasks.serving import ids_signature
 from kbert.tasks.serving import label_table
 from kbert.tasks.serving import text_spec
 
@@ -41,16 +41,14 @@ class ClassifierServingModule(ServingModule):
         self.regression = regression
         self.text_pair = text_pair
         self.label_names = label_table(label_names, model.output_shape[-1])
-        if text_pair:
-            self.serve_text = tf.function(self._serve_pair, autograph=False,
-                                          input_signature=[text_spec("text"), text_spec("text_pair")])
-        else:
-            self.serve_text = tf.function(self._serve_single, autograph=False,
-                                          input_signature=[text_spec("text")])
-        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
 
-    def _outputs(self, inputs):
-        return self._finish(self.run(inputs))
+    def declared_signatures(self):
+        if self.text_pair:
+            text = Signature([text_spec("text"), text_spec("text_pair")], before=self._pack_pair,
+                             after=self._finish)
+        else:
+            text = Signature([text_spec("text")], before=self._pack_single, after=self._finish)
+        return {"serving_default": text, "serve_ids": ids_signature(self._finish)}
 
     def _finish(self, outputs, padding_mask=None):
         logits = tf.cast(outputs, tf.float32)
@@ -68,25 +66,3 @@ class ClassifierServingModule(ServingModule):
     def _pack_pair(self, text, text_pair):
         tokenize = self.preprocessor.tokenize
         return self.preprocessor.pack([tokenize(text), tokenize(text_pair)])
-
-    def _serve_single(self, text):
-        return self._outputs(self._pack_single(text))
-
-    def _serve_pair(self, text, text_pair):
-        return self._outputs(self._pack_pair(text, text_pair))
-
-    def _serve_ids(self, token_ids, segment_ids, padding_mask):
-        return self._outputs(ids_inputs(token_ids, segment_ids, padding_mask))
-
-    def signatures(self):
-        return {"serving_default": self.serve_text, "serve_ids": self.serve_ids}
-
-    def split_signatures(self):
-        if self.text_pair:
-            before = tf.function(self._pack_pair, autograph=False,
-                                 input_signature=[text_spec("text"), text_spec("text_pair")])
-        else:
-            before = tf.function(self._pack_single, autograph=False,
-                                 input_signature=[text_spec("text")])
-        after = self.after_function(self._finish)
-        return {"serving_default": (before, after), "serve_ids": (self.checked_ids_function(), after)}

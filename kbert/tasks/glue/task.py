@@ -72,6 +72,7 @@ class GlueTask(Task):
     name = "glue"
     config_class = GlueConfig
     supports_packing = True
+    distillation_target = "logits"  # class logits (KL), or STS-B's score (MSE)
 
     def __init__(self, config: GlueConfig | None = None, task_name: str | None = None,
                  label_names: list[str] | None = None):

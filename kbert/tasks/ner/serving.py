@@ -30,6 +30,7 @@ from kbert.data.words import split_words
 from kbert.data.words import word_pieces
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
+from kbert.tasks.serving import Signature
 from kbert.tasks.serving import ids_inputs
 from kbert.tasks.serving import label_table
 from kbert.tasks.serving import rows_between
@@ -107,12 +108,15 @@ class TokenClassifierServingModule(ServingModule):
         self.window_stride = int(window_stride) if window_stride else max(1, window // 2)
         if self.window_stride < 1:
             raise ValueError(f"window_stride={window_stride}; it must be at least 1 piece.")
-        self.serve_text = tf.function(self._serve_text, autograph=False,
-                                      input_signature=[text_spec("text")])
-        self.serve_words = tf.function(
-            self._serve_words, autograph=False,
-            input_signature=[tf.TensorSpec([None, None], tf.string, name="words")])
-        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
+
+    def declared_signatures(self):
+        # Whole, not split: the text signatures loop over windows, and `serve_ids` gives
+        # per-piece logits `[batch, length, tags]`, not what a split's `after` takes.
+        return {"serving_default": Signature([text_spec("text")], body=self._serve_text,
+                                             windowed=True),
+                "words": Signature([tf.TensorSpec([None, None], tf.string, name="words")],
+                                   body=self._serve_words, windowed=True),
+                "serve_ids": Signature(IDS_SIGNATURE, body=self._serve_ids)}
 
     def _serve_text(self, text):
         return self._tag(split_words(self.preprocessor.clean(text)))
@@ -173,7 +177,3 @@ class TokenClassifierServingModule(ServingModule):
         logits = tf.cast(self.run(ids_inputs(token_ids, segment_ids, padding_mask)), tf.float32)
         return {"logits": logits,
                 "tags": tf.gather(self.label_names, tf.argmax(logits, axis=-1, output_type=tf.int32))}
-
-    def signatures(self):
-        return {"serving_default": self.serve_text, "words": self.serve_words,
-                "serve_ids": self.serve_ids}

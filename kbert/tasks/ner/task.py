@@ -100,6 +100,7 @@ class NerTask(Task):
     name = "ner"
     config_class = NerConfig
     main_metric = "f1"  # entity F1
+    distillation_target = "logits"  # per-word tag logits
 
     def __init__(self, config: NerConfig | None = None, task_name: str | None = None,
                  label_names=None):

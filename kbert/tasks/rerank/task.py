@@ -42,6 +42,7 @@ from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
 from kbert.tasks.rerank.losses import ListwiseSoftmaxLoss
 from kbert.tasks.rerank.serving import RerankServingModule
+from kbert.tasks.serving import RERANK_API
 
 LOSSES = ("listwise", "bce")
 
@@ -97,6 +98,7 @@ class RerankTask(Task):
     name = "rerank"
     config_class = RerankConfig
     evaluation_fields = ("fusion", "fusion_weight")
+    serving_apis = (RERANK_API,)
 
     def __init__(self, config: RerankConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name or "beir")

@@ -21,6 +21,7 @@ import random
 import keras
 
 from kbert.models.bert_dual_encoder import BertDualEncoder
+from kbert.models.bert_dual_encoder import side_inputs
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.retrieval.beir import format_run
 from kbert.retrieval.beir import read_corpus
@@ -39,6 +40,7 @@ from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.sentence_embedding import sentence_serving_module
+from kbert.tasks.serving import EMBEDDINGS_API
 
 
 @dataclasses.dataclass
@@ -99,6 +101,7 @@ class RetrievalTask(Task):
 
     name = "retrieval"
     config_class = RetrievalConfig
+    serving_apis = (EMBEDDINGS_API,)
 
     def __init__(self, config: RetrievalConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name or "beir")
@@ -190,6 +193,10 @@ class RetrievalTask(Task):
 
     def predict(self, model, examples, preprocessor, batch_size) -> dict[str, str]:
         return {"predictions.trec": format_run(self.rank(model, examples, preprocessor, batch_size))}
+
+    def inference_model(self, model, batch):
+        # A served request embeds one text with the query tower.
+        return model.query_tower, side_inputs(batch, "query")
 
     # -- Serving ------------------------------------------------------------------------
 

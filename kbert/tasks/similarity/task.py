@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from kbert.models.bert_dual_encoder import BertDualEncoder
+from kbert.models.bert_dual_encoder import side_inputs
 from kbert.models.bert_sentence_encoder import BertSentenceEncoder
 from kbert.retrieval.embedding import embed_texts
 from kbert.retrieval.embedding import unit_rows
@@ -31,6 +32,7 @@ from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.sentence_embedding import sentence_serving_module
+from kbert.tasks.serving import EMBEDDINGS_API
 from kbert.tasks.similarity.reader import PairExample
 from kbert.tasks.similarity.reader import read_pairs_jsonl
 from kbert.tasks.similarity.reader import read_stsb
@@ -76,6 +78,8 @@ class SimilarityTask(Task):
 
     name = "similarity"
     config_class = SimilarityConfig
+    distillation_target = "embeddings"  # the sentence vectors, not the scores
+    serving_apis = (EMBEDDINGS_API,)
 
     def __init__(self, config: SimilarityConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name.lower() if task_name else "pairs")
@@ -201,6 +205,10 @@ class SimilarityTask(Task):
             index = example.guid.split("-", 1)[1] if self.task_name == "sts-b" else example.guid
             lines.append(f"{index}\t{value:.4f}")
         return {"predictions.tsv": "\n".join(lines) + "\n"}
+
+    def inference_model(self, model, batch):
+        # A served request embeds one text with the query tower.
+        return model.query_tower, side_inputs(batch, "query")
 
     # -- Serving ------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from kbert.data.windows import max_context
 from kbert.data.windows import strided_windows
 from kbert.tasks.serving import IDS_SIGNATURE
 from kbert.tasks.serving import ServingModule
+from kbert.tasks.serving import Signature
 from kbert.tasks.serving import ids_inputs
 from kbert.tasks.serving import text_spec
 from kbert.tasks.serving import window_preprocessor
@@ -130,9 +131,13 @@ class SpanLabelerServingModule(ServingModule):
         self.max_query_length = int(max_query_length)
         self.doc_stride = int(doc_stride)
         self.max_answer_length = int(max_answer_length)
-        self.serve_text = tf.function(self._serve_text, autograph=False,
-                                      input_signature=[text_spec("question"), text_spec("context")])
-        self.serve_ids = tf.function(self._serve_ids, autograph=False, input_signature=IDS_SIGNATURE)
+
+    def declared_signatures(self):
+        # Whole, not split: `serving_default` loops over windows, and the model gives two
+        # outputs (start and end logits), not the one a split's `after` takes.
+        return {"serving_default": Signature([text_spec("question"), text_spec("context")],
+                                             body=self._serve_text, windowed=True),
+                "serve_ids": Signature(IDS_SIGNATURE, body=self._serve_ids)}
 
     def _serve_text(self, question, context):
         windows = question_context_windows(self.preprocessor, question, context,
@@ -154,6 +159,3 @@ class SpanLabelerServingModule(ServingModule):
         outputs = self.run(ids_inputs(token_ids, segment_ids, padding_mask))
         return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
-
-    def signatures(self):
-        return {"serving_default": self.serve_text, "serve_ids": self.serve_ids}

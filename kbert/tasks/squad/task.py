@@ -75,6 +75,7 @@ class SquadTask(Task):
     evaluation_writes_predictions = True
     evaluation_fields = ("n_best_size", "version_2_with_negative", "null_score_diff_threshold")
     main_metric = "f1"
+    metrics_in_percent = True  # the official scorer's exact match and F1
 
     def __init__(self, config: SquadConfig | None = None, task_name: str | None = None):
         super().__init__(config, task_name)
