@@ -34,7 +34,7 @@ from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training.pretraining_step import make_train_loop  # noqa: E402
+from kbert.training.pretraining.step import make_train_loop  # noqa: E402
 
 VARIANTS = {
     "static": ("static", None),

@@ -33,7 +33,7 @@ from kbert.models import BertPretrainer  # noqa: E402
 from kbert.models.modernbert.modernbert_encoder import ModernBertEncoder  # noqa: E402
 from kbert.models.modernbert.modernbert_pretrainer import ModernBertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training.pretraining_step import make_train_loop  # noqa: E402
+from kbert.training.pretraining.step import make_train_loop  # noqa: E402
 
 SIZES = {  # L, H, A, BERT's intermediate
     "tiny": (2, 128, 2, 512),

@@ -35,7 +35,7 @@ import tensorflow as tf  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
-from kbert.training.pretraining_step import make_train_loop  # noqa: E402
+from kbert.training.pretraining.step import make_train_loop  # noqa: E402
 
 SIZES = {  # L, H, A, I
     "tiny": (2, 128, 2, 512),

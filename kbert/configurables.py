@@ -25,8 +25,8 @@ from kbert.data.pretraining.checks import list_input_files
 from kbert import models
 from kbert import tasks
 from kbert import training
-from kbert.training import distillation
-from kbert.training import finetuning
+from kbert.training.distillation import loop as distillation
+from kbert.training.finetuning import loop as finetuning
 
 MODULE = "kbert"
 

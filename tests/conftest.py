@@ -117,17 +117,17 @@ def pytest_configure(config):
 # the short files fill in at the end, where a long file would leave one worker alone.
 # The order only: a stale list costs a minute of wall time, never a result.
 LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at 7e1697d
-    "tests/training/test_distillation.py",  # 157 s
+    "tests/training/distillation/test_distillation.py",  # 157 s
     "tests/models/modernbert/test_modernbert_uses.py",  # 105
     "tests/export/test_saved_model.py",  # 104
-    "tests/training/test_pretraining.py",  # 95
+    "tests/training/pretraining/test_loop.py",  # 95
     "tests/bin/test_finetune.py",  # 86
-    "tests/training/test_finetuning_selection.py",  # 72
-    "tests/training/test_pretraining_step.py",  # 66
-    "tests/training/test_pretraining_evaluation.py",  # 57
-    "tests/training/test_electra_pretraining.py",  # 52
+    "tests/training/finetuning/test_selection.py",  # 72
+    "tests/training/pretraining/test_step.py",  # 66
+    "tests/training/pretraining/test_evaluation.py",  # 57
+    "tests/training/pretraining/test_electra.py",  # 52
     "tests/export/test_quantization.py",  # 51
-    "tests/training/test_pretraining_modes.py",  # 41
+    "tests/training/pretraining/test_modes.py",  # 41
     "tests/serving/test_server.py",  # 37
     "tests/index/test_index.py",  # 36
     "tests/tasks/ner/test_crf.py",  # 32

@@ -71,7 +71,7 @@ def test_every_gin_file_is_covered():
 def test_distill_gin_binds_every_distillation_hyperparameter_and_takes_a_student_size_file():
     import inspect
 
-    from kbert.training import distillation
+    from kbert.training.distillation import loop as distillation
 
     configurables.parse_gin(["gin/distill.gin", "gin/mini.gin"])
     bound = {name for (_, configurable), values in gin.config._CONFIG.items()

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import tempfile
+import types
 from typing import Callable
 
 from absl import app
@@ -154,9 +155,12 @@ start_tensorflow_quietly()
 def run(main: Callable[[list[str]], None]) -> None:
     """Runs an absl `main`, turning user errors into one line instead of a traceback.
 
+    `--help` lists the binary's flags however it was started (see `_help_describes`).
+
     Args:
         main: the binary's `main(argv)`.
     """
+    _help_describes(sys.modules[main.__module__])
 
     def guarded(argv):
         if not flags.FLAGS["verbosity"].present:
@@ -174,6 +178,34 @@ def run(main: Callable[[list[str]], None]) -> None:
             sys.exit(2)
 
     app.run(guarded)
+
+
+def _help_describes(binary: types.ModuleType) -> None:
+    """Makes `--help` (and `--helpshort`) print `binary`'s docstring and flags.
+
+    absl's `--help` prints the docstring of `__main__` and the key flags of the
+    module it names `sys.argv[0]`: the flags defined in `__main__`. That is the
+    binary under `python -m kbert.bin.serve`, but an installed console script
+    (`kbert-serve`) is a generated `__main__` that imports `kbert.bin.serve`,
+    so its `--help` printed a bare usage line and no flag. Here the flags the
+    binary defines or adopts (`flags.adopt_module_key_flags`: kbert-vocab's
+    `build` flags, defined once in `kbert.bin.vocab_build`), and the shared
+    ones it defined through this module (gin, quantization), become key flags of `sys.argv[0]` (absl's
+    `declare_key_flag` would make them this module's), and an undocumented
+    `__main__` gets the binary's docstring. `--helpfull` still adds absl's and
+    TensorFlow's flags.
+
+    Args:
+        binary: the module of the binary's `main` (`kbert.bin.serve`, or
+            `__main__` under `python -m`).
+    """
+    launcher = sys.modules["__main__"]
+    if launcher is not binary and not launcher.__doc__:
+        launcher.__doc__ = binary.__doc__
+    values = flags.FLAGS
+    for module in (binary.__name__, __name__):
+        for flag in values.get_key_flags_for_module(module):
+            values.register_key_flag_for_module(sys.argv[0], flag)
 
 
 def warned(results: dict) -> str:

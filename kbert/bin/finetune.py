@@ -141,7 +141,7 @@ def _with_feature_flags(options):
 
 
 def _hparam_grid():
-    from kbert.training.hparam_search import HparamGrid
+    from kbert.training.finetuning.hparam_search import HparamGrid
 
     def numbers(flag: str, kind: type) -> tuple | None:
         values = FLAGS[flag].value
@@ -160,7 +160,7 @@ def _write_summary(results: dict) -> None:
     import tensorflow as tf
 
     from kbert.files import write_text
-    from kbert.training.hparam_search import format_table
+    from kbert.training.finetuning.hparam_search import format_table
 
     write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
     listed = ("train_loss", "eval_curve", "restarts", "hparam_search", "warnings")

@@ -67,10 +67,11 @@ class ModelDir:
             (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
-        tokenizer: `kbert.data.tokenizers.Tokenizer`. The directory's
+        tokenizer: `kbert.data.tokenizers.Tokenizer` or None. The directory's
             `vocab.txt` (else its `tokenizer.json`), or the caller's override,
             with the tokenizer setting: the caller's `do_lower_case`, else the
-            recorded one, else True (False for a kind without lower casing).
+            recorded one, else True (False for a kind without lower casing);
+            None only when opened with `vocabulary_optional` and there is none.
         pretrained_settings: dict. What the directory records about using its
             encoder, for `Task.use_pretrained_settings` (see
             `kbert.checkpoints.pretrained.pretrained_settings`).
@@ -82,23 +83,23 @@ class ModelDir:
     where: str
     encoder_class: type
     encoder_config: dict[str, Any]
-    tokenizer: Tokenizer = dataclasses.field(repr=False)
+    tokenizer: Tokenizer | None = dataclasses.field(repr=False)
     pretrained_settings: dict[str, Any]
 
     @property
-    def vocab_file(self) -> str:
+    def vocab_file(self) -> str | None:
         """The tokenizer's file (`vocab.txt` or `tokenizer.json`): what exports copy."""
-        return self.tokenizer.file
+        return self.tokenizer.file if self.tokenizer is not None else None
 
     @property
     def vocabulary(self) -> list[str]:
-        """The tokenizer's tokens, one per embedding row."""
-        return self.tokenizer.vocabulary
+        """The tokenizer's tokens, one per embedding row (none without a tokenizer)."""
+        return self.tokenizer.vocabulary if self.tokenizer is not None else []
 
     @property
-    def do_lower_case(self) -> bool:
-        """The tokenizer's lower casing."""
-        return self.tokenizer.do_lower_case
+    def do_lower_case(self) -> bool | None:
+        """The tokenizer's lower casing (None without a tokenizer)."""
+        return self.tokenizer.do_lower_case if self.tokenizer is not None else None
 
     @property
     def max_sequence_length(self) -> int:
@@ -132,9 +133,13 @@ class ModelDir:
             The `TextPreprocessor`.
 
         Raises:
-            ValueError: `max_seq_length` is under 3 or beyond the encoder's positions.
+            ValueError: `max_seq_length` is under 3 or beyond the encoder's positions,
+                or the directory has no vocabulary.
         """
         check_max_seq_length(max_seq_length, self.max_sequence_length)
+        if self.tokenizer is None:
+            names = " or ".join(kind.file_name for kind in TOKENIZERS)
+            raise ValueError(f"{self.where} has no {names} to tokenize with.")
         return TextPreprocessor(self.tokenizer, max_seq_length)
 
 
@@ -189,8 +194,8 @@ class FinetunedDir(ModelDir):
 
 
 def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = None,
-                   do_lower_case: bool | None = None,
-                   vocab_flag: str | None = None) -> PretrainedDir | FinetunedDir:
+                   do_lower_case: bool | None = None, vocab_flag: str | None = None, *,
+                   vocabulary_optional: bool = False) -> PretrainedDir | FinetunedDir:
     """Opens a pre-trained or fine-tuned model directory, checking it once.
 
     Args:
@@ -207,6 +212,10 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
         vocab_flag: str or None. The caller's flag that overrides the
             vocabulary (`--vocab_file`), named in the vocabulary errors; None
             when the caller has no such flag.
+        vocabulary_optional: bool. For callers that never tokenize
+            (pre-training reads token ids): a directory without a vocabulary
+            opens, with `vocab_file` None; one it has is checked as always.
+            Defaults to False (a missing vocabulary is an error).
 
     Returns:
         A `FinetunedDir` when the directory has `task_config.json`, else a
@@ -237,8 +246,12 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
         recorded_lower_case = task_config.do_lower_case
     else:
         recorded_lower_case = recorded["do_lower_case"]
-    tokenizer = _tokenizer(where, recorded["vocab_file"], vocab_file, vocab_flag, do_lower_case,
-                           recorded_lower_case, encoder_config["vocabulary_size"])
+    if vocabulary_optional and vocab_file is None and recorded["vocab_file"] is None:
+        tokenizer = None
+    else:
+        tokenizer = _tokenizer(where, recorded["vocab_file"], vocab_file, vocab_flag,
+                               do_lower_case, recorded_lower_case,
+                               encoder_config["vocabulary_size"])
     common = dict(path=path, where=where, encoder_class=encoder_class,
                   encoder_config=encoder_config, tokenizer=tokenizer,
                   pretrained_settings=pretrained_settings(path))

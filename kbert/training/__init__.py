@@ -1,12 +1,14 @@
-"""Training: optimizers and schedules, distribution strategies, losses, and the generic
-pre-training and fine-tuning loops (tasks and their metrics are `kbert.tasks`)."""
+"""Training: optimizers and schedules, distribution strategies, and the generic loops, each in
+its own room: `pretraining/`, `finetuning/`, `distillation/` (tasks and their metrics are
+`kbert.tasks`)."""
 
+from kbert.training.distillation import run_distillation
 from kbert.training.finetuning import run_finetuning
 from kbert.training.fused_adamw import FusedAdamW
 from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
+from kbert.training.pretraining import evaluate_pretrainer
 from kbert.training.pretraining import run_pretraining
-from kbert.training.pretraining_evaluation import evaluate_pretrainer
 from kbert.training.strategy import STRATEGIES
 from kbert.training.strategy import create_strategy
 from kbert.training.strategy import is_chief

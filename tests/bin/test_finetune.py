@@ -174,7 +174,7 @@ def test_hparam_search_prints_its_table_and_writes_the_best_runs_gin_file(pretra
     assert "kept the model of step %d of 4" % searched["best_step"] in result.stdout
     assert searched["f1"] == max(row["f1"] for row in searched["hparam_search"])
     # The gin file binds the best run's settings (that it alone trains the same model
-    # again, weight for weight: test_finetuning_selection.py).
+    # again, weight for weight: tests/training/finetuning/test_selection.py).
     best = (search_dir / "best_hparams.gin").read_text()
     for key in ("learning_rate", "train_batch_size", "num_train_epochs", "seed"):
         assert f"run_finetuning.{key} = {searched[key]!r}" in best, key

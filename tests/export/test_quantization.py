@@ -418,7 +418,7 @@ def test_windowed_heads_have_no_split_signatures_and_export_tensorflow_int8_only
 def test_finetuning_records_where_the_dev_data_is(tmp_path, monkeypatch):
     from kbert.checkpoints import TaskConfig
     from kbert.tasks import TaskData
-    from kbert.training.finetuning import _dev_data_record
+    from kbert.training.finetuning.loop import _dev_data_record
 
     monkeypatch.chdir(tmp_path)
     record = _dev_data_record(TaskData("sst-2", "glue/SST-2"))

@@ -1,6 +1,7 @@
 """tools/build_vocab.py and `kbert-vocab build`: two front doors, one run, the same vocab.txt."""
 
 import os
+import sys
 
 from tests import forked_python
 from tests.conftest import REPO
@@ -28,10 +29,15 @@ def test_both_front_doors_write_the_library_s_vocab_byte_for_byte(tmp_path):
 
 
 def test_kbert_vocab_help_lists_build_s_flags_and_errors_are_one_line(tmp_path):
-    helped = _run(["-m", "kbert.bin.vocab", "--help"])
-    for flag in ("input_file", "output_file", "vocab_size", "do_lower_case", "num_unused",
-                 "input_encoding", "min_frequency", "limit_alphabet", "runner", "model_dir"):
-        assert f"  --{flag}" in helped.stdout or f"  --[no]{flag}" in helped.stdout, flag
+    # The installed console script and `python -m` (absl lists sys.argv[0]'s key flags).
+    script = os.path.join(os.path.dirname(sys.executable), "kbert-vocab")
+    for command in ([script], ["-m", "kbert.bin.vocab"]):
+        helped = _run(command + ["--help"])
+        listed = [line.split(":")[0].strip() for line in helped.stdout.splitlines()
+                  if line.startswith("  --")]
+        assert {"--input_file", "--output_file", "--vocab_size", "--[no]do_lower_case",
+                "--num_unused", "--input_encoding", "--min_frequency", "--limit_alphabet",
+                "--runner", "--model_dir", "--max_new_tokens"} <= set(listed), command
     output = str(tmp_path / "vocab.txt")
     missing = _run(["-m", "kbert.bin.vocab", "build", f"--output_file={output}"])
     assert (missing.returncode, missing.stderr.strip()) == (

@@ -76,6 +76,27 @@ def write_pretraining_data(path, num_examples=64, seq_length=16, max_predictions
     return path
 
 
+def drop_second_prediction_of_every_third_row(path):
+    """Rewrites `path` so that rows hold 1 or 2 real masked positions (weights 0 after)."""
+    records = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
+    with tf.io.TFRecordWriter(path) as writer:
+        for n, record in enumerate(records):
+            example = tf.train.Example.FromString(record)
+            feature = example.features.feature
+            if n % 3 == 0:
+                weights = list(feature["masked_lm_weights"].float_list.value)
+                position = int(feature["masked_lm_positions"].int64_list.value[1])
+                # Unmask the token again: the label becomes the input.
+                feature["input_ids"].int64_list.value[position] = (
+                    feature["masked_lm_ids"].int64_list.value[1])
+                for name in ("masked_lm_positions", "masked_lm_ids"):
+                    feature[name].int64_list.value[1] = 0
+                weights[1] = 0.0
+                del feature["masked_lm_weights"].float_list.value[:]
+                feature["masked_lm_weights"].float_list.value.extend(weights)
+            writer.write(example.SerializeToString())
+
+
 # Run settings shared by in-process runs and the binary/subprocess runs, so
 # their per-step losses can be compared exactly.
 RUN = dict(train_batch_size=8, max_seq_length=16, max_predictions_per_seq=3, num_train_steps=16,

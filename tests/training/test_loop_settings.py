@@ -5,12 +5,12 @@ import inspect
 
 import pytest
 
-from kbert.training import distillation
-from kbert.training import finetuning
-from kbert.training import pretraining
-from kbert.training.pretraining_settings import PretrainingSettings
+from kbert.training import run_pretraining
+from kbert.training.distillation import loop as distillation
+from kbert.training.finetuning import loop as finetuning
+from kbert.training.pretraining.settings import PretrainingSettings
 
-LOOPS = [(pretraining.run_pretraining, PretrainingSettings),
+LOOPS = [(run_pretraining, PretrainingSettings),
          (finetuning.run_finetuning, finetuning._Settings),
          (distillation.run_distillation, distillation._Settings)]
 

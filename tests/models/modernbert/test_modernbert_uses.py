@@ -26,7 +26,7 @@ from kbert.index import build_index
 from kbert.models import ModernBertEncoder
 from kbert.tasks.ner.serving import word_windows
 from kbert.tasks import SquadConfig
-from kbert.training import distillation
+from kbert.training.distillation import loop as distillation
 from kbert.training.distillation import run_distillation
 from kbert.training.finetuning import run_finetuning
 from tests.conftest import REPO
@@ -154,7 +154,7 @@ def test_exports_pass_the_ops_check_and_serve_the_in_process_answers(finetuned, 
 
 def test_distill_index_and_extract_features(pretrained, finetuned, tmp_path, monkeypatch):
     # Timing teacher against student (kbert-distill's speed-up table; its own test is in
-    # tests/training/test_distillation.py) would trace both models once more, for
+    # tests/training/distillation/test_distillation.py) would trace both models once more, for
     # nothing this test checks: it is recorded, not run.
     timed = []
     monkeypatch.setattr(distillation, "measure_speedup", lambda teacher, student, *args: timed.append(

@@ -161,7 +161,7 @@ def test_the_saved_discriminator_fine_tunes(reference, tmp_path):
 
 
 # ELECTRA on MirroredStrategy (packed rows, two logical CPUs) runs in the process of
-# test_pretraining_step.py's mirrored BERT run: test_mirrored_over_two_cpus_trains_electra.
+# test_step.py's mirrored BERT run: test_mirrored_over_two_cpus_trains_electra.
 
 
 @pytest.mark.slow

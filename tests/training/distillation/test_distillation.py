@@ -30,7 +30,7 @@ from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
-from kbert.training import distiller as distillers
+from kbert.training.distillation import distiller as distillers
 from kbert.training.distillation import run_distillation
 from kbert.training.optimizer import build_optimizer_state
 
@@ -75,7 +75,7 @@ def test_temperature_kl_equals_hand_computation(temperature):
 
 
 def test_a_regressor_learns_the_teachers_score_by_mse():
-    from kbert.training.distillation import _logits_loss
+    from kbert.training.distillation.loop import _logits_loss
 
     regressor = BertClassifier(BertEncoder(**tiny_encoder_kwargs()), num_classes=1)
     loss = _logits_loss(regressor, temperature=2.0)
@@ -341,7 +341,7 @@ def untimed(monkeypatch):
     """Records teacher-against-student timing instead of running it: it traces both models
     twice more, for nothing the selection tests check (the NER, similarity and binary tests
     time for real)."""
-    from kbert.training import distillation
+    from kbert.training.distillation import loop as distillation
 
     timed = []
     monkeypatch.setattr(distillation, "measure_speedup",
@@ -382,7 +382,7 @@ def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_o
     """`selection_fraction`: the kept step is chosen on held-out training sentences (the same
     ones `run_finetuning` holds out with that fraction and seed), and dev is scored on the
     kept student only, so its figure is clean."""
-    from kbert.training.finetuning import carve_selection_split
+    from kbert.training.finetuning.selection_split import carve_selection_split
 
     settings = dict(data_dir=SST2, student_layers=[0, 3], selection_fraction=0.25, **FAST)
     results = run_distillation(teachers["sst2"], str(tmp_path / "held"), **settings)

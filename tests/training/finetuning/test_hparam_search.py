@@ -3,12 +3,12 @@
 import gin
 import pytest
 
-from kbert.training.hparam_search import HparamGrid
-from kbert.training.hparam_search import Outcome
-from kbert.training.hparam_search import Point
-from kbert.training.hparam_search import format_table
-from kbert.training.hparam_search import gin_file_text
-from kbert.training.hparam_search import search
+from kbert.training.finetuning.hparam_search import HparamGrid
+from kbert.training.finetuning.hparam_search import Outcome
+from kbert.training.finetuning.hparam_search import Point
+from kbert.training.finetuning.hparam_search import format_table
+from kbert.training.finetuning.hparam_search import gin_file_text
+from kbert.training.finetuning.hparam_search import search
 
 
 def test_default_grid_follows_the_encoder_width_and_varies_the_rate_first():
@@ -80,7 +80,7 @@ def test_gin_file_text_parses_back_to_the_same_values(tmp_path):
 def test_a_packing_reference_parses_back_to_the_packing_config(tmp_path):
     from kbert import configurables
     from kbert.data import PackingConfig
-    from kbert.training.hparam_search import GinReference
+    from kbert.training.finetuning.hparam_search import GinReference
 
     text = gin_file_text({"run_finetuning.packing": GinReference("@PackingConfig()"),
                           "PackingConfig.max_instances_per_row": 3}, "packed")

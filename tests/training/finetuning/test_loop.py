@@ -62,7 +62,7 @@ def test_finetune_gin_binds_hyperparameters_not_paths():
     assert gin.query_parameter("run_finetuning.keep_best_checkpoint") is True
     assert gin.query_parameter("run_finetuning.early_stopping_patience") == 0
     # Every hyperparameter of run_finetuning has its default in finetune.gin.
-    from kbert.training.finetuning import HYPERPARAMETERS
+    from kbert.training.finetuning.loop import HYPERPARAMETERS
     for name in HYPERPARAMETERS:
         gin.query_parameter(f"run_finetuning.{name}")
     with pytest.raises(ValueError, match="num_restarts"):  # a flag, not a binding
@@ -134,7 +134,7 @@ def test_not_a_pretrained_directory_and_missing_flags(pretrained, tmp_path):
 
 
 def test_evaluation_intervals_are_keras_epochs():
-    from kbert.training.finetuning import training_schedule
+    from kbert.training.finetuning.training_schedule import training_schedule
 
     # 12 rows, batch 4: 3 steps per pass. After each pass by default.
     each_epoch = training_schedule(12, 4, 4.0, "auto", eval_every_steps=0)
@@ -155,7 +155,7 @@ def test_packed_rows_train_glue_in_fewer_steps(pretrained, tmp_path):
     sst2 = os.path.join(TESTDATA, "glue", "SST-2")
     settings = {**FAST, "num_train_epochs": 6, "learning_rate": 1e-2, "max_seq_length": 96,
                 "train_batch_size": 2}
-    from kbert.training.finetuning import training_schedule
+    from kbert.training.finetuning.training_schedule import training_schedule
 
     packed = run_finetuning("glue", pretrained, str(tmp_path / "p"), task_name="sst-2",
                             data_dir=sst2, packing=PackingConfig(max_instances_per_row=4),

@@ -26,9 +26,10 @@ from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.training import evaluate_pretrainer
 from kbert.training import run_pretraining
-from kbert.training.pretraining_state import load_init_checkpoint
+from kbert.training.pretraining.state import load_init_checkpoint
+from kbert.training.pretraining.state import open_init_checkpoint
 
-TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, "testdata")
+TESTDATA = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "testdata")
 WORDS = ["woodhouse", "weston", "taylor", "emma", "hartfield"]
 SEQ, PREDICTIONS = 32, 5
 ENCODER = dict(num_layers=1, num_heads=2, hidden_dim=32, intermediate_dim=37,
@@ -178,6 +179,30 @@ def test_a_directory_without_heads_starts_a_fresh_head_with_a_note(dirs, tmp_pat
                            "so the head starts fresh")
     for ours, theirs in zip(pretrainer.encoder.get_weights(), encoder.get_weights()):
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_init_checkpoint_is_opened_by_open_model_dir_and_needs_no_vocabulary(dirs, tmp_path):
+    # The one door's checks and messages, naming the flag.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match=r"--init_checkpoint=.*empty is neither a "
+                                                r"fine-tuned directory .*bert_config.json is "
+                                                r"missing"):
+        open_init_checkpoint(str(empty))
+    # Pre-training reads token ids: a directory without a vocabulary continues (its
+    # vocabulary then comes from the data's sidecar or --vocab_file, as before).
+    encoder = load_pretrainer(dirs["extended"], next_sentence=False).encoder
+    ids_only = str(tmp_path / "ids_only")
+    save_pretrained(ids_only, encoder)
+    opened = open_init_checkpoint(ids_only)
+    assert (opened.vocab_file, opened.vocabulary) == (None, [])
+    assert type(opened.encoder()) is type(encoder)
+    with pytest.raises(ValueError, match=r"ids_only has no vocab.txt or tokenizer.json to "
+                                         r"tokenize with"):
+        opened.preprocessor(16)
+    extended = open_init_checkpoint(dirs["extended"])
+    assert extended.vocab_file == os.path.join(dirs["extended"], "vocab.txt")
+    assert extended.do_lower_case is True
 
 
 def test_a_modernbert_context_extension_sets_length_and_theta_but_no_size(tmp_path):

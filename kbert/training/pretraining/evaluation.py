@@ -12,19 +12,19 @@ Evaluation never changes training: it reads its own input pipeline, runs the
 model with `training=False`, and sets the model's random-number states (ELECTRA's
 sampler) to a fixed evaluation seed for its duration, restoring them after.
 Dynamic masks of the eval data are drawn from `EVAL_SEED` too, so every
-evaluation of a run, and every run on the same eval files, sees the same masks.
+evaluation of a run, and every run on the same eval files, sees the same masks
+(`kbert.data.pretraining.eval_data.EvalData` reads them).
 
-Beside the model's figures, `DataBaselines` says what knowing word frequencies
-alone achieves on the same masked positions: `unigram_masked_lm_loss` /
-`unigram_masked_lm_accuracy` (each masked token predicted by its add-one
-smoothed frequency among the non-special tokens of the training data) and
-`majority_next_sentence_accuracy`. A model whose held-out loss is not below the
-unigram loss has learned less than word frequencies.
+Beside the model's figures, `kbert.data.pretraining.baselines.DataBaselines`
+says what knowing word frequencies alone achieves on the same masked positions:
+`unigram_masked_lm_loss` / `unigram_masked_lm_accuracy` (each masked token
+predicted by its add-one smoothed frequency among the non-special tokens of the
+training data) and `majority_next_sentence_accuracy`. A model whose held-out
+loss is not below the unigram loss has learned less than word frequencies.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -35,95 +35,18 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.data import pretraining_dataset
-from kbert.data.pretraining.checks import list_input_files
+from kbert.data.pretraining.baselines import DataBaselines
 from kbert.data.pretraining.checks import named_data_error
-from kbert.data.pretraining.dataset import pretraining_feature_spec
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
-from kbert.data.pretraining.metadata import read_pretraining_metadata
-from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.pretraining.eval_data import EVAL_SEED
+from kbert.data.pretraining.eval_data import EvalData
 from kbert.files import iter_jsonl
 from kbert.files import write_text
-from kbert.training.pretraining_progress import write_scalar
-from kbert.training.pretraining_settings import PretrainingSettings
+from kbert.training.pretraining.progress import write_scalar
+from kbert.training.pretraining.settings import PretrainingSettings
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
 EVAL_RESULTS_FILE = "eval_results.json"
-# Seed of the eval data's dynamic masks and of the model's samplers during evaluation.
-EVAL_SEED = 20181011
-# Training instances read for the unigram baseline (in file order): 100k instances of
-# 128 tokens estimate every frequency that matters to a few parts in a thousand.
-UNIGRAM_MAX_INSTANCES = 100_000
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalData:
-    """The eval files and how to read them: lengths and masking (from their sidecar or first record).
-
-    Example:
-
-    >>> data = EvalData.from_files("heldout-*.tfrecord", max_seq_length=128,
-    ...                            max_predictions_per_seq=20, masking="static")
-    """
-
-    files: tuple[str, ...]
-    max_seq_length: int
-    max_predictions_per_seq: int
-    masking: str
-    # Whether the records carry next_sentence_labels (NSP or SOP data).
-    next_sentence: bool = True
-
-    @classmethod
-    def from_files(cls, eval_input_file: str | list[str], max_seq_length: int | None,
-                   max_predictions_per_seq: int | None, masking: str | None,
-                   flag: str = "--eval_input_file") -> EvalData:
-        """Lists and checks the eval files; lengths and masking default to what they record.
-
-        Args:
-            eval_input_file: str or list of str. TFRecord files or globs, comma-separated.
-            max_seq_length: int or None. The model's (training's) length: the
-                files must have it. None takes theirs.
-            max_predictions_per_seq: int or None. The width of dynamic masks
-                (static files keep their own). None takes theirs (or 20).
-            masking: str or None. Used for files without a sidecar; a sidecar's
-                record wins (eval data may be static while training is dynamic).
-            flag: str. The flag named in errors.
-
-        Returns:
-            An `EvalData`.
-
-        Raises:
-            FileNotFoundError: nothing matches, naming `flag`.
-            ValueError: another `max_seq_length` than training's, naming the file.
-        """
-        files = list_input_files(eval_input_file, flag=flag)
-        metadata = read_pretraining_metadata(files)
-        lengths = _recorded_lengths(files[0], metadata)
-        if metadata:
-            masking = recorded_masking(metadata)
-        elif masking is None:
-            masking = "dynamic" if lengths.get("max_predictions_per_seq") is None else "static"
-        if max_seq_length is not None and lengths["max_seq_length"] != max_seq_length:
-            source = metadata.get("sidecar", files[0]) if metadata else files[0]
-            raise ValueError(
-                f"{flag}: {source} records max_seq_length={lengths['max_seq_length']} but the "
-                f"model is trained at run_pretraining.max_seq_length={max_seq_length}; make the "
-                f"eval data with create_pretraining_data --max_seq_length={max_seq_length}.")
-        if masking == "static":
-            max_predictions_per_seq = lengths["max_predictions_per_seq"]
-        next_sentence = (metadata.get("next_sentence") not in ("none", False) if metadata
-                         else bool(lengths["next_sentence"]))
-        return cls(tuple(files), lengths["max_seq_length"], max_predictions_per_seq or 20, masking,
-                   next_sentence)
-
-    def dataset(self, batch_size: int, next_sentence: bool,
-                masking_config: MaskingConfig | None = None,
-                vocab_file: str | None = None) -> tf.data.Dataset:
-        """The eval batches in file order, unpacked, the last one short; dynamic masks from `EVAL_SEED`."""
-        return pretraining_dataset(
-            list(self.files), batch_size, self.max_seq_length, self.max_predictions_per_seq,
-            next_sentence=next_sentence, is_training=False, seed=EVAL_SEED,
-            masking=self.masking, masking_config=masking_config, vocab_file=vocab_file)
 
 
 class PretrainingEvaluator:
@@ -227,68 +150,6 @@ class PretrainingEvaluator:
                     for name, value in sums.items()}
 
         return step
-
-
-@dataclasses.dataclass(frozen=True)
-class DataBaselines:
-    """What word frequencies alone achieve on the eval data's masked positions.
-
-    Example:
-
-    >>> baselines = DataBaselines.compute(train_files, eval_data, vocabulary_size=30522)
-    >>> baselines.as_dict()["unigram_masked_lm_accuracy"]
-    """
-
-    unigram_masked_lm_loss: float
-    unigram_masked_lm_accuracy: float
-    majority_next_sentence_accuracy: float | None
-    unigram_instances: int
-
-    @classmethod
-    def compute(cls, train_files: list[str], eval_data: EvalData, vocabulary_size: int,
-                next_sentence: bool, max_steps: int | None = None, batch_size: int = 256,
-                masking_config: MaskingConfig | None = None,
-                vocab_file: str | None = None) -> DataBaselines:
-        """Counts token frequencies in the training files and scores them on the eval masks.
-
-        Args:
-            train_files: list of str. Training TFRecords (up to
-                `UNIGRAM_MAX_INSTANCES` instances are read, in file order).
-            eval_data: `EvalData`, read as the evaluator reads it.
-            vocabulary_size: int. Rows of the model's vocabulary (add-one smoothing over it).
-            next_sentence: bool. Also score the majority NSP label.
-            max_steps: int or None. Eval batches scored, as the evaluator's `max_steps`.
-            batch_size: int. The evaluator's batch size (with `max_steps`, the same data).
-            masking_config: `MaskingConfig` or None. As the evaluator's.
-            vocab_file: str or None. As the evaluator's.
-
-        Returns:
-            A `DataBaselines`.
-        """
-        counts, nsp_counts, instances = _train_counts(train_files, vocabulary_size)
-        log_probability = np.log((counts + 1.0) / (counts.sum() + vocabulary_size))
-        most_frequent = int(np.argmax(counts))
-        majority = int(np.argmax(nsp_counts))
-        loss = hits = weight = nsp_hits = nsp_total = 0.0
-        dataset = eval_data.dataset(batch_size, next_sentence, masking_config, vocab_file)
-        if max_steps is not None:
-            dataset = dataset.take(max_steps)
-        for _, labels, sample_weights in dataset.as_numpy_iterator():
-            weights = sample_weights["mlm"].astype(np.float64)
-            ids = np.clip(labels["mlm"], 0, vocabulary_size - 1)
-            loss -= float((log_probability[ids] * weights).sum())
-            hits += float(((labels["mlm"] == most_frequent) * weights).sum())
-            weight += float(weights.sum())
-            if next_sentence:
-                nsp_hits += float((labels["nsp"] == majority).sum())
-                nsp_total += labels["nsp"].size
-        weight = max(weight, 1e-9)
-        return cls(loss / weight, hits / weight,
-                   nsp_hits / nsp_total if next_sentence and nsp_total else None, instances)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The baselines as the keys written beside the model's figures (None values left out)."""
-        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 def evaluate_pretrainer(pretrainer: keras.Model, eval_input_file: str | list[str],
@@ -437,65 +298,3 @@ def _data_sharding() -> tf.data.Options:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return options
-
-
-def _recorded_lengths(first_file: str, metadata: dict[str, Any] | None) -> dict[str, int | None]:
-    """`max_seq_length` and (static data) `max_predictions_per_seq` of the files."""
-    if metadata and metadata.get("max_seq_length"):
-        return {"max_seq_length": metadata["max_seq_length"],
-                "max_predictions_per_seq": metadata.get("max_predictions_per_seq"),
-                "next_sentence": metadata.get("next_sentence") not in ("none", False)}
-    try:
-        record = next(iter(tf.data.TFRecordDataset(first_file).take(1)), None)
-    except tf.errors.OpError as e:
-        raise named_data_error([first_file], e) from None
-    if record is None:
-        raise ValueError(f"{first_file} holds no records; regenerate it or leave it out.")
-    feature = tf.train.Example.FromString(record.numpy()).features.feature
-    if "input_ids" not in feature:
-        raise ValueError(f"{first_file}: the first record has no 'input_ids' feature; is it "
-                         "pre-training data from tools/create_pretraining_data.py?")
-    return {"max_seq_length": len(feature["input_ids"].int64_list.value),
-            "max_predictions_per_seq": (len(feature["masked_lm_positions"].int64_list.value)
-                                        if "masked_lm_positions" in feature else None),
-            "next_sentence": "next_sentence_labels" in feature}
-
-
-def _train_counts(train_files: list[str], vocabulary_size: int
-                  ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Token counts (masked positions restored, specials left out) and NSP label counts."""
-    metadata = read_pretraining_metadata(train_files)
-    lengths = _recorded_lengths(train_files[0], metadata)
-    static = (recorded_masking(metadata) if metadata
-              else ("static" if lengths["max_predictions_per_seq"] else "dynamic")) == "static"
-    spec = pretraining_feature_spec(lengths["max_seq_length"],
-                                    lengths["max_predictions_per_seq"] or 0,
-                                    next_sentence=False, masked_lm=static)
-    nsp_spec = {"next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64, default_value=[-1])}
-    records = tf.data.TFRecordDataset(train_files).take(UNIGRAM_MAX_INSTANCES).batch(1024)
-    records = records.map(lambda s: (tf.io.parse_example(s, spec), tf.io.parse_example(s, nsp_spec)))
-    counts = np.zeros(vocabulary_size, np.float64)
-    nsp_counts = np.zeros(2, np.float64)
-    instances = 0
-    try:
-        for example, nsp in records.as_numpy_iterator():
-            ids = example["input_ids"]
-            if static:  # Restore the original tokens at the masked positions.
-                rows, slots = np.nonzero(example["masked_lm_weights"] > 0)
-                ids = ids.copy()
-                ids[rows, example["masked_lm_positions"][rows, slots]] = (
-                    example["masked_lm_ids"][rows, slots])
-            real = example["input_mask"].astype(bool)
-            # [CLS] opens every row and [SEP] closes it: their ids (and [PAD]) are not words.
-            lengths_ = real.sum(axis=1)
-            specials = np.unique(np.concatenate([ids[:, 0], ids[np.arange(len(ids)),
-                                                                 np.maximum(lengths_ - 1, 0)]]))
-            keep = real & ~np.isin(ids, specials)
-            counts += np.bincount(np.clip(ids[keep], 0, vocabulary_size - 1),
-                                  minlength=vocabulary_size)
-            labels = nsp["next_sentence_labels"][:, 0]
-            nsp_counts += np.bincount(labels[labels >= 0], minlength=2)[:2]
-            instances += len(ids)
-    except tf.errors.OpError as e:
-        raise named_data_error(train_files, e) from None
-    return counts, nsp_counts, instances

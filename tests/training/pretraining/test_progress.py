@@ -6,9 +6,9 @@ import tensorflow as tf
 
 from tests.training.pretraining_data import read_losses
 
-from kbert.training.pretraining_progress import Interval
-from kbert.training.pretraining_progress import Progress
-from kbert.training.pretraining_progress import write_step_losses
+from kbert.training.pretraining.progress import Interval
+from kbert.training.pretraining.progress import Progress
+from kbert.training.pretraining.progress import write_step_losses
 
 # Each step's statistics vector: a [2] part and a scalar, as make_train_loop lays them out.
 LAYOUT = [("correct", (2,)), ("weight", ())]

@@ -8,7 +8,7 @@ fine-tuned directory that `kbert-export` and `kbert-serve` take unchanged.
 The student is the teacher's width with chosen teacher blocks copied in
 (`student_layers`, DistilBERT's initialisation) or any encoder that
 `build_student_encoder` makes (from gin, optionally with pre-trained weights).
-Training uses `kbert.training.distiller.TaskDistiller`; `eval_results.json`
+Training uses `kbert.training.distillation.distiller.TaskDistiller`; `eval_results.json`
 holds the student's dev metrics, the teacher's beside them, both parameter
 counts and the student's measured inference speed-up.
 """
@@ -40,14 +40,16 @@ from kbert.tasks import Task
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
 from kbert.tasks.base import inference_function
-from kbert.training import auto_settings
-from kbert.training import distiller as distillers
-from kbert.training import finetuning
-from kbert.training.dev_evaluation import DevEvaluation
-from kbert.training.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.distillation import distiller as distillers
+from kbert.training.finetuning import auto_settings
+from kbert.training.finetuning.dev_evaluation import DevEvaluation
+from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.outcome_checks import outcome_warnings
+from kbert.training.finetuning.selection_split import carve_selection_split
+from kbert.training.finetuning.selection_split import check_selection_fraction
+from kbert.training.finetuning.training_schedule import training_schedule
 from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
-from kbert.training.outcome_checks import outcome_warnings
 
 EVAL_RESULTS = "eval_results.json"
 # Arguments that are runtime data (flags of kbert-distill), never gin bindings.
@@ -190,7 +192,7 @@ def run_distillation(
     if do_train:
         labelled = task_object.read(data, "train")
         if selection_fraction:
-            labelled, examples["selection"] = finetuning.carve_selection_split(
+            labelled, examples["selection"] = carve_selection_split(
                 task_object, labelled, selection_fraction, seed)
             selection = {"split": "train_holdout", "fraction": selection_fraction, "seed": seed,
                          "num_examples": len(examples["selection"])}
@@ -284,8 +286,7 @@ class _Settings:
             raise ValueError(f"run_distillation.temperature={self.temperature}; it must be > 0.")
         if not (self.do_train or self.do_eval):
             raise ValueError("nothing to do: pass --do_train and/or --do_eval.")
-        finetuning.check_selection_fraction("run_distillation", self.selection_fraction,
-                                            self.do_train)
+        check_selection_fraction("run_distillation", self.selection_fraction, self.do_train)
         for name in ("eval_every_steps", "early_stopping_patience", "hidden_state_weight",
                      "attention_weight"):
             if getattr(self, name) < 0:
@@ -428,9 +429,9 @@ def _train(distiller, task: Task, examples: dict[str, list], preprocessor: TextP
     # As kbert-finetune: a task naming no main metric (similarity) keeps the last step.
     dev = examples.get("selection", examples.get("dev")) if task.main_metric else None
     batch_size = settings.train_batch_size
-    schedule = finetuning.training_schedule(len(train), batch_size, settings.num_train_epochs,
-                                            settings.warmup_proportion,
-                                            settings.eval_every_steps if dev else 0)
+    schedule = training_schedule(len(train), batch_size, settings.num_train_epochs,
+                                 settings.warmup_proportion,
+                                 settings.eval_every_steps if dev else 0)
     distiller.compile(optimizer=create_optimizer(lr, num_train_steps=schedule.total_steps,
                                                  num_warmup_steps=schedule.warmup_steps,
                                                  weight_decay_rate=settings.weight_decay),

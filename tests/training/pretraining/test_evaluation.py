@@ -1,8 +1,9 @@
-"""Held-out evaluation of pre-training: exact metrics, baselines, resume, eval-only, bad input.
+"""Held-out evaluation of pre-training: exact metrics, resume, eval-only, bad input.
 
 The figures are checked against numpy computations from the same model's
 logits over every masked position; a run with evaluation must train exactly as
-one without (the mirrored strategy: test_pretraining_step.py).
+one without (the mirrored strategy: test_step.py). The data's baselines are
+tested in tests/data/pretraining/test_baselines.py.
 """
 
 import json
@@ -16,13 +17,13 @@ import warnings
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from tests import forked_python
 from tests.conftest import REPO
 from tests.conftest import tiny_encoder_kwargs as _tiny_encoder_kwargs
 from tests.training.pretraining_data import RUN
 from tests.training.pretraining_data import build_vocab
+from tests.training.pretraining_data import drop_second_prediction_of_every_third_row
 from tests.training.pretraining_data import gin_params
 from tests.training.pretraining_data import kill_at_line
 from tests.training.pretraining_data import read_losses
@@ -37,8 +38,6 @@ from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.training import evaluate_pretrainer
 from kbert.training import run_pretraining
-from kbert.training.pretraining_evaluation import DataBaselines
-from kbert.training.pretraining_evaluation import EvalData
 
 # 30 held-out examples in batches of 7: four full batches and a short one of 2.
 EVAL_BATCH = 7
@@ -62,29 +61,8 @@ def data(tmp_path_factory):
     directory = tmp_path_factory.mktemp("eval_data")
     train = write_pretraining_data(str(directory / "train.tfrecord"))
     heldout = write_pretraining_data(str(directory / "heldout.tfrecord"), num_examples=30, seed=1)
-    _drop_second_prediction_of_every_third_row(heldout)
+    drop_second_prediction_of_every_third_row(heldout)
     return train, heldout
-
-
-def _drop_second_prediction_of_every_third_row(path):
-    """Rewrites `path` so that rows hold 1 or 2 real masked positions (weights 0 after)."""
-    records = list(tf.data.TFRecordDataset(path).as_numpy_iterator())
-    with tf.io.TFRecordWriter(path) as writer:
-        for n, record in enumerate(records):
-            example = tf.train.Example.FromString(record)
-            feature = example.features.feature
-            if n % 3 == 0:
-                weights = list(feature["masked_lm_weights"].float_list.value)
-                position = int(feature["masked_lm_positions"].int64_list.value[1])
-                # Unmask the token again: the label becomes the input.
-                feature["input_ids"].int64_list.value[position] = (
-                    feature["masked_lm_ids"].int64_list.value[1])
-                for name in ("masked_lm_positions", "masked_lm_ids"):
-                    feature[name].int64_list.value[1] = 0
-                weights[1] = 0.0
-                del feature["masked_lm_weights"].float_list.value[:]
-                feature["masked_lm_weights"].float_list.value.extend(weights)
-            writer.write(example.SerializeToString())
 
 
 @pytest.fixture(scope="module")
@@ -171,42 +149,6 @@ def test_evaluation_does_not_change_training_and_writes_every_record(runs):
     eval_scalars, steps = read_losses(str(evaluated / "eval"), tag="masked_lm_accuracy")
     assert steps == [4, 8, 12, 16]
     np.testing.assert_allclose(eval_scalars, [h["masked_lm_accuracy"] for h in history], rtol=1e-6)
-
-
-def test_unigram_and_majority_baselines_by_hand(data):
-    train, heldout = data
-    counts = np.zeros(99)
-    nsp = []
-    for record in tf.data.TFRecordDataset(train).as_numpy_iterator():
-        feature = tf.train.Example.FromString(record).features.feature
-        ids = list(feature["input_ids"].int64_list.value)
-        for position, label, weight in zip(feature["masked_lm_positions"].int64_list.value,
-                                           feature["masked_lm_ids"].int64_list.value,
-                                           feature["masked_lm_weights"].float_list.value):
-            if weight:
-                ids[position] = label
-        for token, real in zip(ids, feature["input_mask"].int64_list.value):
-            if real and token not in (2, 3):  # [CLS] and [SEP]
-                counts[token] += 1
-        nsp.append(feature["next_sentence_labels"].int64_list.value[0])
-    probability = (counts + 1) / (counts.sum() + 99)
-    labels, label_weights, nsp_labels = [], [], []
-    for _, y, w in pretraining_dataset(heldout, 30, 16, 3, is_training=False).as_numpy_iterator():
-        labels.append(y["mlm"].ravel())
-        label_weights.append(w["mlm"].ravel())
-        nsp_labels.append(y["nsp"].ravel())
-    labels, label_weights = np.concatenate(labels), np.concatenate(label_weights)
-    majority = int(np.bincount(nsp).argmax())
-    baselines = DataBaselines.compute([train], EvalData.from_files(heldout, 16, 3, None), 99,
-                                      next_sentence=True)
-    assert baselines.unigram_instances == 64
-    np.testing.assert_allclose(baselines.unigram_masked_lm_loss,
-                               -(np.log(probability[labels]) * label_weights).sum()
-                               / label_weights.sum(), rtol=1e-9)
-    assert baselines.unigram_masked_lm_accuracy == pytest.approx(
-        ((labels == counts.argmax()) * label_weights).sum() / label_weights.sum())
-    assert baselines.majority_next_sentence_accuracy == pytest.approx(
-        np.mean(np.concatenate(nsp_labels) == majority))
 
 
 def test_dynamic_masks_are_the_same_in_every_evaluation(tmp_path):

@@ -6,14 +6,14 @@ loss normalisation and gradient clipping must see the global batch (Keras
 clips each replica's partial gradient before summing them across replicas).
 
 `run_pretraining` holds its arguments in one `PretrainingSettings`
-(`pretraining_settings.py`) and runs these steps: the settings and the data
+(`settings.py`) and runs these steps: the settings and the data
 checked against each other (`kbert.data.pretraining.checks`), the model,
-optimizer, input and checkpoint built (`pretraining_state.py`), an exact
+optimizer, input and checkpoint built (`state.py`), an exact
 resume or `init_checkpoint` restored, the loop `_train` (its compiled step is
-`pretraining_step.py`; progress lines, TensorBoard scalars and the summary are
-`pretraining_progress.py`), then the pre-trained directory and `summary.json`
+`step.py`; progress lines, TensorBoard scalars and the summary are
+`progress.py`), then the pre-trained directory and `summary.json`
 saved. With `eval_input_file` the held-out data is evaluated every
-`eval_every_steps` and at the end (`pretraining_evaluation.py`); with
+`eval_every_steps` and at the end (`evaluation.py`); with
 `do_train=False` a checkpoint is evaluated and nothing trained. This module
 also keeps `model_dir` tidy: a run that fails before its first checkpoint
 leaves no directory behind.
@@ -44,23 +44,23 @@ from kbert.data import PackingConfig
 from kbert.data.pretraining.checks import check_pretraining_data
 from kbert.data.pretraining.checks import named_data_error
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.eval_data import EvalData
 from kbert.files import read_json
 from kbert.files import write_text
-from kbert.training.pretraining_progress import Interval
-from kbert.training.pretraining_progress import Progress
-from kbert.training.pretraining_progress import current_learning_rate
-from kbert.training.pretraining_progress import write_step_losses
-from kbert.training.pretraining_evaluation import EVAL_RESULTS_FILE
-from kbert.training.pretraining_evaluation import EvalData
-from kbert.training.pretraining_evaluation import PeriodicEvaluation
-from kbert.training.pretraining_settings import PretrainingSettings
-from kbert.training.pretraining_state import TrainingState
-from kbert.training.pretraining_state import build_pretrainer_in_scope
-from kbert.training.pretraining_state import build_state
-from kbert.training.pretraining_state import continued_settings
-from kbert.training.pretraining_state import pretrainer_with_heads
-from kbert.training.pretraining_state import restore_checkpoint
-from kbert.training.pretraining_step import make_train_loop
+from kbert.training.pretraining.progress import Interval
+from kbert.training.pretraining.progress import Progress
+from kbert.training.pretraining.progress import current_learning_rate
+from kbert.training.pretraining.progress import write_step_losses
+from kbert.training.pretraining.evaluation import EVAL_RESULTS_FILE
+from kbert.training.pretraining.evaluation import PeriodicEvaluation
+from kbert.training.pretraining.settings import PretrainingSettings
+from kbert.training.pretraining.state import TrainingState
+from kbert.training.pretraining.state import build_pretrainer_in_scope
+from kbert.training.pretraining.state import build_state
+from kbert.training.pretraining.state import continued_settings
+from kbert.training.pretraining.state import pretrainer_with_heads
+from kbert.training.pretraining.state import restore_checkpoint
+from kbert.training.pretraining.step import make_train_loop
 from kbert.training.warmup_stable_decay import StableDecay
 
 SUMMARY_FILE = "summary.json"
@@ -167,7 +167,7 @@ def run_pretraining(
         eval_input_file: str, list of str or None. Held-out TFRecords
             (comma-separated files or globs) evaluated every
             `eval_every_steps` and at the end (see
-            `kbert.training.pretraining_evaluation`): each evaluation is a
+            `kbert.training.pretraining.evaluation`): each evaluation is a
             line of `model_dir/eval_history.jsonl`, TensorBoard scalars under
             `model_dir/eval`, and the last one `model_dir/eval_results.json`.
             Defaults to None (no evaluation).

@@ -20,7 +20,7 @@ from kbert.tasks import Evaluation
 from kbert.tasks import GlueConfig
 from kbert.tasks import GlueTask
 from kbert.training.finetuning import run_finetuning
-from kbert.training.hparam_search import HparamGrid
+from kbert.training.finetuning.hparam_search import HparamGrid
 
 SST2 = os.path.join(TESTDATA, "glue", "SST-2")  # 12 training sentences: 3 steps of 4 per epoch
 STEPS_PER_EPOCH = 3
@@ -192,7 +192,7 @@ def test_a_selection_split_from_training_data_picks_the_step_and_dev_is_scored_o
 def test_the_carved_split_is_seeded_and_keeps_a_paragraphs_questions_together():
     import types
 
-    from kbert.training.finetuning import carve_selection_split
+    from kbert.training.finetuning.selection_split import carve_selection_split
 
     task = tasks.get_task("squad")()  # groups its examples by paragraph
     examples = [types.SimpleNamespace(context=f"paragraph {i // 3}", n=i) for i in range(30)]

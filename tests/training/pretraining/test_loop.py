@@ -1,6 +1,6 @@
 """run_pretraining on tiny real data: losses fall, runs resume and save, bad input fails clearly.
 
-The distributed step (accumulation, strategies) is tested in test_pretraining_step.py,
+The distributed step (accumulation, strategies) is tested in test_step.py,
 the data checks alone in tests/data/pretraining/test_checks.py.
 """
 

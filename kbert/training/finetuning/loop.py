@@ -8,8 +8,8 @@ everything about the task — reading data, the head, metrics, prediction files
 anything, trains with `kbert.training.create_optimizer` (AdamW with
 google-research/bert's linear warm-up and linear decay), evaluates on the dev
 split during training and keeps the best model by the task's `main_metric`
-(`kbert.training.dev_evaluation`), optionally over several seeds
-(`num_restarts`) or a grid of settings (`kbert.training.hparam_search`), writes
+(`kbert.training.finetuning.dev_evaluation`), optionally over several seeds
+(`num_restarts`) or a grid of settings (`kbert.training.finetuning.hparam_search`), writes
 predictions and saves a fine-tuned model directory
 (`kbert.checkpoints.save_finetuned`).
 """
@@ -26,7 +26,6 @@ import warnings
 from typing import Any
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
@@ -39,13 +38,17 @@ from kbert.files import write_text
 from kbert.tasks import Evaluation
 from kbert.tasks import Task
 from kbert.tasks import TaskData
-from kbert.training.outcome_checks import outcome_warnings
 from kbert.tasks import get_task
-from kbert.training import auto_settings
-from kbert.training import hparam_search
-from kbert.training.dev_evaluation import CurvePoint
-from kbert.training.dev_evaluation import DevEvaluation
-from kbert.training.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning import auto_settings
+from kbert.training.finetuning import hparam_search
+from kbert.training.finetuning.dev_evaluation import CurvePoint
+from kbert.training.finetuning.dev_evaluation import DevEvaluation
+from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.outcome_checks import outcome_warnings
+from kbert.training.finetuning.selection_split import carve_selection_split
+from kbert.training.finetuning.selection_split import check_selection_fraction
+from kbert.training.finetuning.training_schedule import TrainingSchedule
+from kbert.training.finetuning.training_schedule import training_schedule
 from kbert.training.optimizer import build_optimizer_state
 from kbert.training.optimizer import create_optimizer
 from kbert.training.strategy import create_strategy
@@ -153,24 +156,6 @@ class Hyperparameters:
     seed: int
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingSchedule:
-    """How long training runs: `num_intervals` Keras epochs of `interval` steps each.
-
-    A Keras epoch is one evaluation interval: a data epoch (`steps_per_data_epoch`
-    steps), or `eval_every_steps` steps.
-    """
-
-    num_intervals: int
-    interval: int
-    steps_per_data_epoch: int
-    warmup_steps: int
-
-    @property
-    def total_steps(self) -> int:
-        return self.num_intervals * self.interval
-
-
 @dataclasses.dataclass
 class _Setup:
     """Everything a training run needs besides its `Hyperparameters`: settings, derived objects."""
@@ -270,7 +255,7 @@ def run_finetuning(
         eval_batch_size: int. Defaults to 64.
         learning_rate: float or `"auto"`. Peak AdamW learning rate; `"auto"`
             takes it from the encoder's width
-            (`kbert.training.auto_settings.AUTO_LEARNING_RATES`). Defaults to "auto".
+            (`kbert.training.finetuning.auto_settings.AUTO_LEARNING_RATES`). Defaults to "auto".
         num_train_epochs: float or `"auto"`. Passes over the training data;
             `"auto"` is 3, or more (up to 10) for small training sets so that
             the run makes at least 300 steps and sees at least 10,000 rows.
@@ -293,7 +278,7 @@ def run_finetuning(
         num_restarts: int. Train this many times (seeds `seed`, `seed + 1`, ...)
             and keep the best on dev, as the BERT paper did for small GLUE
             tasks. Needs `do_eval`. Defaults to 1.
-        hparam_grid: `kbert.training.hparam_search.HparamGrid` or None. Train
+        hparam_grid: `kbert.training.finetuning.hparam_search.HparamGrid` or None. Train
             every point of the grid (each with `num_restarts` seeds) in its time
             budget, keep the best on dev and write its configuration to
             `best_hparams.gin`. Needs `do_eval`.
@@ -410,75 +395,6 @@ def run_finetuning(
 # The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
 HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
                         if name not in RUNTIME_ARGUMENTS)
-
-
-def check_selection_fraction(function: str, fraction: float, do_train: bool) -> None:
-    """Refuses a `selection_fraction` outside [0, 1), or one without training to carve from.
-
-    Args:
-        function: str. The gin configurable named in the message (`run_finetuning`).
-        fraction: float. The bound value.
-        do_train: bool. Whether the run trains.
-
-    Raises:
-        ValueError: naming the binding and the fix.
-
-    Example:
-
-    >>> check_selection_fraction("run_distillation", 0.1, do_train=True)
-    """
-    if not 0.0 <= fraction < 1.0:
-        raise ValueError(f"{function}.selection_fraction={fraction}; it must be in [0, 1) (0 "
-                         "selects on the dev split).")
-    if fraction and not do_train:
-        raise ValueError(f"{function}.selection_fraction carves a selection split from the "
-                         "training data: pass --do_train, or leave it 0.")
-
-
-def carve_selection_split(task: Task, train_examples: list, fraction: float,
-                          seed: int) -> tuple[list, list]:
-    """Holds out a seeded `fraction` of the training examples to select the kept model on.
-
-    Examples of one `task.selection_group` (SQuAD: a paragraph) go to the same
-    side, so nothing is selected on whose text was trained on.
-
-    Args:
-        task: the `Task` (its training examples must be a list, and its
-            `evaluate` must take the same kind of examples: all but
-            retrieval and rerank, whose splits are query sets).
-        train_examples: list. The training split as `task.read` gives it.
-        fraction: float in (0, 1). The share held out.
-        seed: int. The draw's seed (`run_finetuning.seed`).
-
-    Returns:
-        `(train, selection)`: the examples trained on and those held out, each
-        in their original order.
-
-    Raises:
-        ValueError: the task's splits are not lists, or a side would be empty.
-
-    Example:
-
-    >>> train, selection = carve_selection_split(task, examples["train"], 0.1, 12345)
-    """
-    if not isinstance(train_examples, list):
-        raise ValueError(f"run_finetuning.selection_fraction: --task={task.name}'s training data "
-                         "is a query set, not a list of examples; select on dev (leave it 0).")
-    groups: dict[Any, list[int]] = {}
-    for index, example in enumerate(train_examples):
-        group = task.selection_group(example)
-        groups.setdefault(("example", index) if group is None else ("group", group),
-                          []).append(index)
-    keys = list(groups)
-    order = np.random.default_rng(seed).permutation(len(keys))
-    held_groups = max(1, round(fraction * len(keys)))
-    held = sorted(i for k in order[:held_groups] for i in groups[keys[k]])
-    if held_groups >= len(keys):
-        raise ValueError(f"run_finetuning.selection_fraction={fraction} leaves no training "
-                         f"examples out of {len(train_examples)}.")
-    held_set = set(held)
-    return ([e for i, e in enumerate(train_examples) if i not in held_set],
-            [train_examples[i] for i in held])
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,
@@ -643,42 +559,6 @@ def _train_once(setup: _Setup, hparams: Hyperparameters) -> _TrainedRun:
         run.best_step = evaluation.best_step if keep_best else evaluation.curve[-1].step
         run.curve = evaluation.curve
     return run
-
-
-def training_schedule(num_rows: int, batch_size: int, num_train_epochs: float,
-                      warmup_proportion: float | str, eval_every_steps: int) -> TrainingSchedule:
-    """Splits a fine-tuning run into Keras epochs between dev evaluations.
-
-    kbert-finetune and kbert-distill both train on this schedule.
-
-    Args:
-        num_rows: Training rows (examples, windows or packed rows).
-        batch_size: Global batch size.
-        num_train_epochs: Passes over the data (already resolved from `"auto"`).
-        warmup_proportion: A fraction of the steps, or `"auto"`.
-        eval_every_steps: Steps between dev evaluations; 0 evaluates once per epoch.
-
-    Returns:
-        The number of Keras epochs, the steps in each, the steps per pass over the
-        data and the warm-up steps.
-
-    Example:
-        >>> training_schedule(4000, 32, 3.0, 0.1, 0).interval
-        125
-    """
-    # Fractional epochs round to whole steps, spread evenly over whole Keras
-    # epochs; with eval_every_steps a Keras epoch is that many steps and the run
-    # is rounded up to whole ones.
-    steps_per_data_epoch = math.ceil(num_rows / batch_size)
-    total_steps = max(1, round(steps_per_data_epoch * num_train_epochs))
-    if eval_every_steps:
-        interval = min(eval_every_steps, total_steps)
-        num_intervals = math.ceil(total_steps / interval)
-    else:
-        num_intervals = math.ceil(num_train_epochs)
-        interval = math.ceil(total_steps / num_intervals)
-    warmup_steps = auto_settings.resolve_warmup_steps(warmup_proportion, num_intervals * interval)
-    return TrainingSchedule(num_intervals, interval, steps_per_data_epoch, warmup_steps)
 
 
 def _compile(model: keras.Model, task: Task, schedule: TrainingSchedule, learning_rate: float,

@@ -18,12 +18,12 @@ from typing import Callable
 import keras
 import tensorflow as tf
 
-from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_pretrainer
 from kbert.checkpoints.pretrained import ELECTRA_PRETRAINER_WEIGHTS
 from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.checkpoints import load_pretrainer_weights
-from kbert.checkpoints import read_tokenizer_config
+from kbert.checkpoints.model_dir import ModelDir
+from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
 from kbert.data.pretraining.checks import check_same_vocabulary
@@ -31,8 +31,8 @@ from kbert.models import BertPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
 from kbert.training.optimizer import create_optimizer
-from kbert.training.pretraining_settings import PretrainingSettings
-from kbert.training.pretraining_step import distributed_input
+from kbert.training.pretraining.settings import PretrainingSettings
+from kbert.training.pretraining.step import distributed_input
 from kbert.training.strategy import cpu_has_native_bfloat16
 
 
@@ -122,17 +122,35 @@ def continued_settings(settings: PretrainingSettings, files: list[str],
     Raises:
         ValueError: the data's vocabulary is not the directory's, naming both.
     """
-    recorded = read_tokenizer_config(settings.init_checkpoint)
-    vocab_file = recorded["vocab_file"]
+    directory = open_init_checkpoint(settings.init_checkpoint)
+    vocab_file = directory.vocab_file
     if vocab_file is None:
         return settings
     if files:
-        check_same_vocabulary(metadata, files[0], vocab_file,
-                              f"--init_checkpoint={settings.init_checkpoint}")
+        check_same_vocabulary(metadata, files[0], vocab_file, directory.where)
     return dataclasses.replace(
         settings, vocab_file=settings.vocab_file or vocab_file,
-        do_lower_case=(recorded["do_lower_case"] if settings.do_lower_case is None
+        do_lower_case=(directory.do_lower_case if settings.do_lower_case is None
                        else settings.do_lower_case))
+
+
+def open_init_checkpoint(directory: str) -> ModelDir:
+    """Opens `--init_checkpoint` through `kbert.checkpoints.open_model_dir`, checked once.
+
+    Pre-training reads token ids, never text: a directory without a vocabulary
+    opens too (its `vocab_file` is None); one it has must fit the encoder.
+
+    Args:
+        directory: str. `--init_checkpoint`: a pre-trained (or fine-tuned) directory.
+
+    Returns:
+        The opened `ModelDir`.
+
+    Raises:
+        FileNotFoundError: not a model directory, naming `--init_checkpoint`.
+        ValueError: its configs are unreadable or its vocabulary does not fit.
+    """
+    return open_model_dir(directory, flag="--init_checkpoint", vocabulary_optional=True)
 
 
 def build_pretrainer_in_scope(settings: PretrainingSettings) -> keras.Model:
@@ -170,8 +188,7 @@ def pretrainer_with_heads(directory: str, next_sentence: bool,
     Raises:
         ValueError: the directory has no masked-LM head weights, naming it.
     """
-    # `load_pretrainer`, not `open_model_dir`: evaluating TFRecords needs no vocabulary.
-    load_encoder(directory)  # a clear error for a directory that is not a pre-trained one
+    open_init_checkpoint(directory)  # a clear error for a directory that is not a model's
     heads = os.path.join(directory, PRETRAINER_WEIGHTS)
     if not tf.io.gfile.exists(heads):
         raise ValueError(
@@ -276,7 +293,7 @@ def load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
         ValueError: another architecture, or sizes or numerics that differ
             (every differing key in one message).
     """
-    source = load_encoder(directory)
+    source = open_init_checkpoint(directory).encoder()
     encoder = pretrainer.encoder
     if type(source) is not type(encoder):
         raise ValueError(f"--init_checkpoint={directory} holds a {type(source).__name__} but the "

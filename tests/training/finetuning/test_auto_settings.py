@@ -3,11 +3,11 @@ explicit values winning."""
 
 import pytest
 
-from kbert.training import auto_settings
-from kbert.training.auto_settings import resolve_learning_rate
-from kbert.training.auto_settings import resolve_num_train_epochs
-from kbert.training.auto_settings import resolve_train_batch_size
-from kbert.training.auto_settings import resolve_warmup_steps
+from kbert.training.finetuning import auto_settings
+from kbert.training.finetuning.auto_settings import resolve_learning_rate
+from kbert.training.finetuning.auto_settings import resolve_num_train_epochs
+from kbert.training.finetuning.auto_settings import resolve_train_batch_size
+from kbert.training.finetuning.auto_settings import resolve_warmup_steps
 
 
 @pytest.mark.parametrize("hidden_dim, rate", [

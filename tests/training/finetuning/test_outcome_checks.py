@@ -5,7 +5,7 @@ import pytest
 
 from kbert.tasks import get_task
 from kbert.tasks.glue_reader import GlueExample
-from kbert.training.outcome_checks import outcome_warnings
+from kbert.training.finetuning.outcome_checks import outcome_warnings
 
 
 def test_the_flat_loss_of_the_issue_warns_and_a_falling_one_does_not():

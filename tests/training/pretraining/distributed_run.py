@@ -19,7 +19,7 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.dirname(os.path.dirname(HERE))]  # the repo root: import tests.*
+sys.path[:0] = [os.path.dirname(os.path.dirname(os.path.dirname(HERE)))]  # the repo root: tests.*
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -46,7 +46,7 @@ built = []
 
 
 def build(model="bert"):
-    # One layer (as test_pretraining_step.py's default-strategy runs): a strategy
+    # One layer (as test_step.py's default-strategy runs): a strategy
     # treats every layer alike, and each replica's step is traced, so a layer
     # less is seconds less.
     if model == "electra":

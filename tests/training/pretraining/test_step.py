@@ -23,7 +23,7 @@ from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
 from kbert.training import create_optimizer
 from kbert.training import run_pretraining
-from kbert.training.pretraining_step import make_train_loop
+from kbert.training.pretraining.step import make_train_loop
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

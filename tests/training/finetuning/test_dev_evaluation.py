@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from kbert.tasks import Evaluation
-from kbert.training.dev_evaluation import DevEvaluation
-from kbert.training.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.dev_evaluation import DevEvaluation
+from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
 
 STEPS = 2  # steps per Keras epoch (evaluation interval)
 
@@ -92,7 +92,7 @@ def test_a_main_metric_the_task_does_not_report_is_named():
 def test_a_heldout_split_is_named_so_in_the_logs_and_early_stopping_watches_it(caplog):
     """With `selection_fraction` the scored split is carved from training data: its scores are
     `heldout_*`, not `dev_*`, in Keras's logs and in the log line, and still pick the step."""
-    caplog.set_level("INFO", logger="kbert.training.dev_evaluation")
+    caplog.set_level("INFO", logger="kbert.training.finetuning.dev_evaluation")
     model, evaluation, scripted, history = _fit([0.5, 0.8, 0.7, 0.6], patience=2,
                                                 split="heldout")
     assert history.history["heldout_score"] == [0.5, 0.8, 0.7, 0.6]
