@@ -60,8 +60,6 @@ from kbert.checkpoints.pretrained import save_pretrained
 from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
 from kbert.checkpoints.vocabulary_extension import VocabularyExtension
 from kbert.checkpoints.vocabulary_extension import check_extendable
-from kbert.checkpoints.vocabulary_extension import count_words
 from kbert.checkpoints.vocabulary_extension import extend_vocabulary
-from kbert.checkpoints.vocabulary_extension import frequent_split_words
 from kbert.checkpoints.vocabulary_extension import read_words_file
 from kbert.checkpoints.weight_map import weight_names

@@ -22,8 +22,8 @@ import numpy as np
 
 from kbert.checkpoints.converted_model import ConvertedModel
 from kbert.checkpoints.safetensors_files import SafetensorsFiles
-from kbert.data.tokenizer_json import TOKENIZER_JSON
-from kbert.data.tokenizer_json import read_tokenizer_json
+from kbert.data.tokenizers import TOKENIZER_JSON
+from kbert.data.tokenizers import read_tokenizer_json
 from kbert.files import atomic_directory
 from kbert.files import copy_file
 from kbert.files import local_output

@@ -32,7 +32,11 @@ import tensorflow as tf
 
 from kbert.checkpoints.config_files import read_encoder_config
 from kbert.checkpoints.config_files import write_encoder_config
-from kbert.data.tokenizer_json import TOKENIZER_JSON
+from kbert.data.tokenizers import TOKENIZER_CONFIG
+from kbert.data.tokenizers import VOCAB  # noqa: F401  The directory's file names, for importers.
+from kbert.data.tokenizers import recorded_lower_case
+from kbert.data.tokenizers import tokenizer_class
+from kbert.data.tokenizers import tokenizer_file
 from kbert.files import copy_file
 from kbert.files import local_copy
 from kbert.files import local_output
@@ -44,8 +48,6 @@ from kbert.models.encoder import Encoder
 from kbert.models.registry import architecture_of
 
 BERT_CONFIG = "bert_config.json"
-VOCAB = "vocab.txt"
-TOKENIZER_CONFIG = "tokenizer_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
 PRETRAINER_WEIGHTS = "pretrainer.weights.h5"
 SENTENCE_CONFIG = "sentence_config.json"
@@ -264,27 +266,20 @@ def read_tokenizer_config(directory: str) -> dict:
 
     Returns:
         A dict with `vocab_file` (the `vocab.txt`, else a byte-level BPE
-        `tokenizer.json`, else None) and `do_lower_case` (bool or None when
-        not recorded).
+        `tokenizer.json`, else None: `kbert.data.tokenizers.tokenizer_file`)
+        and `do_lower_case` (bool or None when not recorded).
     """
-    vocab_file = None
-    for name in (VOCAB, TOKENIZER_JSON):
-        if vocab_file is None and tf.io.gfile.exists(os.path.join(directory, name)):
-            vocab_file = os.path.join(directory, name)
-    settings = {"vocab_file": vocab_file, "do_lower_case": None}
-    path = os.path.join(directory, TOKENIZER_CONFIG)
-    if tf.io.gfile.exists(path):
-        settings["do_lower_case"] = read_json(path).get("do_lower_case")
-    return settings
+    return {"vocab_file": tokenizer_file(directory),
+            "do_lower_case": recorded_lower_case(directory)}
 
 
 def tokenizer_file_name(vocab_file: str) -> str:
     """The name a tokenizer file has in a model directory: `tokenizer.json` or `vocab.txt`.
 
     A `.json` file is a Hugging Face `tokenizer.json` (byte-level BPE); any
-    other is a WordPiece `vocab.txt`.
+    other is a WordPiece `vocab.txt` (`kbert.data.tokenizers.tokenizer_class`).
     """
-    return TOKENIZER_JSON if vocab_file.endswith(".json") else VOCAB
+    return tokenizer_class(vocab_file).file_name
 
 
 def read_sentence_config(directory: str) -> dict | None:
