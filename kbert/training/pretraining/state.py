@@ -174,7 +174,7 @@ def build_pretrainer_in_scope(settings: PretrainingSettings) -> keras.Model:
 
 def pretrainer_with_heads(directory: str, next_sentence: bool,
                           strategy: tf.distribute.Strategy) -> keras.Model:
-    """The `BertPretrainer` of a pre-trained directory, refusing one without its masked-LM head.
+    """The architecture's masked-LM pre-trainer of a directory, refusing one without its head.
 
     Args:
         directory: str. A pre-trained directory (`kbert-pretrain` or `kbert-convert` output).
