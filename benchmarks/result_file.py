@@ -34,6 +34,7 @@ figures, as benchmarks/own_data.py writes them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 from typing import Any
+from typing import Iterator
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS_DIR = os.path.join(REPO, "benchmarks", "results")
@@ -73,12 +75,22 @@ def add_flags(parser: argparse.ArgumentParser, name: str) -> None:
 
 
 def work_dir(args: argparse.Namespace, prefix: str = "kbert-bench-") -> str:
-    """Returns `--work_dir`, created, or a new temporary directory when it is unset."""
+    """Returns `--work_dir`, created, or a new temporary directory (the caller removes it)."""
     if args.work_dir:
         os.makedirs(args.work_dir, exist_ok=True)
         return args.work_dir
-    args.work_dir = tempfile.mkdtemp(prefix=prefix)
-    return args.work_dir
+    return tempfile.mkdtemp(prefix=prefix)
+
+
+@contextlib.contextmanager
+def scratch_dir(args: argparse.Namespace, prefix: str = "kbert-bench-") -> Iterator[str]:
+    """Yields `--work_dir` (created, kept), or a temporary directory removed afterwards."""
+    if args.work_dir:
+        os.makedirs(args.work_dir, exist_ok=True)
+        yield args.work_dir
+    else:
+        with tempfile.TemporaryDirectory(prefix=prefix) as directory:
+            yield directory
 
 
 def machine() -> dict:
