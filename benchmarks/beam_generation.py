@@ -34,9 +34,7 @@ import time
 from data_generation import _tree_memory_mb
 from data_generation import prepare_corpus
 from data_generation import repeat_corpus
-from result_file import add_flags
-from result_file import work_dir
-from result_file import write_result
+import result_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BEAM_ARGS = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
@@ -108,7 +106,7 @@ def main():
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1, help="Alternating local/Beam pairs.")
     parser.add_argument("--vocab", action="store_true", help="Also compare build_vocab both ways.")
-    add_flags(parser, "beam_generation")
+    result_file.add_flags(parser, "beam_generation")
     args = parser.parse_args()
     args.corpus_dir = args.corpus_dir or os.path.join(args.data_dir, "corpus", "gutenberg")
     args.vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab",
@@ -116,7 +114,7 @@ def main():
     if not os.path.isdir(args.corpus_dir) or not os.path.exists(args.vocab_file):
         sys.exit(f"corpus ({args.corpus_dir}) or vocab ({args.vocab_file}) missing")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    tmp = work_dir(args, prefix="kbert-beam-generation-")
+    tmp = result_file.work_dir(args, prefix="kbert-beam-generation-")
     try:
         _benchmark(args, env, tmp)
     finally:
@@ -179,7 +177,7 @@ def _benchmark(args, env, tmp):
     same_vocab = _vocab(files, env, tmp) if args.vocab else None
     ratio = {"wall": beam[0] / local[0], "cpu": beam[1] / local[1],
              "mb_per_cpu_s_once_started": beam[4] / local[4], "peak_pss": beam[6] / local[6]}
-    write_result(
+    result_file.write_result(
         args, name="beam_generation", title="Pre-training data on Apache Beam vs the local pool",
         area="pre-training data", load_average_at_start=load_start,
         headline=(f"Beam's DirectRunner writes {'the same' if same else 'DIFFERENT'} files as the "

@@ -175,8 +175,10 @@ def write_result(args: argparse.Namespace, *, name: str, title: str, area: str, 
               "commit": commit(), "command": command(), "provenance": "rerun",
               "figures": figures, **extra}
     problems = validate(result)
-    if problems:
-        raise ValueError(f"result of {name}: " + "; ".join(problems))
+    if problems:  # keep the run's figures beside the file, but never render them as they are
+        save(result, args.result_file + ".invalid")
+        raise ValueError(f"result of {name} kept in {args.result_file}.invalid, not written: "
+                         + "; ".join(problems))
     save(result, args.result_file)
     print(f"result written to {os.path.relpath(args.result_file, REPO)}", flush=True)
     return args.result_file
