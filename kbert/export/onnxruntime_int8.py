@@ -1,12 +1,11 @@
 """int8 for kbert-serve: the model as an ONNX Runtime int8 graph beside the SavedModel.
 
-Why ONNX Runtime: measured on the same models (BENCHMARKS.md, `benchmarks/
-onnxruntime_int8.py`), TensorFlow's oneDNN int8 (the SavedModel's own int8
-graph, `kbert.layers.quantize_int8`) ran 0.76-1.09x float32's speed at batch 1
-and 1.42-1.99x at batch 32, because TensorFlow's oneDNN int8 matmul reorders its
-weights on every call; ONNX Runtime's dynamic int8 (`MatMulInteger`: int8
-weights per output channel, uint8 activations quantized per call, VNNI kernels)
-ran 2.8-3.9x and 1.9-2.6x (the model alone). TFLite cannot hold the raw-text
+Why ONNX Runtime: measured on the same models (see BENCHMARKS.md, onnxruntime_int8),
+TensorFlow's oneDNN int8 (the SavedModel's own int8 graph,
+`kbert.layers.quantize_int8`) barely beat float32 at batch 1, because TensorFlow's
+oneDNN int8 matmul reorders its weights on every call; ONNX Runtime's dynamic
+int8 (`MatMulInteger`: int8 weights per output channel, uint8 activations
+quantized per call, VNNI kernels) met the 2x aim (the model alone). TFLite cannot hold the raw-text
 tokenizer ops without Select TF ops; OpenVINO was not measured. ONNX Runtime
 runs only the model, between the SavedModel's own tokenization and
 answer-making halves (`ServingModule.split_signatures`), so raw text in,

@@ -3,8 +3,8 @@
 `kbert-export --quantize=int8` writes, for models whose signatures run the model
 once per text (classification, regression, re-ranking, embeddings), the model
 as an ONNX Runtime int8 graph beside the SavedModel, because ONNX Runtime's int8
-kernels ran 2.8-3.9x float32's speed at batch 1 where TensorFlow's ran about
-1x (BENCHMARKS.md). A version that has one holds:
+kernels are several times float32's speed at batch 1 where TensorFlow's are not
+(see BENCHMARKS.md, onnxruntime_int8). A version that has one holds:
 
     assets.extra/onnxruntime/kbert_onnxruntime.json
         {"model": "model.int8.onnx", "inputs": [...], "output": "outputs",
