@@ -102,7 +102,7 @@ def convert_int8(model, path: str, timeout_s: float = 3600) -> int:
 
     Example:
 
-    >>> convert_int8(module.model, "/tmp/model.int8.onnx")
+    >>> convert_int8(module.model, "model.int8.onnx")
     37
     """
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
