@@ -271,16 +271,16 @@ def write(args, rows: list, marginal: dict, big_size: int, load: float) -> None:
     def row(tool, dupe, workers=None):
         return next((r for r in rows if r[0] == tool and r[1] == big_size and r[2] == dupe
                      and (workers is None or r[3] == workers)), None)
-    kbert, original = row("kbert", 5, 2), row("original", 5)
+    ours, original = row("kbert", 5, 2), row("original", 5)
     started = {tool: marginal.get((tool, 5, 2 if tool == "kbert" else 1)) for tool in ("kbert", "original")}
     if original and started["original"]:
         ratio = started["kbert"] / started["original"]
         headline = (f"Once started, {ratio:.1f}x google-research/bert's throughput at dupe_factor 5 "
                     f"({started['kbert']:.2f} vs {started['original']:.2f} MB/s); "
-                    f"{original[4] / kbert[4]:.1f}x end to end on {big_size / 1e6:.0f} MB.")
+                    f"{original[4] / ours[4]:.1f}x end to end on {big_size / 1e6:.0f} MB.")
         met = ratio >= 20
     else:
-        headline = (f"kbert alone (no --original_script): {kbert[6]:.2f} MB/s end to end on "
+        headline = (f"kbert alone (no --original_script): {ours[6]:.2f} MB/s end to end on "
                     f"{big_size / 1e6:.0f} MB at dupe_factor 5, 2 workers.")
         met = None
     columns = ("tool", "input_bytes", "dupe_factor", "workers", "wall_s", "cpu_s", "mb_per_s",
