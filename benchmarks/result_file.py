@@ -162,6 +162,18 @@ def write_result(args: argparse.Namespace, *, name: str, title: str, area: str, 
 
     Returns:
         The path written, or None when `--result_file` is empty.
+
+    Example:
+
+    >>> result_file.add_flags(parser, "packing")
+    >>> args = parser.parse_args()
+    >>> load = os.getloadavg()[0]
+    >>> ...  # the benchmark
+    >>> result_file.write_result(
+    ...     args, name="packing", title="Sequence packing", area="pre-training data",
+    ...     headline="Packing at length 512: 3.2x real tokens per second.",
+    ...     reference="the same batches padded, same run", aim=">= 1.5x", met=True,
+    ...     figures={"speed_up": 3.2}, load_average_at_start=load)
     """
     if not getattr(args, "result_file", None):
         return None
@@ -198,7 +210,11 @@ def validate(result: dict) -> list[str]:
 
 
 def save(result: dict, path: str) -> None:
-    """Writes `result` as indented JSON to `path` atomically (temporary sibling, then rename)."""
+    """Writes `result` as indented JSON to `path` atomically (temporary sibling, then rename).
+
+    Not `kbert.files.write_text`: that imports TensorFlow, and report.py and its test read and
+    write result files with the standard library alone.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=directory, suffix=".incomplete")
