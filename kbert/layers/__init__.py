@@ -3,6 +3,7 @@
 from kbert.layers.activations import ACTIVATION_NAMES
 from kbert.layers.activations import get_activation
 from kbert.layers.bert_masked_lm_head import BertMaskedLMHead
+from kbert.layers.fast_masked_lm_head import FastMaskedLMHead
 from kbert.layers.cross_entropy import sparse_softmax_cross_entropy
 from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 from kbert.layers.crf import LinearChainCrf
@@ -13,6 +14,7 @@ from kbert.layers.gelu import gelu_approximate
 from kbert.layers.int8_dense import Int8Dense
 from kbert.layers.int8_dense import Int8EinsumDense
 from kbert.layers.int8_dense import int8_layers
+from kbert.layers.int8_dense import onednn_int8_problem
 from kbert.layers.int8_dense import quantize_int8
 from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.layer_mix import layer_indexes
