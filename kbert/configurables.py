@@ -104,6 +104,13 @@ PackingConfig = _configurable(data.PackingConfig)
 # The warmup-stable-decay schedule: `run_pretraining.stable_decay = @StableDecay()` with
 # `StableDecay.decay_fraction = 0.1` and `StableDecay.decay_shape = "1-sqrt"`.
 StableDecay = _configurable(training.StableDecay)
+# ModernBERT's recipe (gin/modernbert_pretrain.gin): `run_pretraining.optimizer_config =
+# @OptimizerConfig()` with `OptimizerConfig.beta_2 = 0.98`; `run_pretraining.batch_size_warmup
+# = @BatchSizeWarmup()` with `BatchSizeWarmup.min_batch_size = 768`; and mmBERT's
+# `run_pretraining.masking_schedule = @MaskingSchedule()` (30% -> 15% -> 5%).
+OptimizerConfig = _configurable(training.OptimizerConfig)
+BatchSizeWarmup = _configurable(training.BatchSizeWarmup)
+MaskingSchedule = _configurable(data.MaskingSchedule)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))

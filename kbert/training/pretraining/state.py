@@ -49,8 +49,10 @@ class TrainingState:
     manager: tf.train.CheckpointManager | None
     # The checkpoint in model_dir this run resumes from, or None.
     latest: str | None
-    # Made by the driver's loop: the traced loop and the TensorBoard writer.
-    train_loop: Callable[[tf.Tensor], Any] | None = None
+    # Made by the driver's loop: the traced loops (one per number of micro-batches a
+    # step takes, which batch-size warmup changes) and the TensorBoard writer.
+    train_loops: dict[int, Callable[[tf.Tensor], Any]] = dataclasses.field(default_factory=dict)
+    layouts: dict[int, list[tuple[str, tuple[int, ...]]]] = dataclasses.field(default_factory=dict)
     writer: tf.summary.SummaryWriter | None = None
 
     def release(self) -> None:
@@ -61,7 +63,8 @@ class TrainingState:
         # this state may hold them. An iterator left for the interpreter's exit
         # is destroyed there, and its tf.data threads, busy until then, can
         # hold up the exit for minutes.
-        self.train_loop = self.next_batch = self.iterator = None
+        self.train_loops = {}
+        self.next_batch = self.iterator = None
         self.checkpoint = self.manager = None
         gc.collect()
 
@@ -227,7 +230,8 @@ def _build_in_scope(settings: PretrainingSettings
             optimizer = create_optimizer(
                 settings.learning_rate, steps, min(settings.num_warmup_steps, steps),
                 settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
-                dtype_policy=dtype_policy, stable_decay=settings.stable_decay)
+                dtype_policy=dtype_policy, stable_decay=settings.stable_decay,
+                **dataclasses.asdict(settings.optimizer_settings))
             optimizer.build(pretrainer.trainable_variables)
             global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -254,9 +258,30 @@ def _make_input(settings: PretrainingSettings, files: list[str], next_sentence: 
             shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
             input_context=context, masking=settings.masking,
             masking_config=settings.masking_config, vocab_file=settings.vocab_file,
-            packing=settings.packing)
+            packing=settings.packing, masking_rate=_masking_rate(settings, context))
 
     return distributed_input(settings.strategy, dataset_fn)
+
+
+def _masking_rate(settings: PretrainingSettings, context: tf.distribute.InputContext
+                  ) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    """`masking_schedule`'s rate of a pipeline's n-th batch: the rate of the step it feeds.
+
+    Each step takes, from each input pipeline, one batch per replica it
+    serves for each of its micro-batches (`batch_schedule`), so the batch
+    number gives the step exactly, batch-size warmup included.
+    """
+    schedule = settings.masking_schedule
+    if schedule is None:
+        return None
+    batches = settings.batch_schedule
+    replicas = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
+
+    def masking_rate(batch_number: tf.Tensor) -> tf.Tensor:
+        step = batches.step_of_micro_batch(tf.cast(batch_number, tf.int64) // replicas)
+        return schedule.rate_at(step, settings.num_train_steps)
+
+    return masking_rate
 
 
 def restore_checkpoint(settings: PretrainingSettings, state: TrainingState) -> int:

@@ -6,6 +6,7 @@ five words of Emma's first chapter; pre-training data made from that chapter
 with the extended `vocab.txt`, held out: the opening of Moby Dick.
 """
 
+import json
 import math
 import os
 
@@ -142,6 +143,12 @@ def test_run_starts_at_the_extended_models_loss_and_heldout_loss_falls(dirs, tmp
     before = evaluate_pretrainer(extended, dirs["heldout"], batch_size=16)["masked_lm_loss"]
     after = summary["eval_results"]["masked_lm_loss"]
     assert after < before - 0.5, (before, after)
+    # The "before" figure: the directory evaluated ahead of the first step, step 0 of the history.
+    history = [json.loads(line) for line in open(tmp_path / "run" / "eval_history.jsonl")]
+    assert [line["step"] for line in history] == [0, 8]
+    assert history[0]["masked_lm_loss"] == pytest.approx(before, rel=1e-5)
+    assert [line for line in lines if line.startswith("eval step ")][0].startswith(
+        f"eval step 0  masked_lm_loss {before:.4f}")
     # The written directory is the extended model's: its vocabulary and numerics.
     assert read_vocab(str(tmp_path / "run" / "vocab.txt")) == read_vocab(
         os.path.join(dirs["extended"], "vocab.txt"))
@@ -214,12 +221,12 @@ def test_a_modernbert_context_extension_sets_length_and_theta_but_no_size(tmp_pa
                                 local_attention_window=8, global_rope_theta=10000.0)
     save_pretrained(directory, encoder,
                     vocab_file=os.path.join(TESTDATA, "bpe_tokenizer.json"))
-    configurables.parse_gin(["continue_pretraining.gin"], [
-        "ModernBertEncoder.max_sequence_length = 8192",
-        "ModernBertEncoder.global_rope_theta = 160000.0"])
+    # The documented phase: gin/modernbert_context_extension.gin (8,192 tokens, theta 160,000).
+    configurables.parse_gin(["modernbert_context_extension.gin"])
     bound = configurables.encoder_from_directory(directory)
     continued = configurables.pretrainer().encoder
     assert (continued.max_sequence_length, continued.global_rope_theta) == (8192, 160000.0)
+    assert gin.query_parameter("run_pretraining.max_seq_length") == 8192
     assert "max_sequence_length" not in bound and bound["num_layers"] == 3
     assert (continued.num_layers, continued.hidden_dim, continued.local_attention_window) == (
         3, 16, 8)
