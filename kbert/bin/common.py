@@ -182,7 +182,7 @@ def run(main: Callable[[list[str]], None]) -> None:
             sys.exit(2)
         except KeyboardInterrupt as e:
             program = os.path.basename(sys.argv[0])
-            print(f"{program}: {e or 'interrupted by SIGINT'}", file=sys.stderr)
+            print(f"{program}: {str(e) or 'interrupted by SIGINT'}", file=sys.stderr)
             sys.exit(getattr(e, "exit_code", 130))
 
     app.run(guarded)
