@@ -8,12 +8,16 @@
     kbert-pretrain --gin_file=gin/continue_pretraining.gin --init_checkpoint=out/minilm \\
         --input_file='domain/train-*.tfrecord' --eval_input_file='domain/heldout-*.tfrecord' \\
         --model_dir=out/minilm-domain
+    kbert-pretrain --gin_file=gin/modernbert_context_extension.gin --init_checkpoint=out/mb_1024 \\
+        --input_file='long/train-*.tfrecord' --model_dir=out/mb_8192
     kbert-pretrain --nodo_train --do_eval --init_checkpoint=out/converted \\
         --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/eval_converted
 
 Re-running the same command after a crash resumes from the last checkpoint in
-`--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin); the
-encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
+`--model_dir`; Ctrl-C (SIGINT) or SIGTERM first finishes the step, saves a checkpoint
+there and exits 130 / 143 with one line saying so. Hyperparameters are gin bindings
+(see gin/pretrain.gin; `gin/modernbert_base.gin` carries ModernBERT's recipe, docs/pretraining.md,
+"ModernBERT"); the encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
 unless your own gin file or `--gin_params` sets `BertEncoder.vocabulary_size`.
 With `--init_checkpoint`, the encoder (sizes, activation, LayerNorm epsilon,
 vocabulary) is the directory's: a gin file need bind no size, a binding that
@@ -21,8 +25,8 @@ contradicts the directory is an error, and the data must have been made with
 the directory's `vocab.txt` (see docs/pretraining.md, "Continue pre-training
 on your domain").
 `--eval_input_file` evaluates held-out data every `run_pretraining.eval_every_steps`
-(default: each checkpoint) and at the end (see docs/pretraining.md, "Is my
-pre-training working?").
+(default: each checkpoint), at the end and, from `--init_checkpoint`, before the first
+step (step 0: the "before" figure; see docs/pretraining.md, "Is my pre-training working?").
 """
 
 from __future__ import annotations
