@@ -52,8 +52,8 @@ flags.adopt_module_key_flags(vocab_build)
 def extend() -> None:
     """Chooses the words, writes the extended directory and prints what was added."""
     from kbert import checkpoints
+    from kbert.data.vocab import choose_split_words
     from kbert.data.vocab import count_words
-    from kbert.data.vocab import frequent_split_words
     from kbert.files import check_output_dir
 
     for name in ("model_dir", "output_dir"):
@@ -72,7 +72,10 @@ def extend() -> None:
     counts = None
     if FLAGS.corpus:
         counts = count_words(FLAGS.corpus, directory.tokenizer)
-        words = frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        choice = choose_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        for line in choice.report():  # How many words passed --min_count; fewer than asked?
+            print(line, flush=True)
+        words = choice.words
     else:
         words = checkpoints.read_words_file(FLAGS.words_file)
     extension = checkpoints.extend_vocabulary(

@@ -9,7 +9,9 @@ into (what `kbert-vocab extend` chooses new tokens from).
 """
 
 from kbert.data.vocab.builder import build_vocab
+from kbert.data.vocab.coverage import SplitWordChoice
 from kbert.data.vocab.coverage import WordCounter
 from kbert.data.vocab.coverage import WordCounts
+from kbert.data.vocab.coverage import choose_split_words
 from kbert.data.vocab.coverage import count_words
 from kbert.data.vocab.coverage import frequent_split_words
