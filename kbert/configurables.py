@@ -273,16 +273,15 @@ def _is_bound(parameter: str) -> bool:
 
 
 def _data_vocabulary_size(input_file: str, vocab_file: str | None) -> int | None:
-    """The vocabulary size the data's sidecar records, else `vocab_file`'s line count."""
+    """The vocabulary size the data's sidecar records, else `vocab_file`'s (any tokenizer file)."""
     try:
         metadata = data.read_pretraining_metadata(list_input_files(input_file))
     except FileNotFoundError:
         return None  # run_pretraining names the flag
     if metadata and metadata.get("vocab_size"):
         return int(metadata["vocab_size"])
-    if vocab_file and os.path.isfile(vocab_file):
-        with open(vocab_file, encoding="utf-8") as f:
-            return sum(1 for _ in f)
+    if vocab_file and os.path.isfile(vocab_file):  # A vocab.txt or a tokenizer.json.
+        return len(data.tokenizers.tokenizer_class(vocab_file).read_vocabulary(vocab_file))
     return None
 
 

@@ -57,8 +57,10 @@ flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to continue 
                     "only), e.g. a kbert-convert output; its sizes, activation and LayerNorm "
                     "epsilon are used (no size gin file needed). Ignored when --model_dir has a "
                     "checkpoint.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fine-tuning and "
-                    "export find it (default: the one named by the data's sidecar).")
+flags.DEFINE_string("vocab_file", None, "The tokenizer file the data was made with (a vocab.txt "
+                    "or a byte-level BPE tokenizer.json), copied into --model_dir so fine-tuning "
+                    "and export find it; data made with another is refused (default: the one "
+                    "named by the data's sidecar).")
 flags.DEFINE_bool("do_lower_case", None, "Whether the data was lower-cased; recorded in "
                   "--model_dir (default: the data's sidecar value).")
 flags.DEFINE_string(

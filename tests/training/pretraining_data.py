@@ -119,7 +119,7 @@ def write_character_data(directory):
     create_pretraining_data(
         os.path.join(TESTDATA, "emma_chapter1.txt"), data_file, vocab_file,
         max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
-        dupe_factor=1, num_workers=1, masking="dynamic")
+        dupe_factor=1, num_workers=1, masking="dynamic", next_sentence="none")  # ELECTRA: no NSP
     return data_file, vocab_file
 
 

@@ -30,8 +30,6 @@ from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.data.pretraining.instances import VocabInfo
 from kbert.data.pretraining.metadata import list_data_files
 from kbert.data.pretraining.metadata import read_pretraining_metadata
-from kbert.data.vocabulary import PRETRAINING_TOKENS
-from kbert.data.vocabulary import read_vocab
 from kbert.data.pretraining.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
 
 
@@ -113,8 +111,9 @@ def pretraining_dataset(
             to "static".
         masking_config: `MaskingConfig` or None. Rate, split, whole words and
             n-grams of dynamic masking. Defaults to `MaskingConfig()`.
-        vocab_file: str or None. The vocabulary of dynamic masking; defaults
-            to the one the sidecar names.
+        vocab_file: str or None. The tokenizer file (`vocab.txt` or
+            `tokenizer.json`) of dynamic masking; defaults to the one the
+            sidecar names.
         packing: `PackingConfig` or None. Pack several instances per row
             (None: one instance per row, padded). Defaults to None.
         masking_rate: callable or None. Dynamic masking only: the rate of
@@ -287,14 +286,15 @@ def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sen
 
 
 def _vocab_info(vocab_file: str | None, metadata: dict[str, Any] | None) -> VocabInfo:
-    """The special ids and `##` pieces of the vocabulary dynamic masking uses."""
+    """The special ids and word continuations of the tokenizer dynamic masking uses."""
     vocab_file = vocab_file or (metadata or {}).get("vocab_file")
     if not vocab_file or not tf.io.gfile.exists(vocab_file):
         raise ValueError(
-            f"masking='dynamic' needs the vocabulary ([CLS], [SEP], [MASK] and ## pieces) but "
+            f"masking='dynamic' needs the tokenizer file ([CLS], [SEP], [MASK] and the pieces "
+            f"that continue words) but "
             f"{'none is named' if not vocab_file else repr(vocab_file) + ' does not exist'}; pass "
-            "vocab_file= (kbert-pretrain: --vocab_file).")
-    return VocabInfo.from_vocab(read_vocab(vocab_file, PRETRAINING_TOKENS))
+            "vocab_file= (kbert-pretrain: --vocab_file, a vocab.txt or tokenizer.json).")
+    return VocabInfo.from_file(vocab_file)
 
 
 def _packer(packing: PackingConfig, max_seq_length: int, max_predictions_per_seq: int,

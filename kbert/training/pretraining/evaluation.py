@@ -115,7 +115,7 @@ class PretrainingEvaluator:
                 batches += 1
         except tf.errors.OpError as e:
             if isinstance(e, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)):
-                raise named_data_error(list(self.data.files), e) from None
+                raise named_data_error(list(self.data.files), e, "--eval_input_file") from None
             raise
         finally:
             for v, value in zip(self._rng_states, saved):

@@ -49,6 +49,7 @@ from kbert.data.pretraining.dynamic_masking import MaskingSchedule
 from kbert.data.pretraining.eval_data import EvalData
 from kbert.files import read_json
 from kbert.files import write_text
+from kbert.training.pretraining.data_tokenizer import check_data_tokenizers
 from kbert.training.pretraining.progress import Interval
 from kbert.training.pretraining.progress import Progress
 from kbert.training.pretraining.progress import current_learning_rate
@@ -252,8 +253,9 @@ def run_pretraining(
                                                  max_predictions_per_seq, masking)
     eval_data = (EvalData.from_files(eval_input_file, max_seq_length, max_predictions_per_seq,
                                      masking) if settings.evaluates else None)
+    check_data_tokenizers(settings, files, metadata, eval_data)  # Before anything is built.
     if init_checkpoint and do_train:
-        settings = continued_settings(settings, files, metadata)
+        settings = continued_settings(settings)
     _check_writable(model_dir)
     settings = settings.with_sidecar_defaults(metadata)
     if not do_train:

@@ -26,7 +26,7 @@ from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
-from kbert.data.pretraining.checks import check_same_vocabulary
+from kbert.data.pretraining.checks import sentence_task_note
 from kbert.models import MaskedLMPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
@@ -84,7 +84,10 @@ def build_state(settings: PretrainingSettings, files: list[str],
     """
     pretrainer, optimizer, global_step = _build_in_scope(settings)
     check_data_vocabulary(metadata, files[0], pretrainer.encoder.vocabulary_size,
-                          pretrainer.next_sentence, settings.vocab_file)
+                          pretrainer.next_sentence, type(pretrainer.encoder).__name__)
+    note = sentence_task_note(metadata, files[0], pretrainer.next_sentence)
+    if note and settings.chief:
+        settings.print_fn(note)
     latest = tf.train.latest_checkpoint(settings.model_dir)
     iterator, next_batch = _make_input(settings, files, pretrainer.next_sentence, latest)
     # Keras keeps each Dropout's RNG in a SeedGenerator whose state variable is
@@ -105,32 +108,24 @@ def build_state(settings: PretrainingSettings, files: list[str],
                          manager, latest)
 
 
-def continued_settings(settings: PretrainingSettings, files: list[str],
-                       metadata: dict[str, Any] | None) -> PretrainingSettings:
+def continued_settings(settings: PretrainingSettings) -> PretrainingSettings:
     """A continued run's vocabulary and case: the `init_checkpoint` directory's.
 
-    The data must have been made with the directory's `vocab.txt` (the same
-    content: after `kbert-vocab extend`, the extended one); the directory's
-    vocabulary and `do_lower_case` are what the run writes into `model_dir`
-    unless `vocab_file` / `do_lower_case` were given.
+    The directory's tokenizer file and `do_lower_case` are what the run writes
+    into `model_dir` unless `vocab_file` / `do_lower_case` were given. (That
+    the data was made with it, after `kbert-vocab extend` the extended one,
+    `data_tokenizer.check_data_tokenizers` checked before.)
 
     Args:
         settings: the run's `PretrainingSettings`, with `init_checkpoint`.
-        files: list of str. The training data files.
-        metadata: dict or None. Their sidecar.
 
     Returns:
         The settings with the directory's vocabulary and case filled in.
-
-    Raises:
-        ValueError: the data's vocabulary is not the directory's, naming both.
     """
     directory = open_init_checkpoint(settings.init_checkpoint)
     vocab_file = directory.vocab_file
     if vocab_file is None:
         return settings
-    if files:
-        check_same_vocabulary(metadata, files[0], vocab_file, directory.where)
     return dataclasses.replace(
         settings, vocab_file=settings.vocab_file or vocab_file,
         do_lower_case=(directory.do_lower_case if settings.do_lower_case is None

@@ -262,8 +262,8 @@ def test_dynamic_masking_needs_a_vocabulary(tmp_path, dynamic_file):
     metadata["vocab_file"] = str(tmp_path / "gone.txt")
     with open(copy + ".meta.json", "w") as f:
         json.dump(metadata, f)
-    with pytest.raises(ValueError, match=r"needs the vocabulary .* '.*gone.txt' does not exist; "
-                                         r"pass vocab_file="):
+    with pytest.raises(ValueError, match=r"needs the tokenizer file .* '.*gone.txt' does not "
+                                         r"exist; pass vocab_file="):
         pretraining_dataset(copy, 8, L, P, masking="dynamic")
 
 

@@ -164,8 +164,9 @@ def test_data_of_another_vocabulary_stops_naming_both(dirs, tmp_path):
     configurables.parse_gin(["pretrain.gin"], ["BertPretrainer.next_sentence = False"])
     configurables.encoder_from_directory(dirs["extended"])
     with pytest.raises(ValueError, match=r"old\.tfrecord\.meta\.json\) says the data was made "
-                                         r"with .*source/vocab\.txt .* but --init_checkpoint=.*"
-                                         r"extended has .*extended/vocab\.txt"):
+                                         r"with the WordPiece .*source/vocab\.txt .* but the "
+                                         r"model's tokenizer is the WordPiece .*extended/vocab\.txt"
+                                         r" .*, from --init_checkpoint=.*extended: "):
         run_pretraining(other, str(tmp_path / "run"), configurables.pretrainer,
                         init_checkpoint=dirs["extended"], print_fn=lambda _: None,
                         train_batch_size=4, max_seq_length=SEQ,

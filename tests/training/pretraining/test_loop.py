@@ -253,8 +253,11 @@ def test_beam_output_is_checked_by_its_sidecar_and_trains(tool_data, tmp_path):
         _run(beam, tmp_path / "refused", max_seq_length=32)
     other_vocab = tmp_path / "other_vocab.txt"
     other_vocab.write_text("\n".join(reversed(build_vocab(V)[0])) + "\n")
-    with pytest.raises(ValueError, match=r"--vocab_file=.*other_vocab.txt has sha256 .* but the "
-                                         r"data's sidecar \(.*beam.tfrecord.meta.json\) records"):
+    with pytest.raises(ValueError, match=r"--input_file: the data's sidecar \(.*beam.tfrecord."
+                                         r"meta.json\) says the data was made with the WordPiece "
+                                         r".*vocab.txt \(99 ids, sha256 .*\), but the model's "
+                                         r"tokenizer is the WordPiece .*other_vocab.txt \(99 ids, "
+                                         r"sha256 .*\), from --vocab_file"):
         _run(beam, tmp_path / "refused", vocab_file=str(other_vocab))
     steps = dict(num_train_steps=2, save_checkpoints_steps=2, log_every_steps=1)
     summary, _ = _run(beam, tmp_path / "model", **steps)
