@@ -132,7 +132,8 @@ def train() -> None:
         pretrainer = configurables.pretrainer()
         # run_pretraining and the model configurables have now been called, so
         # the operative config is complete before the first step.
-        if chief:
+        # Evaluation only leaves the training run's own config as it is.
+        if chief and FLAGS.do_train:
             write_text(os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG), gin.operative_config_str())
         return pretrainer
 
@@ -153,15 +154,18 @@ def train() -> None:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
-    # Evaluating a pre-trained directory builds the model from it: no gin file needed.
-    evaluates_directory = not FLAGS.do_train and FLAGS.init_checkpoint
+    run_config = _training_run_config()
+    # Evaluating a pre-trained directory builds the model from it, and a training run's
+    # checkpoint from the run's own operative_config.gin: no gin file needed.
+    evaluates_directory = not FLAGS.do_train and (FLAGS.init_checkpoint or run_config)
     if not FLAGS.gin_file and not evaluates_directory:
         raise ValueError("--gin_file is required, e.g. --gin_file=gin/base.gin")
     from kbert import configurables
 
     # TF logs every checkpoint write at INFO; progress lines go to stdout.
     logging.set_verbosity(logging.WARNING)
-    configurables.parse_gin(FLAGS.gin_file or [], FLAGS.gin_params)
+    configurables.parse_gin(([run_config] if run_config else []) + (FLAGS.gin_file or []),
+                            FLAGS.gin_params)
     if FLAGS.init_checkpoint and FLAGS.do_train:
         # Continue the directory's own encoder: its sizes and numerics, no size gin file.
         configurables.encoder_from_directory(FLAGS.init_checkpoint)
@@ -169,6 +173,22 @@ def main(argv: list[str]) -> None:
         dry_run()
         return
     train()
+
+
+def _training_run_config() -> str | None:
+    """`--model_dir/operative_config.gin` when `--nodo_train` evaluates that run's checkpoint.
+
+    The run's own config builds the model its checkpoint was saved from; `--gin_file`
+    and `--gin_params` still apply on top of it.
+    """
+    import tensorflow as tf
+
+    if FLAGS.do_train or not FLAGS.model_dir:
+        return None
+    path = os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG)
+    if tf.train.latest_checkpoint(FLAGS.model_dir) and tf.io.gfile.exists(path):
+        return path
+    return None
 
 
 def run() -> None:

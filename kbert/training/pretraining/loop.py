@@ -306,14 +306,25 @@ def _evaluate_only(settings: PretrainingSettings, train_files: list[str],
 
     The weights are `model_dir`'s latest training checkpoint (the gin-built
     pre-trainer, as the periodic evaluation saw it) or, without one, the
-    pre-trained directory `init_checkpoint` with its masked-LM head.
+    pre-trained directory `init_checkpoint` with its masked-LM head. The line is
+    appended to `eval_only_history.jsonl`, never to a training run's history; the
+    unigram baseline is the training data's (`input_file`) or, without it, the
+    held-out set's own, written as `heldout_unigram_*`.
     """
     latest = tf.train.latest_checkpoint(settings.model_dir)
     if latest:
         pretrainer = build_pretrainer_in_scope(settings)
         checkpoint_step = tf.Variable(0, dtype=tf.int64)
-        tf.train.Checkpoint(model=pretrainer, step=checkpoint_step).restore(
-            latest).expect_partial()
+        try:
+            tf.train.Checkpoint(model=pretrainer, step=checkpoint_step).restore(
+                latest).expect_partial()
+        except (ValueError, tf.errors.InvalidArgumentError) as e:
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(
+                f"--nodo_train --do_eval: {latest} does not fit the model the gin config builds "
+                f"({first_line}); evaluate a training run's checkpoint with its own "
+                f"{settings.model_dir}/operative_config.gin (read when no --gin_file or "
+                "--gin_params changes the model's sizes).") from None
         step, source = int(checkpoint_step.numpy()), latest
     elif settings.init_checkpoint:
         pretrainer = pretrainer_with_heads(settings.init_checkpoint, eval_data.next_sentence,
@@ -329,7 +340,7 @@ def _evaluate_only(settings: PretrainingSettings, train_files: list[str],
                          "pass --init_checkpoint=<pre-trained directory>.")
     settings.print_fn(f"evaluating {source} on {', '.join(eval_data.files)}")
     evaluation = PeriodicEvaluation(settings, pretrainer, train_files, eval_data,
-                                    resumed_from_step=-1)
+                                    resumed_from_step=None)
     results = {**evaluation(step), "checkpoint": source,
                "wall_seconds": time.time() - start}
     if settings.chief:
