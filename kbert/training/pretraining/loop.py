@@ -292,7 +292,8 @@ def run_pretraining(
         summary["eval_results"] = evaluation.last
     if settings.chief:
         save_pretrained(model_dir, state.pretrainer.encoder, vocab_file=settings.vocab_file,
-                        do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer)
+                        do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer,
+                        sentence_config=settings.sentence_config)
         write_text(os.path.join(model_dir, SUMMARY_FILE),
                    json.dumps(summary, indent=2, sort_keys=True) + "\n")
         state.writer.flush()

@@ -109,20 +109,23 @@ def build_state(settings: PretrainingSettings, files: list[str],
 
 
 def continued_settings(settings: PretrainingSettings) -> PretrainingSettings:
-    """A continued run's vocabulary and case: the `init_checkpoint` directory's.
+    """A continued run's vocabulary, case and pooling: the `init_checkpoint` directory's.
 
     The directory's tokenizer file and `do_lower_case` are what the run writes
     into `model_dir` unless `vocab_file` / `do_lower_case` were given. (That
     the data was made with it, after `kbert-vocab extend` the extended one,
-    `data_tokenizer.check_data_tokenizers` checked before.)
+    `data_tokenizer.check_data_tokenizers` checked before.) Its
+    `sentence_config.json` (a converted sentence-transformers model's pooling)
+    is carried on too.
 
     Args:
         settings: the run's `PretrainingSettings`, with `init_checkpoint`.
 
     Returns:
-        The settings with the directory's vocabulary and case filled in.
+        The settings with the directory's vocabulary, case and pooling filled in.
     """
     directory = open_init_checkpoint(settings.init_checkpoint)
+    settings = dataclasses.replace(settings, sentence_config=directory.sentence_config)
     vocab_file = directory.vocab_file
     if vocab_file is None:
         return settings

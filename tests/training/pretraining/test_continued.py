@@ -157,6 +157,29 @@ def test_run_starts_at_the_extended_models_loss_and_heldout_loss_falls(dirs, tmp
     assert math.isfinite(after)
 
 
+def test_the_directorys_pooling_and_tokenizer_are_carried_on(dirs, tmp_path):
+    """Issue 51, defect 6: a converted sentence-transformers model's sentence_config.json (and
+    its vocab.txt and case) are in the continued run's output, as they were in the input."""
+    import shutil
+
+    source = tmp_path / "sentence_model"
+    shutil.copytree(dirs["extended"], source)
+    pooling = {"pooling": "cls", "normalize": False, "max_seq_length": SEQ}
+    (source / "sentence_config.json").write_text(json.dumps(pooling))
+    configurables.parse_gin(["pretrain.gin"], ["BertPretrainer.next_sentence = False"])
+    configurables.encoder_from_directory(str(source))
+    run_pretraining(dirs["train"], str(tmp_path / "run"), configurables.pretrainer,
+                    init_checkpoint=str(source), print_fn=lambda _: None, train_batch_size=4,
+                    max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, num_train_steps=1,
+                    num_warmup_steps=0)
+    assert json.load(open(tmp_path / "run" / "sentence_config.json")) == json.load(
+        open(source / "sentence_config.json"))
+    assert open_init_checkpoint(str(tmp_path / "run")).sentence_config == open_init_checkpoint(
+        str(source)).sentence_config
+    assert (tmp_path / "run" / "vocab.txt").read_text() == (source / "vocab.txt").read_text()
+    assert json.load(open(tmp_path / "run" / "tokenizer_config.json")) == {"do_lower_case": True}
+
+
 def test_data_of_another_vocabulary_stops_naming_both(dirs, tmp_path):
     # Same text, made with the vocabulary before the extension.
     other = _data("emma_chapter1.txt", str(tmp_path / "old.tfrecord"),
