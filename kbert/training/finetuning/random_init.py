@@ -64,6 +64,10 @@ def compare_scores(pretrained: dict[str, Any], random_init: dict[str, Any]) -> d
     0.1...
     """
     metric = pretrained["main_metric"]
+    for name, results in (("pre-trained", pretrained), ("never-pre-trained", random_init)):
+        if results.get(metric) is None:
+            raise ValueError(f"--compare_with_random_init: the {name} run reports no dev "
+                             f"{metric} to compare (give the task a dev split).")
     return {"main_metric": metric, "pretrained": pretrained[metric],
             "random_init": random_init[metric],
             "difference": pretrained[metric] - random_init[metric]}
