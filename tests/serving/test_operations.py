@@ -30,6 +30,7 @@ from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
 from kbert.serving.errors import ServingError
+from tests import forked_python
 from tests import serving_testlib as lib
 
 API_KEY = "test-key-0123"
@@ -96,6 +97,9 @@ def server(exported, tmp_path_factory):
                                 "--file_system_poll_wait_seconds=0", "--enable_grpc_healthcheck_service",
                                 f"--ssl_config_file={root / 'ssl.config'}", f"--api_key={API_KEY}",
                                 "--tei_model=embed"])
+    (root / "cert.pem").write_bytes(cert)
+    (root / "key.pem").write_bytes(key)
+    process.pem_files = {"cert": root / "cert.pem", "key": root / "key.pem"}
     process.config_file = config_file
     process.credentials = grpc.ssl_channel_credentials(root_certificates=cert, private_key=key,
                                                        certificate_chain=cert)
@@ -172,6 +176,18 @@ def test_tls_refuses_plaintext_and_clients_without_the_cas_certificate(server, c
                 _predict_request("sst2", ["a"]), timeout=10, metadata=KEY)
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE
         other.close()
+
+
+def test_the_repositorys_grpc_client_speaks_tls_with_a_client_certificate_and_the_key(server):
+    port = server.grpc_address.rsplit(":", 1)[1]
+    args = ["serving/client.py", f"--server=localhost:{port}", "--model_name=sst2", "--text", "a gorgeous film",
+            f"--ssl_root_cert={server.pem_files['cert']}", f"--ssl_client_cert={server.pem_files['cert']}",
+            f"--ssl_client_key={server.pem_files['key']}"]
+    env = dict(os.environ, PYTHONPATH=lib.REPO, TF_CPP_MIN_LOG_LEVEL="3")
+    result = forked_python.run([*args, f"--api_key={API_KEY}"], cwd=lib.REPO, env=env, timeout=120)
+    assert result.returncode == 0 and result.stdout.startswith("label="), result.stderr[-2000:]
+    result = forked_python.run(args, cwd=lib.REPO, env=env, timeout=120)
+    assert result.returncode == 1 and "UNAUTHENTICATED" in result.stderr
 
 
 def test_api_key_guards_every_route_but_the_health_checks(server, channel):
