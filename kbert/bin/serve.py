@@ -1,11 +1,12 @@
-"""kbert-serve: serve kbert SavedModels over TF Serving's gRPC and REST protocol.
+"""kbert-serve: serve kbert SavedModels over TF Serving's gRPC and REST protocol, and OpenAI's and TEI's APIs.
 
     kbert-serve --model_name=sst2 --model_base_path=export/sst2
     kbert-serve --model_config_file=serving/models.config --enable_batching \
         --batching_parameters_file=serving/batching_parameters.txt
 
-Flags are `tensorflow_model_server`'s. It prints one line when ready, logs one
-line per request with -v 1 (debug), and stops cleanly on SIGTERM or Ctrl-C.
+Flags are `tensorflow_model_server`'s (TEI's for --api_key, --max_batch_tokens, --tei_model). It
+prints one line when ready, logs one line per request with -v 1 (debug), and stops cleanly on
+SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations

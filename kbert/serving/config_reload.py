@@ -76,8 +76,8 @@ class ConfigReloader:
         """Re-reads the config file and serves what it lists; logs (once) what stops it."""
         try:
             self._apply(read_model_config_file(self.config_file))
-        except (ValueError, OSError, ServingError) as e:
-            message = getattr(e, "message", None) or str(e)
+        except Exception as e:  # a bad file or file system must not stop the poller
+            message = getattr(e, "message", None) or f"{type(e).__name__}: {e}"
             if message != self._last_error:
                 log.error("kbert-serve: --model_config_file=%s not applied: %s", self.config_file, message)
             self._last_error = message

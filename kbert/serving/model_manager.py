@@ -28,10 +28,10 @@ import logging
 import os
 import threading
 import time
-
-import tensorflow as tf
+from typing import Callable
 
 import grpc
+import tensorflow as tf
 
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import not_found
@@ -145,6 +145,8 @@ class ModelManager:
         self._loaded: dict[str, dict[int, Servable]] = {name: {} for name in self.configs}
         self._status: dict[str, dict[int, VersionStatus]] = {name: {} for name in self.configs}
         self._failed: dict[tuple[str, int], _Failure] = {}
+        # Called after each timed poll (the server's gRPC health follows what is loaded).
+        self.after_poll: Callable[[], None] | None = None
         # One poll or reconfiguration at a time (loads run under it; requests never take it).
         self._config_lock = threading.RLock()
         self._stop = threading.Event()
@@ -201,11 +203,7 @@ class ModelManager:
                     self._status.setdefault(name, {})
             self.configs = new
             for name in sorted(set(old) - set(new)):
-                with self._lock:
-                    unloaded = sorted(self._loaded.pop(name, {}))
-                    self._status.pop(name, None)
-                self._failed = {key: value for key, value in self._failed.items() if key[0] != name}
-                log.info("kbert-serve: removed model %s (unloaded versions %s)", name, unloaded or "none")
+                self._remove(name)
             changed = [config for config in configs if old.get(config.name) != config]
             for config in changed:
                 self._poll_quietly(config)
@@ -217,6 +215,14 @@ class ModelManager:
             problems += self.label_problems(old)
             if problems:
                 raise ServingError(grpc.StatusCode.FAILED_PRECONDITION, " ".join(problems))
+
+    def _remove(self, name: str) -> None:
+        """Unloads a model that left the config (requests in flight finish on their servable)."""
+        with self._lock:
+            unloaded = sorted(self._loaded.pop(name, {}))
+            self._status.pop(name, None)
+        self._failed = {key: value for key, value in self._failed.items() if key[0] != name}
+        log.info("kbert-serve: removed model %s (unloaded versions %s)", name, unloaded or "none")
 
     def _servable_versions(self, configs: list[ModelConfig]) -> dict[str, set[int]]:
         """Per model, the versions that are loaded or that its policy would load from disk."""
@@ -318,6 +324,8 @@ class ModelManager:
     def _run(self) -> None:
         while not self._stop.wait(self.poll_wait_seconds):
             self.poll()
+            if self.after_poll is not None:
+                self.after_poll()
 
     def stop(self) -> None:
         self._stop.set()

@@ -106,9 +106,10 @@ class Servable:
                                               onnxruntime_threads)
             self.functions.update(replaced)
             self.runtimes = {signature: "onnxruntime" for signature in replaced}
-        self._warm_up()
+        self._check_answers()
 
-    def _warm_up(self) -> None:
+    def _check_answers(self) -> None:
+        # Each signature once on a small input: a version that cannot answer is refused at load.
         for signature, specs in self.input_specs.items():
             inputs = {}
             for input_name, spec in specs.items():

@@ -157,6 +157,7 @@ class ModelServer:
         self.health = health.HealthServicer() if enable_grpc_healthcheck_service else None
         self.reloader = ConfigReloader(self.manager, config_file, config_poll_wait_seconds,
                                        on_change=self._update_health)
+        self.manager.after_poll = self._update_health
         self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
                           else None)
         # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each

@@ -151,8 +151,8 @@ class TeiApis:
         if len(found) != 1:
             names = ", ".join(servable.name for servable in found) or "none"
             raise bad_request(f"Name the model with \"model\" (or start kbert-serve with --tei_model): this "
-                              f"server has {len(found)} that {route} can run ({names}); without a name it "
-                              f"runs the only one, {kind}.", "model")
+                              f"server has {len(found)} that {route} can run ({names}); without a name "
+                              f"{route} runs the server's only one ({kind}).", "model")
         return found[0]
 
     def embed(self, body, deadline: float | None = None, record=None) -> list:
