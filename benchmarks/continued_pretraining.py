@@ -150,11 +150,10 @@ def _pretrain(init: str, train: str, heldout: str | None, model_dir: str, steps:
 
 
 def _tokens_per_word(text: str, directory: str) -> float:
-    from kbert.checkpoints import count_words
     from kbert.checkpoints import open_model_dir
+    from kbert.data.vocab import count_words
 
-    opened = open_model_dir(directory)
-    return count_words(text, opened.vocabulary, opened.do_lower_case).tokens_per_word
+    return count_words(text, open_model_dir(directory).tokenizer).tokens_per_word
 
 
 def dapt(args, settings: dict, minilm: str) -> list[dict]:

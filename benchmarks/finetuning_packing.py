@@ -32,7 +32,6 @@ from benchmarks.packing import VOCAB  # noqa: E402
 from kbert.data import PackingConfig  # noqa: E402
 from kbert.data import TextPreprocessor  # noqa: E402
 from kbert.data import classification_dataset  # noqa: E402
-from kbert.data import read_vocab  # noqa: E402
 from kbert.models import BertClassifier  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 
@@ -56,7 +55,7 @@ def main() -> None:
     with open(args.data, encoding="utf-8") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
     texts, labels = [r[0] for r in rows], [int(r[1]) for r in rows]
-    preprocessor = TextPreprocessor(read_vocab(VOCAB), True, args.length)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, args.length)
     bucketed = batches(preprocessor, texts, labels, args.batch, None)
     packed = batches(preprocessor, texts, labels, args.batch, PACKING)
     tokens = sum(int(tf.reduce_sum(b["padding_mask"])) for b in bucketed)

@@ -8,6 +8,7 @@ read it. The same input and flags give the same file, byte for byte. With
 --runner the corpus is counted by an Apache Beam pipeline (DirectRunner here;
 Dataflow, Flink or Spark at scale) and the vocabulary learned from the counts
 on this machine: the same file. Options after the tool's flags go to Beam.
+The same as `kbert-vocab build` (both run `kbert.bin.vocab_build`).
 
 Example:
 
@@ -22,67 +23,22 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import sys  # noqa: E402
-import time  # noqa: E402
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
-FLAGS = flags.FLAGS
+from kbert.bin import vocab_build  # noqa: E402
 
-flags.DEFINE_string("input_file", None, "Raw text file(s): comma-separated names or globs.")
-flags.DEFINE_string("output_file", None, "Where to write vocab.txt.")
-flags.DEFINE_integer("vocab_size", 30522, "Vocabulary size including reserved tokens.")
-flags.DEFINE_bool(
-    "do_lower_case", True, "Lower case and strip accents: True for uncased models, False for cased."
-)
-flags.DEFINE_integer(
-    "num_unused", 99, "[unusedN] placeholders after [PAD]; 99 gives bert-base's special ids."
-)
-flags.DEFINE_string("input_encoding", "utf-8", "Encoding of the input files, e.g. latin-1.")
-flags.DEFINE_integer("min_frequency", 2, "Least count of a pair to merge.")
-flags.DEFINE_integer(
-    "limit_alphabet", 1000, "Most distinct characters kept (the most frequent); others become [UNK]."
-)
-flags.DEFINE_string(
-    "runner", None,
-    "Count the corpus with an Apache Beam pipeline on this runner (DirectRunner, DataflowRunner, "
-    "FlinkRunner, SparkRunner; needs the beam extra: pip install -e '.[beam]'), then learn here; "
-    "other options on the command line go to Beam. Default: read the corpus here. Does not "
-    "change the output.",
-)
+FLAGS = flags.FLAGS
+# The flags are vocab_build's; absl's --help lists the main module's own.
+flags.adopt_module_key_flags(vocab_build)
 
 
 def main(argv):
-    pipeline_args = argv[1:]
-    if pipeline_args and not FLAGS.runner:
-        sys.exit(
-            f"build_vocab: error: unknown flag(s) {' '.join(pipeline_args)}; "
-            "Apache Beam options need --runner."
-        )
-    from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
-    from kbert.data.vocab import build_vocab
-
-    start = time.time()
     try:
-        result = build_vocab(
-            FLAGS.input_file,
-            FLAGS.output_file,
-            vocab_size=FLAGS.vocab_size,
-            do_lower_case=FLAGS.do_lower_case,
-            num_unused=FLAGS.num_unused,
-            input_encoding=FLAGS.input_encoding,
-            min_frequency=FLAGS.min_frequency,
-            limit_alphabet=FLAGS.limit_alphabet,
-            runner=FLAGS.runner,
-            pipeline_args=pipeline_args,
-        )
+        vocab_build.build(pipeline_args=argv[1:])
     except (ValueError, FileNotFoundError) as e:
         sys.exit(f"build_vocab: error: {e}")
-    seconds = time.time() - start
-    print(
-        f"Wrote {result['vocab_size']} tokens to {FLAGS.output_file} in {seconds:.1f} s "
-        f"from {result['input_bytes'] / 1e6:.2f} MB ({result['lines']} lines)."
-    )
 
 
 def parse_flags(argv):

@@ -188,8 +188,9 @@ def _help_describes(binary: types.ModuleType) -> None:
     binary under `python -m kbert.bin.serve`, but an installed console script
     (`kbert-serve`) is a generated `__main__` that imports `kbert.bin.serve`,
     so its `--help` printed a bare usage line and no flag. Here the flags the
-    binary defines, and the shared ones it defined through this module (gin,
-    quantization), become key flags of `sys.argv[0]` (absl's
+    binary defines or adopts (`flags.adopt_module_key_flags`: kbert-vocab's
+    `build` flags, defined once in `kbert.bin.vocab_build`), and the shared
+    ones it defined through this module (gin, quantization), become key flags of `sys.argv[0]` (absl's
     `declare_key_flag` would make them this module's), and an undocumented
     `__main__` gets the binary's docstring. `--helpfull` still adds absl's and
     TensorFlow's flags.
@@ -203,7 +204,7 @@ def _help_describes(binary: types.ModuleType) -> None:
         launcher.__doc__ = binary.__doc__
     values = flags.FLAGS
     for module in (binary.__name__, __name__):
-        for flag in values.get_flags_for_module(module):
+        for flag in values.get_key_flags_for_module(module):
             values.register_key_flag_for_module(sys.argv[0], flag)
 
 

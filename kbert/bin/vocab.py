@@ -1,8 +1,17 @@
-"""kbert-vocab: grow a pre-trained directory's WordPiece vocabulary with your domain's words.
+"""kbert-vocab: learn a WordPiece vocabulary, or grow a pre-trained directory's with your domain's words.
 
+    kbert-vocab build --input_file='corpus/*.txt' --output_file=vocab.txt --vocab_size=30522
     kbert-vocab extend --model_dir=minilm --corpus='domain/*.txt' --max_new_tokens=500 \\
         --output_dir=minilm-domain
     kbert-vocab extend --model_dir=minilm --words_file=words.txt --output_dir=minilm-domain
+
+`build` learns a BERT WordPiece `vocab.txt` from raw text (what
+`tools/build_vocab.py` runs: the same flags, the same file byte for byte); with
+`--runner` the corpus is counted by an Apache Beam pipeline, and Beam's own
+options follow a `--`:
+
+    kbert-vocab build --input_file='corpus/*.txt' --output_file=vocab.txt \\
+        --runner=DirectRunner -- --direct_num_workers=2
 
 `extend` picks the corpus's most frequent words that the vocabulary splits into
 several pieces (or takes the words of `--words_file`, one a line), puts them into
@@ -18,8 +27,9 @@ from __future__ import annotations
 from absl import flags
 
 from kbert.bin import common
+from kbert.bin import vocab_build
 
-COMMANDS = ("extend",)
+COMMANDS = ("build", "extend")
 
 flags.DEFINE_string("model_dir", None, "The pre-trained directory to extend (kbert-pretrain or "
                     "kbert-convert output with a WordPiece vocab.txt).")
@@ -35,11 +45,15 @@ flags.DEFINE_bool("append_rows", True, "Append embedding rows once the [unusedN]
 flags.DEFINE_string("output_dir", None, "The new pre-trained directory (written atomically).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
 FLAGS = flags.FLAGS
+# absl's --help lists the main module's own flags; `build`'s are defined with it.
+flags.adopt_module_key_flags(vocab_build)
 
 
 def extend() -> None:
     """Chooses the words, writes the extended directory and prints what was added."""
     from kbert import checkpoints
+    from kbert.data.vocab import count_words
+    from kbert.data.vocab import frequent_split_words
     from kbert.files import check_output_dir
 
     for name in ("model_dir", "output_dir"):
@@ -57,9 +71,8 @@ def extend() -> None:
     checkpoints.check_extendable(directory)
     counts = None
     if FLAGS.corpus:
-        counts = checkpoints.count_words(FLAGS.corpus, directory.vocabulary,
-                                         directory.do_lower_case)
-        words = checkpoints.frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        counts = count_words(FLAGS.corpus, directory.tokenizer)
+        words = frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
     else:
         words = checkpoints.read_words_file(FLAGS.words_file)
     extension = checkpoints.extend_vocabulary(
@@ -83,9 +96,15 @@ def extend() -> None:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 2 or argv[1] not in COMMANDS:
+    if len(argv) < 2 or argv[1] not in COMMANDS or (argv[1] == "extend" and len(argv) != 2):
         raise ValueError(f"expected one command, {' | '.join(COMMANDS)}; got {argv[1:]}.")
-    extend()
+    if argv[1] == "build":
+        for name in ("input_file", "output_file"):
+            if not FLAGS[name].value:
+                raise ValueError(f"kbert-vocab build needs --{name}.")
+        vocab_build.build(pipeline_args=argv[2:])  # what follows `--`: Beam's options
+    else:
+        extend()
 
 
 def run() -> None:

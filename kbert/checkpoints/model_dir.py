@@ -9,12 +9,13 @@ made when the directory is opened and before anything is built or written:
 
 - the files are present (which ones decides pre-trained or fine-tuned),
 - `bert_config.json` (and `task_config.json`, `sentence_config.json`) are readable,
-- the vocabulary is present, holds BERT's input tokens, and has as many
-  tokens as the encoder has embedding rows; it is a WordPiece `vocab.txt` or,
-  for ModernBERT-style models, a Hugging Face byte-level BPE `tokenizer.json`
-  (used when there is no `vocab.txt`; at most as many tokens as rows),
+- the tokenizer is present, holds BERT's input tokens, and has as many
+  tokens as the encoder has embedding rows; it is read by
+  `kbert.data.tokenizers` (a WordPiece `vocab.txt` or, for ModernBERT-style
+  models, a Hugging Face byte-level BPE `tokenizer.json`, used when there is
+  no `vocab.txt` and allowed fewer tokens than rows),
 - the tokenizer settings: `do_lower_case` as recorded, True when unrecorded
-  (False for a `tokenizer.json`, which has no lower casing).
+  (False for a kind without lower casing, such as a `tokenizer.json`).
 
 The functions below it (`load_encoder`, `load_finetuned`, `read_tokenizer_config`,
 ...) stay the lower-level API for code that wants one file.
@@ -44,16 +45,13 @@ from kbert.checkpoints.pretrained import build_encoder
 from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import pretrained_settings
 from kbert.checkpoints.pretrained import read_tokenizer_config
-from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
-from kbert.data.tokenizer_json import TOKENIZER_JSON
-from kbert.data.tokenizer_json import TokenizerJson
-from kbert.data.tokenizer_json import read_tokenizer_json
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.data.tokenizers import TOKENIZERS
+from kbert.data.tokenizers import Tokenizer
+from kbert.data.tokenizers import tokenizer_class
 from kbert.models.encoder import Encoder
+from kbert.models.masked_lm_pretrainer import MaskedLMPretrainer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,21 +64,17 @@ class ModelDir:
         path: str. The directory.
         where: str. How errors name it: `--flag=path`, or the path alone.
         encoder_class: type. The encoder's registered class
-            (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
+            (`kbert.models.ARCHITECTURES`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
-        vocab_file: str or None. The vocabulary used: the directory's `vocab.txt`
-            (else its `tokenizer.json`), or the caller's override; None only
-            when opened with `vocabulary_optional` and there is none.
-        vocabulary: list of str. Its tokens, one per embedding row (empty when
-            `vocab_file` is None).
-        do_lower_case: bool. The tokenizer setting: the caller's override, else
-            the recorded one, else True; False with `tokenizer_json`.
+        tokenizer: `kbert.data.tokenizers.Tokenizer` or None. The directory's
+            `vocab.txt` (else its `tokenizer.json`), or the caller's override,
+            with the tokenizer setting: the caller's `do_lower_case`, else the
+            recorded one, else True (False for a kind without lower casing);
+            None only when opened with `vocabulary_optional` and there is none.
         pretrained_settings: dict. What the directory records about using its
             encoder, for `Task.use_pretrained_settings` (see
             `kbert.checkpoints.pretrained.pretrained_settings`).
-        tokenizer_json: `TokenizerJson` or None. The byte-level BPE tokenizer
-            when `vocab_file` is a `tokenizer.json`; None for WordPiece.
     """
 
     is_finetuned = False
@@ -89,12 +83,23 @@ class ModelDir:
     where: str
     encoder_class: type
     encoder_config: dict[str, Any]
-    vocab_file: str | None
-    vocabulary: list[str] = dataclasses.field(repr=False)
-    do_lower_case: bool
+    tokenizer: Tokenizer | None = dataclasses.field(repr=False)
     pretrained_settings: dict[str, Any]
-    tokenizer_json: TokenizerJson | None = dataclasses.field(default=None, repr=False,
-                                                             kw_only=True)
+
+    @property
+    def vocab_file(self) -> str | None:
+        """The tokenizer's file (`vocab.txt` or `tokenizer.json`): what exports copy."""
+        return self.tokenizer.file if self.tokenizer is not None else None
+
+    @property
+    def vocabulary(self) -> list[str]:
+        """The tokenizer's tokens, one per embedding row (none without a tokenizer)."""
+        return self.tokenizer.vocabulary if self.tokenizer is not None else []
+
+    @property
+    def do_lower_case(self) -> bool | None:
+        """The tokenizer's lower casing (None without a tokenizer)."""
+        return self.tokenizer.do_lower_case if self.tokenizer is not None else None
 
     @property
     def max_sequence_length(self) -> int:
@@ -119,7 +124,7 @@ class ModelDir:
         return build_encoder(self.path, self.encoder_class, self.encoder_config, **overrides)
 
     def preprocessor(self, max_seq_length: int) -> TextPreprocessor:
-        """The `TextPreprocessor` of the directory's vocabulary (or `tokenizer.json`) and settings.
+        """The `TextPreprocessor` of the directory's tokenizer.
 
         Args:
             max_seq_length: int. Packed length; at most the encoder's positions.
@@ -132,11 +137,10 @@ class ModelDir:
                 or the directory has no vocabulary.
         """
         check_max_seq_length(max_seq_length, self.max_sequence_length)
-        if self.vocab_file is None:
-            raise ValueError(f"{self.where} has no {VOCAB} or {TOKENIZER_JSON} to tokenize with.")
-        if self.tokenizer_json is not None:
-            return TextPreprocessor.from_tokenizer_json(self.tokenizer_json, max_seq_length)
-        return TextPreprocessor(self.vocabulary, self.do_lower_case, max_seq_length)
+        if self.tokenizer is None:
+            names = " or ".join(kind.file_name for kind in TOKENIZERS)
+            raise ValueError(f"{self.where} has no {names} to tokenize with.")
+        return TextPreprocessor(self.tokenizer, max_seq_length)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,15 +154,16 @@ class PretrainedDir(ModelDir):
     >>> preprocessor = directory.preprocessor(128)
     """
 
-    def pretrainer(self, next_sentence: bool = True, **overrides) -> BertPretrainer:
-        """The `BertPretrainer` over the encoder, its heads loaded when the directory has them.
+    def pretrainer(self, next_sentence: bool = True, **overrides) -> MaskedLMPretrainer:
+        """The architecture's pre-trainer over the encoder, its heads loaded when the directory has them.
 
         Args:
-            next_sentence: bool. Whether the pre-trainer has the NSP head.
+            next_sentence: bool. Whether a `BertPretrainer` has the NSP head.
             **overrides: encoder arguments to change, such as `dtype`.
 
         Returns:
-            The `BertPretrainer` (see `kbert.checkpoints.load_pretrainer`).
+            The `BertPretrainer` (a ModernBERT directory: its
+            `ModernBertPretrainer`; see `kbert.checkpoints.load_pretrainer`).
         """
         return load_pretrainer(self.path, next_sentence=next_sentence, **overrides)
 
@@ -237,26 +242,19 @@ def open_model_dir(path: str, flag: str | None = None, vocab_file: str | None = 
     _check_files(path, where, flag, task_config is not None)
     encoder_class, encoder_config = read_encoder_config(os.path.join(path, BERT_CONFIG))
     recorded = read_tokenizer_config(path)
-    if vocabulary_optional and vocab_file is None and recorded["vocab_file"] is None:
-        vocab_file, vocabulary, tokenizer_json = None, [], None
-    else:
-        vocab_file, vocabulary, tokenizer_json = _vocabulary(
-            path, where, recorded["vocab_file"], vocab_file, vocab_flag,
-            encoder_config["vocabulary_size"])
-    if tokenizer_json is not None:
-        if do_lower_case:
-            raise ValueError(f"{where} tokenizes with the byte-level BPE {vocab_file}, which "
-                             "has no lower casing; drop do_lower_case.")
-        do_lower_case = False
     if task_config is not None:
         _check_same_lower_case(path, recorded["do_lower_case"], task_config)
         recorded_lower_case = task_config.do_lower_case
     else:
         recorded_lower_case = recorded["do_lower_case"]
-    if do_lower_case is None:
-        do_lower_case = True if recorded_lower_case is None else bool(recorded_lower_case)
-    common = dict(path=path, where=where, encoder_class=encoder_class, encoder_config=encoder_config, vocab_file=vocab_file,
-                  vocabulary=vocabulary, tokenizer_json=tokenizer_json, do_lower_case=do_lower_case,
+    if vocabulary_optional and vocab_file is None and recorded["vocab_file"] is None:
+        tokenizer = None
+    else:
+        tokenizer = _tokenizer(where, recorded["vocab_file"], vocab_file, vocab_flag,
+                               do_lower_case, recorded_lower_case,
+                               encoder_config["vocabulary_size"])
+    common = dict(path=path, where=where, encoder_class=encoder_class,
+                  encoder_config=encoder_config, tokenizer=tokenizer,
                   pretrained_settings=pretrained_settings(path))
     if task_config is not None:
         return FinetunedDir(**common, task_config=task_config)
@@ -300,54 +298,55 @@ def _check_files(path: str, where: str, flag: str | None, finetuned: bool) -> No
                 "model_dir, a kbert-convert output_dir or a kbert-finetune model_dir.")
 
 
-def _vocabulary(path: str, where: str, recorded: str | None, vocab_file: str | None,
-                vocab_flag: str | None,
-                vocabulary_size: int) -> tuple[str, list[str], TokenizerJson | None]:
-    """The vocabulary to use, checked against the directory's own and the embedding rows.
+def _tokenizer(where: str, recorded: str | None, vocab_file: str | None, vocab_flag: str | None,
+               do_lower_case: bool | None, recorded_lower_case: bool | None,
+               vocabulary_size: int) -> Tokenizer:
+    """The tokenizer to use, checked against the directory's own and the embedding rows.
 
-    Returns `(vocab_file, vocabulary, tokenizer_json)`, the last None for WordPiece.
+    Args:
+        where: str. How errors name the directory.
+        recorded: str or None. The directory's tokenizer file.
+        vocab_file: str or None. The caller's override of it.
+        vocab_flag: str or None. The caller's flag for `vocab_file`.
+        do_lower_case: bool or None. The caller's setting; refused when True
+            for a kind without lower casing.
+        recorded_lower_case: bool or None. The directory's record, used when
+            the caller gives none (None: the kind's default, True for WordPiece);
+            ignored for a kind without lower casing.
+        vocabulary_size: int. The encoder's embedding rows.
     """
     if vocab_file is None:
         if recorded is None:
+            names = [kind.file_name for kind in TOKENIZERS]
             fix = (f"pass {vocab_flag}" if vocab_flag else
-                   f"copy the {VOCAB} (or {TOKENIZER_JSON}) the model was trained with into it")
-            raise FileNotFoundError(f"{where} has no {VOCAB} or {TOKENIZER_JSON}; {fix}.")
+                   f"copy the {names[0]} (or {' or '.join(names[1:])}) the model was trained "
+                   "with into it")
+            raise FileNotFoundError(f"{where} has no {' or '.join(names)}; {fix}.")
         vocab_file = recorded
-    if tokenizer_file_name(vocab_file) == TOKENIZER_JSON:
-        return _tokenizer_json(where, recorded, vocab_file, vocab_flag, vocabulary_size)
-    vocabulary = read_vocab(vocab_file, INPUT_TOKENS)
+    kind = tokenizer_class(vocab_file)
+    if not kind.lower_casing:
+        if do_lower_case:
+            raise ValueError(f"{where} tokenizes with the {kind.kind} {vocab_file}, which has no "
+                             "lower casing; drop do_lower_case.")
+    elif do_lower_case is None and recorded_lower_case is not None:
+        do_lower_case = bool(recorded_lower_case)
+    tokenizer = kind.from_file(vocab_file, do_lower_case)
     if recorded is not None and vocab_file != recorded:
-        if tokenizer_file_name(recorded) != VOCAB or read_vocab(recorded) != vocabulary:
+        if tokenizer_class(recorded) is not kind or kind.read_vocabulary(
+                recorded) != tokenizer.vocabulary:
             name = vocab_flag or "vocab_file"
             raise ValueError(
-                f"{name}={vocab_file} differs from the vocabulary {recorded} of {where}; drop "
-                f"{name} to use the model's own.")
-    if len(vocabulary) != vocabulary_size:
-        raise ValueError(
-            f"{vocab_file} has {len(vocabulary)} tokens but the encoder of {where} has "
-            f"{vocabulary_size} embedding rows; use the {VOCAB} the model was trained with.")
-    return vocab_file, vocabulary, None
-
-
-def _tokenizer_json(where: str, recorded: str | None, vocab_file: str, vocab_flag: str | None,
-                    vocabulary_size: int) -> tuple[str, list[str], TokenizerJson]:
-    """A byte-level BPE `tokenizer.json`, checked as `_vocabulary` checks a `vocab.txt`."""
-    spec = read_tokenizer_json(vocab_file)
-    vocabulary = spec.vocabulary
-    if recorded is not None and vocab_file != recorded:
-        if (tokenizer_file_name(recorded) != TOKENIZER_JSON
-                or read_tokenizer_json(recorded).vocabulary != vocabulary):
-            name = vocab_flag or "vocab_file"
-            raise ValueError(
-                f"{name}={vocab_file} differs from the tokenizer {recorded} of {where}; drop "
+                f"{name}={vocab_file} differs from the {kind.noun} {recorded} of {where}; drop "
                 f"{name} to use the model's own.")
     # Hugging Face models may have more embedding rows than tokens (rounded up
     # for speed); the ids the tokenizer makes must all have a row.
-    if len(vocabulary) > vocabulary_size:
+    rows = tokenizer.vocabulary_size
+    if rows > vocabulary_size or (rows != vocabulary_size and not kind.allows_spare_rows):
         raise ValueError(
-            f"{vocab_file} has {len(vocabulary)} tokens but the encoder of {where} has "
-            f"{vocabulary_size} embedding rows; use the {TOKENIZER_JSON} the model was trained with.")
-    return vocab_file, vocabulary, spec
+            f"{vocab_file} has {rows} tokens but the encoder of {where} has "
+            f"{vocabulary_size} embedding rows; use the {kind.file_name} the model was trained "
+            "with.")
+    return tokenizer
 
 
 def _check_same_lower_case(path: str, recorded: bool | None, task_config: TaskConfig) -> None:

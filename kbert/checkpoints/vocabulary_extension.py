@@ -19,8 +19,8 @@ in `kbert.data.TextPreprocessor` (fine-tuning and serving) alike.
 
 Example:
 
->>> counts = count_words(["domain.txt"], vocabulary, do_lower_case=True)
->>> words = frequent_split_words(counts, max_new_tokens=500)
+>>> counts = kbert.data.vocab.count_words(["domain.txt"], load_tokenizer("minilm/"))
+>>> words = kbert.data.vocab.frequent_split_words(counts, max_new_tokens=500)
 >>> extension = extend_vocabulary("minilm/", words, "minilm-domain/", counts=counts,
 ...                               corpus_files=["domain.txt"])
 >>> extension.tokens_per_word_before, extension.tokens_per_word_after
@@ -44,51 +44,21 @@ from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.checkpoints.pretrained import ELECTRA_PRETRAINER_WEIGHTS
 from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
-from kbert.checkpoints.pretrained import VOCAB
 from kbert.checkpoints.pretrained import load_pretrainer
 from kbert.checkpoints.pretrained import save_pretrained
-from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
-from kbert.data.bert_wordpiece_tokenizer import normalize_text
-from kbert.data.text_files import expand_file_patterns
 from kbert.data.text_files import iter_lines
+from kbert.data.tokenizers import WordpieceTokenizer
+from kbert.data.vocab import WordCounter
+from kbert.data.vocab import WordCounts
+from kbert.data.vocab import count_words
 from kbert.files import atomic_directory
 from kbert.files import check_output_dir
 from kbert.files import write_text
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.bert.bert_pretrainer import BertPretrainer
 
 # What the extended directory records about the words it added.
 EXTENSION_RECORD = "vocabulary_extension.json"
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
-# tensorflow-text's WordPiece gives [UNK] for a longer word (`max_bytes_per_word`).
-MAX_WORD_BYTES = 100
-_LINES_PER_BATCH = 4096
-
-
-@dataclasses.dataclass
-class WordCounts:
-    """How often each word of a corpus occurs and what a vocabulary makes of it.
-
-    Words are BERT's: the text normalized as the model's tokenizer does it
-    (lower cased and accents stripped for an uncased model), split at
-    whitespace, punctuation and CJK characters.
-
-    Args:
-        counts: `collections.Counter`. Word -> occurrences.
-        pieces: dict. Word -> the ids the vocabulary splits it into
-            (one `[UNK]` for a word it cannot spell).
-        num_words: int. Words in the corpus.
-        num_pieces: int. WordPiece tokens in the corpus.
-    """
-
-    counts: collections.Counter
-    pieces: dict[str, tuple[int, ...]]
-    num_words: int = 0
-    num_pieces: int = 0
-
-    @property
-    def tokens_per_word(self) -> float:
-        """WordPiece tokens per word over the corpus."""
-        return self.num_pieces / self.num_words if self.num_words else 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,61 +94,6 @@ class VocabularyExtension:
     def appended(self) -> int:
         """New words given new rows."""
         return sum(1 for item in self.added if item["slot"] == "appended")
-
-
-def count_words(files: str | Sequence[str], vocabulary: Sequence[str],
-                do_lower_case: bool) -> WordCounts:
-    """Counts a corpus's words and splits each with the vocabulary's WordPiece.
-
-    The words and pieces come from the tokenizer pre-training and serving use
-    (`kbert.data.BertWordpieceTokenizer`), so a word here is a word there.
-
-    Args:
-        files: str or list of str. Text files (comma-separated names or globs in a str).
-        vocabulary: list of str. WordPiece tokens in id order.
-        do_lower_case: bool. The model's tokenizer setting.
-
-    Returns:
-        The `WordCounts`.
-
-    Example:
-
-    >>> counts = count_words("domain/*.txt", vocabulary, do_lower_case=True)
-    >>> counts.counts.most_common(1), counts.tokens_per_word
-    ([('the', 10531)], 1.31)
-    """
-    counter = _WordCounter(vocabulary, do_lower_case)
-    for path in expand_file_patterns(files, "corpus"):
-        batch = []
-        for _, text, _, _ in iter_lines(path):
-            if text:
-                batch.append(text)
-            if len(batch) == _LINES_PER_BATCH:
-                counter.add(batch)
-                batch = []
-        counter.add(batch)
-    return counter.result
-
-
-def frequent_split_words(counts: WordCounts, max_new_tokens: int, min_count: int = 2) -> list[str]:
-    """The most frequent words the vocabulary splits into several pieces.
-
-    Words it cannot spell (`[UNK]`) have no pieces to start a row from and are
-    left out, as are words too long for WordPiece (over 100 bytes).
-
-    Args:
-        counts: `WordCounts` of the domain corpus under the current vocabulary.
-        max_new_tokens: int. How many words at most.
-        min_count: int. Occurrences a word needs. Defaults to 2.
-
-    Returns:
-        The words, most frequent first (ties in alphabetical order).
-    """
-    candidates = [word for word, pieces in counts.pieces.items()
-                  if len(pieces) > 1 and counts.counts[word] >= min_count
-                  and len(word.encode("utf-8")) <= MAX_WORD_BYTES]
-    candidates.sort(key=lambda word: (-counts.counts[word], word))
-    return candidates[:max_new_tokens]
 
 
 def read_words_file(path: str) -> list[str]:
@@ -254,8 +169,9 @@ def extend_vocabulary(model_dir: str, words: Sequence[str], output_dir: str, *,
     check_output_dir(output_dir, overwrite)
     directory = open_model_dir(model_dir, flag="--model_dir")
     check_extendable(directory)
-    vocabulary = list(directory.vocabulary)
-    new_words, known = _new_words(words, vocabulary, directory.do_lower_case)
+    tokenizer = directory.tokenizer
+    vocabulary = tokenizer.vocabulary
+    new_words, known = _new_words(words, tokenizer)
     if max_new_tokens is not None and len(new_words) > max_new_tokens:
         raise ValueError(f"{len(new_words)} new words but --max_new_tokens={max_new_tokens}; "
                          "shorten the list or raise --max_new_tokens.")
@@ -278,13 +194,14 @@ def extend_vocabulary(model_dir: str, words: Sequence[str], output_dir: str, *,
     new_model = (BertPretrainer(new_encoder, next_sentence=old_model.next_sentence)
                  if isinstance(old_model, BertPretrainer) else new_encoder)
     _copy_rows(old_model, new_model, len(vocabulary), pieces)
-    _check_single_tokens(new_vocabulary, directory.do_lower_case, dict(zip(new_words, ids)))
+    new_tokenizer = WordpieceTokenizer(new_vocabulary, tokenizer.do_lower_case)
+    _check_single_tokens(new_tokenizer, dict(zip(new_words, ids)))
 
     before = after = None
     if corpus_files is not None:
-        counts = counts or count_words(corpus_files, vocabulary, directory.do_lower_case)
+        counts = counts or count_words(corpus_files, tokenizer)
         before = counts.tokens_per_word
-        after = count_words(corpus_files, new_vocabulary, directory.do_lower_case).tokens_per_word
+        after = count_words(corpus_files, new_tokenizer).tokens_per_word
     extension = VocabularyExtension(
         added=[{"word": word, "id": i, "pieces": [vocabulary[p] for p in new_words[word]],
                 "slot": "unused" if i < len(vocabulary) else "appended"}
@@ -293,10 +210,10 @@ def extend_vocabulary(model_dir: str, words: Sequence[str], output_dir: str, *,
         vocabulary_size_after=len(new_vocabulary), tokens_per_word_before=before,
         tokens_per_word_after=after, notes=notes)
     with atomic_directory(output_dir, overwrite=overwrite) as temporary:
-        save_pretrained(temporary, new_encoder, do_lower_case=directory.do_lower_case,
+        save_pretrained(temporary, new_encoder,
                         pretrainer=new_model if new_model is not new_encoder else None,
                         sentence_config=directory.sentence_config)
-        write_text(os.path.join(temporary, VOCAB), "\n".join(new_vocabulary) + "\n")
+        new_tokenizer.save(temporary)  # vocab.txt and tokenizer_config.json
         record = {**dataclasses.asdict(extension), "source": model_dir}
         write_text(os.path.join(temporary, EXTENSION_RECORD),
                    json.dumps(record, indent=2, ensure_ascii=False) + "\n")
@@ -312,8 +229,8 @@ def check_extendable(directory: ModelDir) -> None:
     Raises:
         ValueError: a byte-level BPE (`tokenizer.json`) or a fine-tuned directory.
     """
-    if directory.tokenizer_json is not None:
-        raise ValueError(f"{directory.where} tokenizes with the byte-level BPE "
+    if not isinstance(directory.tokenizer, WordpieceTokenizer):
+        raise ValueError(f"{directory.where} tokenizes with the {directory.tokenizer.kind} "
                          f"{directory.vocab_file}; kbert-vocab extend supports WordPiece "
                          "vocab.txt directories only.")
     if directory.is_finetuned:
@@ -321,55 +238,15 @@ def check_extendable(directory: ModelDir) -> None:
                          "directory it was fine-tuned from, then pre-train and fine-tune again.")
 
 
-class _WordCounter:
-    """Counts words and their pieces batch by batch (the `count_words` worker)."""
-
-    def __init__(self, vocabulary: Sequence[str], do_lower_case: bool):
-        self.do_lower_case = do_lower_case
-        self.tokenizer = BertWordpieceTokenizer(vocabulary, do_lower_case, token_out_type=tf.int64)
-        # WordPiece marks a word's later pieces with "##"; every other piece
-        # (an [UNK] for a whole word included) starts a word.
-        self.starts_word = np.array([not token.startswith("##") for token in vocabulary])
-        self.result = WordCounts(collections.Counter(), {})
-
-    def words(self, lines: Sequence[str]) -> tuple[list[str], list[tuple[int, ...]], list[int]]:
-        """Each line's words, in order: `(words, pieces, line index of each word)`."""
-        if not lines:
-            return [], [], []
-        normalized = normalize_text(tf.constant(list(lines)), self.do_lower_case)
-        ids, starts, ends = self.tokenizer.fast_bert_tokenizer.tokenize_with_offsets(normalized)
-        flat_ids = ids.flat_values.numpy()
-        if not flat_ids.size:
-            return [], [], []
-        rows = ids.value_rowids().numpy()
-        first = np.flatnonzero(self.starts_word[flat_ids])
-        last = np.append(first[1:], flat_ids.size) - 1
-        starts, ends = starts.flat_values.numpy(), ends.flat_values.numpy()
-        texts = tf.strings.substr(tf.gather(normalized, rows[first]), starts[first],
-                                  ends[last] - starts[first]).numpy()
-        words = [text.decode("utf-8") for text in texts]
-        pieces = [tuple(flat_ids[a:b + 1].tolist()) for a, b in zip(first, last)]
-        return words, pieces, rows[first].tolist()
-
-    def add(self, lines: Sequence[str]) -> None:
-        words, pieces, _ = self.words(lines)
-        result = self.result
-        result.counts.update(words)
-        for word, word_pieces in zip(words, pieces):
-            result.pieces.setdefault(word, word_pieces)
-        result.num_words += len(words)
-        result.num_pieces += sum(len(p) for p in pieces)
-
-
-def _new_words(words: Sequence[str], vocabulary: list[str],
-               do_lower_case: bool) -> tuple[dict[str, tuple[int, ...]], list[str]]:
+def _new_words(words: Sequence[str],
+               tokenizer: WordpieceTokenizer) -> tuple[dict[str, tuple[int, ...]], list[str]]:
     """The words to add with their old pieces, and the words that are tokens already."""
-    counter = _WordCounter(vocabulary, do_lower_case)
+    counter = WordCounter(tokenizer)
     found, found_pieces, lines = counter.words(list(words))
     per_word: dict[int, list[tuple[str, tuple[int, ...]]]] = collections.defaultdict(list)
     for text, word_pieces, line in zip(found, found_pieces, lines):
         per_word[line].append((text, word_pieces))
-    unk = vocabulary.index("[UNK]")
+    unk = tokenizer.unk_id
     new: dict[str, tuple[int, ...]] = {}
     known: list[str] = []
     for index, word in enumerate(words):
@@ -436,13 +313,11 @@ def _token_embedding_weights(model: keras.Model) -> list:
     return [w for w in encoder.token_embedding.weights if w.shape[0] == encoder.vocabulary_size]
 
 
-def _check_single_tokens(vocabulary: list[str], do_lower_case: bool,
-                         ids: dict[str, int]) -> None:
+def _check_single_tokens(tokenizer: WordpieceTokenizer, ids: dict[str, int]) -> None:
     # WordPiece's longest-match-first makes a whole word in the vocabulary one
     # token; checked here, before anything is written, with the tokenizer itself.
     if not ids:
         return
-    tokenizer = BertWordpieceTokenizer(vocabulary, do_lower_case, token_out_type=tf.int64)
     got = tokenizer.tokenize(tf.constant(list(ids))).to_list()
     for (word, i), tokens in zip(ids.items(), got):
         if tokens != [i]:

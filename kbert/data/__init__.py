@@ -1,14 +1,14 @@
 """Text handling every part of kbert shares, and pre-training data (`kbert.data.pretraining`).
 
-One `vocab.txt` reader (`read_vocab`), one WordPiece tokenizer construction
-(`BertWordpieceTokenizer`), one Hugging Face byte-level BPE `tokenizer.json`
-reader (`read_tokenizer_json`) and its in-graph tokenizer (`ByteLevelBpeTokenizer`), one packer, length bucketing, corpus reading and
-vocabulary learning (`build_vocab`), sequence packing (`pack_window`).
+One `vocab.txt` reader (`read_vocab`), the tokenizers (`kbert.data.tokenizers`:
+the `Tokenizer` contract, `load_tokenizer`, `WordpieceTokenizer` over
+`BertWordpieceTokenizer`, `ByteLevelBpeTokenizer` over `read_tokenizer_json`),
+one packer (`TextPreprocessor`), length bucketing, corpus reading,
+vocabulary learning and word counting (`kbert.data.vocab`: `build_vocab`,
+`count_words`), sequence packing (`pack_window`).
 """
 
-from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 from kbert.data.bucketing import batch_by_length
-from kbert.data.byte_level_bpe import ByteLevelBpeTokenizer
 from kbert.data.bucketing import bucket_boundaries
 from kbert.data.packing import PackingConfig
 from kbert.data.packing import first_fit_decreasing
@@ -34,9 +34,14 @@ from kbert.data.text_files import split_sentences
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenization import BertTokenizer
-from kbert.data.tokenizer_json import TOKENIZER_JSON
-from kbert.data.tokenizer_json import TokenizerJson
-from kbert.data.tokenizer_json import read_tokenizer_json
+from kbert.data.tokenizers import BertWordpieceTokenizer
+from kbert.data.tokenizers import ByteLevelBpeTokenizer
+from kbert.data.tokenizers import TOKENIZER_JSON
+from kbert.data.tokenizers import Tokenizer
+from kbert.data.tokenizers import TokenizerJson
+from kbert.data.tokenizers import WordpieceTokenizer
+from kbert.data.tokenizers import load_tokenizer
+from kbert.data.tokenizers import read_tokenizer_json
 from kbert.data.vocab import build_vocab
 from kbert.data.vocabulary import INPUT_TOKENS
 from kbert.data.vocabulary import PRETRAINING_TOKENS

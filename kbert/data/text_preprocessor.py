@@ -1,12 +1,11 @@
-"""Raw text to encoder inputs with TensorFlow ops: the one tokenizer and the one packer.
+"""Raw text to encoder inputs with TensorFlow ops: a tokenizer and the one packer.
 
 `TextPreprocessor` is used everywhere kbert turns text into `token_ids`,
 `segment_ids` and `padding_mask`: inside `tf.data` for fine-tuning, and inside
 the graph of every exported SavedModel, so served ids equal training ids.
-Tokenization is `BertWordpieceTokenizer` (google-research/bert's normalization,
-then tensorflow-text's `FastBertTokenizer`) for a `vocab.txt`, or
-`ByteLevelBpeTokenizer` for a Hugging Face byte-level BPE `tokenizer.json`
-(ModernBERT; `from_tokenizer_json`). Packing is `[CLS] a [SEP] (b [SEP])` (a
+Tokenization is the model's `kbert.data.tokenizers.Tokenizer` (WordPiece for a
+`vocab.txt`, byte-level BPE for a Hugging Face `tokenizer.json`), whatever its
+kind. Packing follows the tokenizer's templates (`[CLS] a [SEP] (b [SEP])`; a
 `tokenizer.json` names its own special tokens and type ids in its
 post-processor) with google-research/bert's pair truncation (`_truncate_seq_pair`: the longer
 segment loses tokens first, `b` on ties), written with core ragged ops because
@@ -20,16 +19,16 @@ import copy
 
 import tensorflow as tf
 
-from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
-from kbert.data.byte_level_bpe import ByteLevelBpeTokenizer
-from kbert.data.tokenizer_json import TokenizerJson
-from kbert.data.tokenizer_json import read_tokenizer_json
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
+from kbert.data.tokenizers.byte_level_bpe import ByteLevelBpeTokenizer
+from kbert.data.tokenizers.tokenizer import Template
+from kbert.data.tokenizers.tokenizer import Tokenizer
+from kbert.data.tokenizers.tokenizer_json import TokenizerJson
+from kbert.data.tokenizers.tokenizer_json import read_tokenizer_json
+from kbert.data.tokenizers.wordpiece_tokenizer import WordpieceTokenizer
 
 
 class TextPreprocessor(tf.Module):
-    """Tokenizes and packs raw text into BERT inputs, in tf.data or in a serving graph.
+    """Tokenizes and packs raw text into encoder inputs, in tf.data or in a serving graph.
 
     Batches are padded to their longest sequence (at most `max_seq_length`);
     the encoder ignores padding, so outputs do not depend on how much there is.
@@ -37,73 +36,38 @@ class TextPreprocessor(tf.Module):
     `.decode("utf-8", "ignore")`), and text longer than the model takes is truncated.
 
     Args:
-        vocab: list of str or None. WordPiece tokens in id order; must contain
-            `[PAD]`, `[UNK]`, `[CLS]` and `[SEP]`. None with `tokenizer_json`.
-        do_lower_case: bool. Lower case and strip accents (uncased models);
-            False with `tokenizer_json`.
+        tokenizer: `kbert.data.tokenizers.Tokenizer`. Its ids, special tokens
+            and templates (`kbert.data.tokenizers.load_tokenizer`, or a
+            model directory's `tokenizer`).
         max_seq_length: int. Longest packed sequence, special tokens included.
         name: str. Module name.
-        tokenizer_json: `TokenizerJson` or None. A byte-level BPE tokenizer to
-            use instead of WordPiece (see `from_tokenizer_json`).
 
     Example:
 
-    >>> preprocessor = TextPreprocessor.from_vocab_file("vocab.txt", True, max_seq_length=128)
+    >>> preprocessor = TextPreprocessor(load_tokenizer("minilm/"), max_seq_length=128)
     >>> inputs = preprocessor.pack([preprocessor.tokenize(tf.constant(["a gorgeous film"]))])
     >>> inputs["token_ids"].shape
     TensorShape([1, 5])
     """
 
-    def __init__(self, vocab: list[str] | None, do_lower_case: bool, max_seq_length: int,
-                 name: str = "text_preprocessor", tokenizer_json: TokenizerJson | None = None):
+    def __init__(self, tokenizer: Tokenizer, max_seq_length: int,
+                 name: str = "text_preprocessor"):
         super().__init__(name=name)
         check_max_seq_length(max_seq_length)
         self.max_seq_length = int(max_seq_length)
-        self.do_lower_case = bool(do_lower_case)
-        if tokenizer_json is not None:
-            self._init_byte_level_bpe(vocab, tokenizer_json)
-            return
-        missing = [token for token in INPUT_TOKENS if token not in vocab]
-        if missing:
-            raise ValueError(f"The vocabulary lacks {missing}; BERT inputs need {list(INPUT_TOKENS)}.")
-        self.pad_id = vocab.index("[PAD]")
-        self.cls_id = vocab.index("[CLS]")
-        self.sep_id = vocab.index("[SEP]")
-        # What a packed row holds for one and for two segments, in order:
-        # `(True, segment index, segment id)` or `(False, token id, segment id)`.
-        self.templates = (
-            ((False, self.cls_id, 0), (True, 0, 0), (False, self.sep_id, 0)),
-            ((False, self.cls_id, 0), (True, 0, 0), (False, self.sep_id, 0), (True, 1, 1),
-             (False, self.sep_id, 1)))
-        self.vocabulary_size = len(vocab)
-        self.tokenizer = BertWordpieceTokenizer(vocab, self.do_lower_case)
-        # WordPiece marks a word's later pieces with "##"; a piece without it
-        # starts a word, which is how words are found again after tokenization.
-        self._starts_word = tf.constant([not token.startswith("##") for token in vocab])
-        self.word_prefix = ""
+        self.tokenizer = tokenizer
 
-    def _init_byte_level_bpe(self, vocab: list[str] | None, spec: TokenizerJson) -> None:
-        if vocab is not None or self.do_lower_case:
-            raise ValueError(f"{spec.path} is a byte-level BPE tokenizer: it has its own "
-                             "vocabulary and no lower casing; pass vocab=None, do_lower_case=False.")
-        self.pad_id = _pad_id(spec)
-        single = spec.single
-        if len(single) != 3 or single[1][0] != "A":
-            raise ValueError(f"{spec.path}: the post-processor's single template is "
-                             f"{[item for item, _ in single]}; kbert packs one special token "
-                             "before the text and one after it ([CLS] $A [SEP]).")
-        self.cls_id, self.sep_id = single[0][0], single[2][0]
-        self.templates = tuple(
-            tuple((True, "AB".index(item), type_id) if isinstance(item, str)
-                  else (False, item, type_id) for item, type_id in template)
-            for template in (spec.single, spec.pair))
-        self.vocabulary_size = len(spec.vocabulary)
-        self.tokenizer = ByteLevelBpeTokenizer(spec)
-        self._starts_word = None
-        # Byte-level BPE marks a word that follows a space ("Ġworld"); a word
-        # tokenized on its own (NER's words) gets that space so that its pieces
-        # are those of running text, as RoBERTa's `add_prefix_space` does.
-        self.word_prefix = " "
+    @classmethod
+    def from_vocab_file(cls, vocab_file: str, do_lower_case: bool,
+                        max_seq_length: int) -> "TextPreprocessor":
+        """Builds a preprocessor over a WordPiece `vocab.txt` (read and checked by `read_vocab`)."""
+        return cls(WordpieceTokenizer.from_file(vocab_file, do_lower_case), max_seq_length)
+
+    @classmethod
+    def from_vocabulary(cls, vocabulary: list[str], do_lower_case: bool,
+                        max_seq_length: int) -> "TextPreprocessor":
+        """Builds a preprocessor over WordPiece tokens in id order (with `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`)."""
+        return cls(WordpieceTokenizer(vocabulary, do_lower_case), max_seq_length)
 
     @classmethod
     def from_tokenizer_json(cls, tokenizer_json: str | TokenizerJson,
@@ -130,13 +94,36 @@ class TextPreprocessor(tf.Module):
         """
         if isinstance(tokenizer_json, str):
             tokenizer_json = read_tokenizer_json(tokenizer_json)
-        return cls(None, False, max_seq_length, tokenizer_json=tokenizer_json)
+        return cls(ByteLevelBpeTokenizer(tokenizer_json), max_seq_length)
 
-    @classmethod
-    def from_vocab_file(cls, vocab_file: str, do_lower_case: bool,
-                        max_seq_length: int) -> "TextPreprocessor":
-        """Builds a preprocessor over a `vocab.txt` (read and checked by `read_vocab`)."""
-        return cls(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case, max_seq_length)
+    # The tokenizer's facts, which tasks and export read from the preprocessor.
+    @property
+    def pad_id(self) -> int:
+        return self.tokenizer.pad_id
+
+    @property
+    def cls_id(self) -> int:
+        return self.tokenizer.cls_id
+
+    @property
+    def sep_id(self) -> int:
+        return self.tokenizer.sep_id
+
+    @property
+    def vocabulary_size(self) -> int:
+        return self.tokenizer.vocabulary_size
+
+    @property
+    def do_lower_case(self) -> bool:
+        return self.tokenizer.do_lower_case
+
+    @property
+    def word_prefix(self) -> str:
+        return self.tokenizer.word_prefix
+
+    @property
+    def templates(self) -> tuple[Template, Template]:
+        return self.tokenizer.templates
 
     def __call__(self, texts: tf.Tensor, pairs: tf.Tensor | None = None) -> dict[str, tf.Tensor]:
         """Tokenizes and packs a batch of texts (or of text pairs): the encoder inputs.
@@ -175,7 +162,7 @@ class TextPreprocessor(tf.Module):
         return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Returns the WordPiece (or BPE) ids of each string, `[batch, (pieces)]` int32."""
+        """Returns the tokenizer's ids of each string, `[batch, (pieces)]` int32."""
         return self.tokenizer.tokenize(self.clean(texts))
 
     def tokenize_with_offsets(self, texts: tf.Tensor):
@@ -187,24 +174,20 @@ class TextPreprocessor(tf.Module):
 
         Returns:
             `(pieces, starts, ends, starts_word)`: ragged `[batch, (pieces)]`
-            ids, byte offsets into `texts` of each piece's start and end, and
-            whether each piece begins a word. With a byte-level BPE a word is
-            one piece of GPT-2's pre-tokenization (" world", "!") and a
-            piece's offsets leave out its leading and trailing spaces
-            (`ByteLevelBpeTokenizer.tokenize_with_offsets`).
+            ids, int32 byte offsets into `texts` of each piece's start and
+            end, and whether each piece begins a word
+            (`Tokenizer.tokenize_with_offsets`: with a byte-level BPE a word
+            is one piece of GPT-2's pre-tokenization, " world" or "!", and a
+            piece's offsets leave out its leading and trailing spaces).
         """
-        if self._starts_word is None:
-            # A byte-level BPE word is one piece of GPT-2's pre-tokenization.
-            pieces, starts, ends, starts_word = self.tokenizer.tokenize_with_offsets(texts)
-            return pieces, tf.cast(starts, tf.int32), tf.cast(ends, tf.int32), starts_word
-        pieces, starts, ends = self.tokenizer.tokenize_with_offsets(texts)
-        starts_word = tf.ragged.map_flat_values(tf.gather, self._starts_word, pieces)
+        pieces, starts, ends, starts_word = self.tokenizer.tokenize_with_offsets(texts)
         return pieces, tf.cast(starts, tf.int32), tf.cast(ends, tf.int32), starts_word
 
     def pack_ragged(self, segments: list[tf.RaggedTensor]) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
         """Packs one or two tokenized segments as `[CLS] a [SEP] (b [SEP])`, unpadded.
 
-        (A `tokenizer.json` may place other special tokens, as its post-processor says.)
+        (Or as the tokenizer's `templates` say: a `tokenizer.json` places its
+        special tokens as its post-processor does.)
 
         A pair over the limit loses tokens from its longer segment first, as
         `_truncate_seq_pair` in google-research/bert.
@@ -279,15 +262,6 @@ def check_max_seq_length(max_seq_length: int, max_positions: int | None = None) 
             f"max_seq_length={max_seq_length} is larger than the encoder's {max_positions} "
             f"positions (max_position_embeddings); pass max_seq_length<={max_positions}."
         )
-
-
-def _pad_id(spec: TokenizerJson) -> int:
-    """The padding id of a `tokenizer.json`: its `[PAD]`, `<pad>` or `<|padding|>`."""
-    for token in ("[PAD]", "<pad>", "<|padding|>"):
-        token_id = spec.token_id(token)
-        if token_id is not None:
-            return token_id
-    raise ValueError(f"{spec.path} has none of [PAD], <pad>, <|padding|>; padding needs one.")
 
 
 def keep_first(rows: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:

@@ -15,10 +15,10 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from kbert.data.bert_wordpiece_tokenizer import BertWordpieceTokenizer
-from kbert.data.bert_wordpiece_tokenizer import normalize_ascii
-from kbert.data.bert_wordpiece_tokenizer import normalize_text
 from kbert.data.text_files import MAX_LINE_CHARS
+from kbert.data.tokenizers.bert_wordpiece_tokenizer import BertWordpieceTokenizer
+from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_ascii
+from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_text
 from kbert.data.vocabulary import PRETRAINING_TOKENS
 from kbert.data.vocabulary import read_vocab
 

@@ -17,12 +17,9 @@ import keras
 
 from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.model_dir import ModelDir
-from kbert.checkpoints.pretrained import tokenizer_file_name
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.text_preprocessor import check_max_seq_length
-from kbert.data.tokenizer_json import TOKENIZER_JSON
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
+from kbert.data.tokenizers import load_tokenizer
 from kbert.tasks import Task
 from kbert.tasks import encoder_task
 from kbert.tasks import get_task
@@ -152,9 +149,7 @@ def _preprocessor(encoder, vocab_file: str, do_lower_case: bool,
                   max_seq_length: int) -> TextPreprocessor:
     """A preprocessor over a model in memory, its length checked against the encoder's positions."""
     check_max_seq_length(max_seq_length, getattr(encoder, "max_sequence_length", None))
-    if tokenizer_file_name(vocab_file) == TOKENIZER_JSON:
-        return TextPreprocessor.from_tokenizer_json(vocab_file, max_seq_length)
-    return TextPreprocessor(read_vocab(vocab_file, INPUT_TOKENS), do_lower_case, max_seq_length)
+    return TextPreprocessor(load_tokenizer(vocab_file, do_lower_case), max_seq_length)
 
 
 def _module(task: Task, model: keras.Model, preprocessor: TextPreprocessor,

@@ -19,6 +19,7 @@ from kbert.checkpoints import load_encoder
 from kbert.checkpoints import open_model_dir
 from kbert.checkpoints import save_finetuned
 from kbert.checkpoints.model_dir import model_dir_kind
+from kbert.data.tokenizers import WordpieceTokenizer
 from kbert.models import BertClassifier
 from kbert.models import BertPretrainer
 
@@ -58,6 +59,10 @@ def test_a_pretrained_directory_is_opened_with_its_parts(pretrained):
     assert directory.vocab_file == os.path.join(pretrained, "vocab.txt")
     assert directory.vocabulary == character_vocabulary()
     assert directory.do_lower_case is False  # as tokenizer_config.json records
+    # One tokenizer, which every preprocessor of the directory packs with.
+    assert isinstance(directory.tokenizer, WordpieceTokenizer)
+    assert directory.tokenizer.file == directory.vocab_file
+    assert directory.preprocessor(8).tokenizer is directory.tokenizer
     assert directory.encoder_config["vocabulary_size"] == ROWS
     assert directory.max_sequence_length == POSITIONS
     assert directory.sentence_config is None

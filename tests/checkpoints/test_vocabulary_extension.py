@@ -20,8 +20,10 @@ from kbert.checkpoints import open_model_dir
 from kbert.checkpoints import save_pretrained
 from kbert.checkpoints import vocabulary_extension as ve
 from kbert.data import BertTokenizer
-from kbert.data import TextPreprocessor
-from kbert.data.tokenizer_json import read_tokenizer_json
+from kbert.data import WordpieceTokenizer
+from kbert.data import read_tokenizer_json
+from kbert.data.vocab import count_words
+from kbert.data.vocab import frequent_split_words
 from kbert.data.vocabulary import read_vocab
 from kbert.models import BertEncoder
 from kbert.models import BertPretrainer
@@ -132,7 +134,7 @@ def test_tokens_per_word_measured_before_and_after(source, extended):
     directory, tokens = source
     output, extension = extended
     lines = [line for line in open(CORPUS, encoding="utf-8").read().splitlines() if line.strip()]
-    before = ve.count_words(CORPUS, tokens, do_lower_case=True)
+    before = count_words(CORPUS, WordpieceTokenizer(tokens, do_lower_case=True))
     # The pieces as pre-training's tokenizer makes them, line by line.
     for vocab_dir, measured in ((directory, extension.tokens_per_word_before),
                                 (output, extension.tokens_per_word_after)):
@@ -147,8 +149,8 @@ def test_tokens_per_word_measured_before_and_after(source, extended):
 
 def test_frequent_split_words_from_corpus(source):
     _, tokens = source
-    counts = ve.count_words(CORPUS, tokens, do_lower_case=True)
-    words = ve.frequent_split_words(counts, max_new_tokens=5, min_count=2)
+    counts = count_words(CORPUS, WordpieceTokenizer(tokens, do_lower_case=True))
+    words = frequent_split_words(counts, max_new_tokens=5, min_count=2)
     assert len(words) == 5
     assert all(len(counts.pieces[w]) > 1 for w in words)
     frequencies = [counts.counts[w] for w in words]

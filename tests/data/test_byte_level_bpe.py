@@ -121,6 +121,23 @@ def test_the_preprocessor_packs_single_texts_and_pairs_as_tokenizers(hf):
     assert not preprocessor.do_lower_case and preprocessor.vocabulary_size == 1135
 
 
+def test_a_batch_of_only_empty_texts_is_cls_sep_as_tokenizers(tokenizer, hf):
+    # With no byte to merge, the BPE merge loop used to pair a byte with a
+    # padding element (UnsortedSegmentSum: data.shape = [1] ... segment_ids.shape = [0]).
+    # (tests/export/test_byte_level_bpe_export.py asks an exported model too.)
+    preprocessor = TextPreprocessor(tokenizer, max_seq_length=16)
+    for texts in ([""], ["", ""]):
+        want = [encoding.ids for encoding in hf.encode_batch(texts)]
+        assert want == [[1127, 1128]] * len(texts)
+        assert preprocessor(tf.constant(texts))["token_ids"].numpy().tolist() == want
+    pair = preprocessor(tf.constant([""]), tf.constant([""]))
+    assert pair["token_ids"].numpy().tolist() == [hf.encode("", "").ids] == [[1127, 1128, 1128]]
+    assert pair["segment_ids"].numpy().tolist() == [hf.encode("", "").type_ids] == [[0, 0, 1]]
+    assert preprocessor(tf.constant([], tf.string))["token_ids"].shape == (0, 0)
+    pieces, starts, ends, starts_word = tokenizer.tokenize_with_offsets(tf.constant(["", ""]))
+    assert [x.to_list() for x in (pieces, starts, ends, starts_word)] == [[[], []]] * 4
+
+
 def test_long_texts_are_truncated_as_tokenizers_and_pairs_as_run_classifier(hf):
     preprocessor = TextPreprocessor.from_tokenizer_json(TOKENIZER_JSON, max_seq_length=12)
     long_text = "Persuasion, by Jane Austen: Sir Walter Elliot, of Kellynch Hall."

@@ -17,7 +17,7 @@ def ids(text):
 
 
 def preprocessor(max_seq_length):
-    return TextPreprocessor(VOCABULARY, do_lower_case=True, max_seq_length=max_seq_length)
+    return TextPreprocessor.from_vocabulary(VOCABULARY, True, max_seq_length)
 
 
 @pytest.fixture(scope="module")

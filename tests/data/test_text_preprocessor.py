@@ -16,7 +16,7 @@ def ids(text):
 
 
 def preprocessor(max_seq_length):
-    return TextPreprocessor(VOCABULARY, do_lower_case=True, max_seq_length=max_seq_length)
+    return TextPreprocessor.from_vocabulary(VOCABULARY, True, max_seq_length)
 
 
 def _truncate_seq_pair(a, b, max_length):
@@ -92,9 +92,7 @@ from tests.serving_testlib import reference_inputs  # noqa: E402
 
 @pytest.fixture(scope="module")
 def bert_preprocessor():
-    from kbert.data import read_vocab
-
-    return TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=12)
+    return TextPreprocessor.from_vocab_file(VOCAB, True, 12)
 
 
 def test_tokenize_matches_hugging_face(bert_preprocessor):

@@ -199,8 +199,8 @@ def test_tokenize_text_matches_original_line_by_line(tmp_path, do_lower_case):
 def test_normalize_ascii_equals_normalize_text():
     import tensorflow as tf
 
-    from kbert.data.bert_wordpiece_tokenizer import normalize_ascii
-    from kbert.data.bert_wordpiece_tokenizer import normalize_text
+    from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_ascii
+    from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_text
 
     text = bytes(range(128)) * 2
     for do_lower_case in (True, False):

@@ -44,8 +44,7 @@ def _fine_tuning_ids(texts):
 
 def _served_ids(texts, export_dir):
     module = tf.Module()
-    module.preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True,
-                                           max_seq_length=MAX_SEQ_LENGTH)
+    module.preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, MAX_SEQ_LENGTH)
     module.serve = tf.function(
         lambda text: module.preprocessor.pack([module.preprocessor.tokenize(text)]),
         input_signature=[tf.TensorSpec([None], tf.string)])

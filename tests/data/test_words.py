@@ -48,7 +48,7 @@ def test_conll_sentences_get_the_same_pieces_in_fine_tuning_and_serving():
     words = [w for s in sentences for w in s.words]
     # Words with inner punctuation, which BERT's basic tokenizer would split into several.
     assert {"1996-08-30", "all-rounder", "rain-affected"} <= set(words)
-    preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=512)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, 512)
     texts = [" ".join(s.words) for s in sentences]
 
     # Serving: raw text split on whitespace, packed into windows (one per sentence here).
@@ -77,7 +77,7 @@ def test_conll_sentences_get_the_same_pieces_in_fine_tuning_and_serving():
 
 
 def test_word_pieces_of_a_word_without_pieces_and_of_empty_rows():
-    preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=16)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, 16)
     vocab = read_vocab(VOCAB)
     # "\x00" is removed by BERT's normalization: a word with no pieces.
     words = tf.ragged.constant([["EU", "\x00", "rejects"], [], ["x"]])

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer
 from tests.conftest import tiny_encoder_kwargs
 from kbert.checkpoints import open_model_dir
 from kbert.checkpoints import save_pretrained
+from kbert.data import ByteLevelBpeTokenizer
 from kbert.export.saved_model import export_saved_model
 from kbert.models import BertEncoder
 
@@ -38,7 +39,7 @@ def test_a_directory_with_tokenizer_json_is_opened_and_packs_as_tokenizers(pretr
                                               "tokenizer.json"]
     directory = open_model_dir(pretrained)
     assert directory.vocab_file == os.path.join(pretrained, "tokenizer.json")
-    assert directory.tokenizer_json is not None and not directory.do_lower_case
+    assert isinstance(directory.tokenizer, ByteLevelBpeTokenizer) and not directory.do_lower_case
     assert len(directory.vocabulary) == 1135 and directory.vocabulary[1130] == "[MASK]"
     inputs = directory.preprocessor(16)(tf.constant(TEXTS))
     encodings = Tokenizer.from_file(TOKENIZER_JSON).encode_batch(TEXTS)
@@ -69,3 +70,8 @@ def test_the_export_tokenizes_in_its_graph_and_passes_the_ops_check(pretrained, 
     mean = (sequence * mask).sum(1) / np.maximum(mask.sum(1), 1)
     expected = mean / np.maximum(np.linalg.norm(mean, axis=-1, keepdims=True), 1e-12)
     np.testing.assert_allclose(served["embedding"].numpy()[:2], expected[:2], atol=1e-5)
+    # A batch of only empty texts is "[CLS] [SEP]" in the graph too (it raised
+    # InvalidArgumentError in the BPE merges); its embedding is that of "" above.
+    empty = tf.saved_model.load(version).signatures["serving_default"](text=tf.constant([""]))
+    np.testing.assert_allclose(empty["embedding"].numpy(), served["embedding"].numpy()[2:],
+                               atol=1e-6)

@@ -10,7 +10,6 @@ from tests import serving_testlib as lib
 from tests.conftest import tiny_encoder_kwargs
 from tests.conftest import tiny_inputs
 from kbert.data import TextPreprocessor
-from kbert.data import read_vocab
 from kbert.models import BertClassifier
 from kbert.models import BertEncoder
 from kbert.tasks import GlueTask
@@ -20,7 +19,7 @@ from kbert.tasks.glue_reader import GlueExample
 
 def test_the_evaluation_dataset_is_reused_only_for_the_same_examples_and_settings():
     task = GlueTask(task_name="sst-2")
-    preprocessor = TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=16)
+    preprocessor = TextPreprocessor.from_vocab_file(lib.VOCAB, True, 16)
     examples = [GlueExample(f"dev-{i}", text, None, i % 2) for i, text in enumerate(lib.TEXTS)]
     first = task.evaluation_dataset(examples, preprocessor, 3)
     assert task.evaluation_dataset(examples, preprocessor, 3) is first
@@ -36,7 +35,7 @@ def test_the_evaluation_dataset_is_reused_only_for_the_same_examples_and_setting
     assert task.evaluation_dataset(examples, preprocessor, 3) is not changed
     assert sum(len(b["example_index"]) for b in task.evaluation_dataset(
         examples, preprocessor, 3)) == 5
-    other = TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=16)
+    other = TextPreprocessor.from_vocab_file(lib.VOCAB, True, 16)
     assert task.evaluation_dataset(examples, other, 3) is not task.evaluation_dataset(
         examples, preprocessor, 3)
 

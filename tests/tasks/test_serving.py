@@ -7,8 +7,6 @@ import tensorflow as tf
 from tests import serving_testlib as lib
 from tests.conftest import tiny_encoder_kwargs
 from kbert.data.text_preprocessor import TextPreprocessor
-from kbert.data.vocabulary import INPUT_TOKENS
-from kbert.data.vocabulary import read_vocab
 from kbert.models import BertEncoder
 from kbert.tasks import RetrievalConfig
 from kbert.tasks import RetrievalTask
@@ -36,7 +34,7 @@ def test_records_listed_once_give_the_signatures_and_the_halves_that_split():
     model = RetrievalTask(RetrievalConfig(shared_towers=False)).build_model(encoder)
     document_encoder = model.document_tower.encoder
     document_encoder.set_weights([w * 0.5 for w in document_encoder.get_weights()])
-    preprocessor = TextPreprocessor(read_vocab(lib.VOCAB, INPUT_TOKENS), True, 16)
+    preprocessor = TextPreprocessor.from_vocab_file(lib.VOCAB, True, 16)
     module = RetrievalTask().serving_module(model, preprocessor)
     signatures = module.signatures()
     assert sorted(signatures) == ["document", "embeddings", "query", "serve_ids", "serving_default"]

@@ -43,7 +43,7 @@ def test_json_lines_equal_the_encoder_layers_for_the_same_ids(pretrained, tmp_pa
     assert [r["linex_index"] for r in records] == [0, 1, 2, 3]
     encoder = load_encoder(pretrained, output_all_layers=True)
     vocab = read_vocab(os.path.join(pretrained, "vocab.txt"))
-    preprocessor = TextPreprocessor(vocab, True, 24)
+    preprocessor = TextPreprocessor.from_vocabulary(vocab, True, 24)
     for line, record in zip(LINES, records):
         parts = line.split(" ||| ")
         inputs = preprocessor.pack([preprocessor.tokenize(tf.constant([p])) for p in parts])

@@ -1,8 +1,15 @@
-"""Vocabulary learning: a BERT WordPiece `vocab.txt` from raw text (`build_vocab`).
+"""Vocabularies: learning a BERT WordPiece `vocab.txt` from raw text (`build_vocab`), and
+counting what one makes of a corpus's words (`count_words`).
 
-`builder.py` is the front door (checks, and where the corpus is read),
-`learning.py` the counting and the WordPiece trainer, `beam.py` the counting
-as an Apache Beam pipeline (imported only with `runner=...`).
+`builder.py` is the front door of learning (checks, and where the corpus is
+read), `learning.py` the counting and the WordPiece trainer, `beam.py` the
+counting as an Apache Beam pipeline (imported only with `runner=...`);
+`coverage.py` counts a corpus's words and the pieces a vocabulary splits them
+into (what `kbert-vocab extend` chooses new tokens from).
 """
 
 from kbert.data.vocab.builder import build_vocab
+from kbert.data.vocab.coverage import WordCounter
+from kbert.data.vocab.coverage import WordCounts
+from kbert.data.vocab.coverage import count_words
+from kbert.data.vocab.coverage import frequent_split_words

@@ -14,7 +14,6 @@ from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import make_tiny_pretrained
 from kbert.checkpoints import load_finetuned
 from kbert.data import TextPreprocessor
-from kbert.data import read_vocab
 from kbert.export.saved_model import export_saved_model
 from kbert.layers import bio_transitions
 from kbert.models import BertEncoder
@@ -90,7 +89,7 @@ def test_decode_scatters_viterbi_tags_back_to_word_positions():
 
 def test_served_crf_tags_windows_like_the_python_reference():
     model = _crf_tagger(vocabulary_size=lib.vocab_size())
-    preprocessor = TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=12)
+    preprocessor = TextPreprocessor.from_vocab_file(lib.VOCAB, True, 12)
     module = TokenClassifierServingModule(model, preprocessor, LABELS)
     texts = [lib.TEXTS[3] + " , said O'Neil of the U.S. on 1996-08-22 .", "", "John lives in Zürich"]
     outputs = module.signatures()["serving_default"](tf.constant(texts))
@@ -122,8 +121,7 @@ def test_finetuned_crf_ner_exports_with_op_check_and_serves_the_keras_tags(tmp_p
     sentences = [s for split in ("dev", "test") for s in task.read(task_data(), split)
                  if sum(map(len, s.words)) <= 62]  # one window: a character is a piece
     assert len(sentences) >= 3
-    preprocessor = TextPreprocessor(read_vocab(os.path.join(model_dir, "vocab.txt")),
-                                    do_lower_case=True, max_seq_length=64)
+    preprocessor = TextPreprocessor.from_vocab_file(os.path.join(model_dir, "vocab.txt"), True, 64)
     keras_tags = task._tag(model, sentences, preprocessor, batch_size=8)
     assert sum(_invalid_bio(tags) for tags in keras_tags) == 0
     served = tf.saved_model.load(version_dir).signatures["serving_default"](

@@ -14,7 +14,7 @@ def ids(text):
 
 
 def preprocessor(max_seq_length):
-    return TextPreprocessor(VOCABULARY, do_lower_case=True, max_seq_length=max_seq_length)
+    return TextPreprocessor.from_vocabulary(VOCABULARY, True, max_seq_length)
 
 
 def test_token_labels_sit_on_the_first_wordpiece():

@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from tests import serving_testlib as lib
 from kbert.data import TextPreprocessor
-from kbert.data import read_vocab
 from kbert.data.words import split_words
 from kbert.tasks import NerConfig
 from kbert.tasks import NerTask
@@ -17,7 +16,7 @@ LONG_TEXT = lib.TEXTS[3] + " , said O'Neil of the U.S. on 1996-08-22 ."
 
 
 def _preprocessor(max_seq_length):
-    return TextPreprocessor(read_vocab(lib.VOCAB), do_lower_case=True, max_seq_length=max_seq_length)
+    return TextPreprocessor.from_vocab_file(lib.VOCAB, True, max_seq_length)
 
 
 @pytest.mark.parametrize("stride", [1, 3, 5, 10])

@@ -12,7 +12,6 @@ from tests.serving_testlib import VOCAB
 from tests.serving_testlib import hf_tokenizer
 from kbert.checkpoints import load_finetuned
 from kbert.data import TextPreprocessor
-from kbert.data import read_vocab
 from kbert.tasks import SquadConfig
 from kbert.tasks.squad.serving import question_context_windows
 from kbert.tasks.squad.span_search import NO_ANSWER_SCORE
@@ -22,7 +21,7 @@ from kbert.tasks.squad.span_search import window_best_spans
 @pytest.mark.parametrize("doc_stride", [2, 3, 100])
 def test_question_context_windows_follow_run_squad(doc_stride):
     context = "one two three four five six seven eight nine ten"
-    preprocessor = TextPreprocessor(read_vocab(VOCAB), do_lower_case=True, max_seq_length=12)
+    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, 12)
     windows = question_context_windows(
         preprocessor, tf.constant(["what city?", "who"]), tf.constant([context, ""]),
         max_query_length=3, doc_stride=doc_stride)

@@ -18,7 +18,7 @@ SAMPLE = os.path.join(TESTDATA, "squad", "xquad_en_sample.json")
 
 @pytest.fixture(scope="module")
 def preprocessor():
-    return TextPreprocessor(character_vocabulary(), do_lower_case=True, max_seq_length=96)
+    return TextPreprocessor.from_vocabulary(character_vocabulary(), True, 96)
 
 
 def test_read_training_examples_with_offsets():
@@ -134,5 +134,5 @@ def test_postprocessing_max_answer_length_and_null_threshold(preprocessor):
 def test_max_query_length_must_leave_room(preprocessor):
     examples, _ = read_squad(SAMPLE, is_training=False)
     with pytest.raises(ValueError, match="max_seq_length=64 leaves no room"):
-        squad_features(TextPreprocessor(character_vocabulary(), True, 64), examples,
+        squad_features(TextPreprocessor.from_vocabulary(character_vocabulary(), True, 64), examples,
                        max_query_length=64)

@@ -3,7 +3,9 @@
 `ByteLevelBpeTokenizer` tokenizes inside `tf.data` and inside an exported
 SavedModel (core TensorFlow and tensorflow-text ops only, so it serves from a
 stock `tensorflow_model_server`) exactly as `tokenizers` does with the same
-`tokenizer.json` (`kbert.data.read_tokenizer_json`):
+`tokenizer.json` (`kbert.data.read_tokenizer_json`), and is the `Tokenizer`
+of a model directory that holds one (ModernBERT's), packed as its
+post-processor says:
 
 1. added tokens matched in the raw text (`normalized: false`, such as `[CLS]`
    or `[MASK]` with its `lstrip`), leftmost-longest;
@@ -30,9 +32,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
 
-from kbert.data.tokenizer_json import BYTE_SYMBOLS
-from kbert.data.tokenizer_json import TokenizerJson
-from kbert.data.tokenizer_json import normalize_added_content
+from kbert.data.tokenizers.tokenizer import Tokenizer
+from kbert.data.tokenizers.tokenizer_json import BYTE_SYMBOLS
+from kbert.data.tokenizers.tokenizer_json import TOKENIZER_JSON
+from kbert.data.tokenizers.tokenizer_json import TokenizerJson
+from kbert.data.tokenizers.tokenizer_json import normalize_added_content
+from kbert.data.tokenizers.tokenizer_json import read_tokenizer_json
 
 # Unicode White_Space, what `tokenizers` (Oniguruma's `\s`, Rust's
 # `char::is_whitespace`) calls whitespace; RE2's `\s` is ASCII only.
@@ -49,8 +54,14 @@ _WORD_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+"
                  rf"| ?[^{WHITESPACE}\p{{L}}\p{{N}}]+")
 
 
-class ByteLevelBpeTokenizer(tf.Module):
-    """A Hugging Face byte-level BPE `tokenizer.json` as TensorFlow ops.
+class ByteLevelBpeTokenizer(Tokenizer):
+    """A Hugging Face byte-level BPE `tokenizer.json` as TensorFlow ops, and as a `Tokenizer`.
+
+    It has no lower casing and no unknown token; its special tokens and type
+    ids are those of the file's post-processor, which must place one special
+    token before a text and one after it (`[CLS] $A [SEP]`, as ModernBERT's
+    and RoBERTa's do). A word tokenized on its own is given a space first
+    (`word_prefix`), as it reads in running text ("Ġworld").
 
     Args:
         spec: `TokenizerJson` from `kbert.data.read_tokenizer_json`.
@@ -64,9 +75,35 @@ class ByteLevelBpeTokenizer(tf.Module):
     <tf.RaggedTensor [[9707, 1879], [50284, 352]]>
     """
 
+    file_name = TOKENIZER_JSON
+    kind = "byte-level BPE"
+    noun = "tokenizer"
+    lower_casing = False
+    allows_spare_rows = True
+
     def __init__(self, spec: TokenizerJson, token_out_type: tf.DType = tf.int32,
                  name: str = "byte_level_bpe_tokenizer"):
-        super().__init__(name=name)
+        super().__init__(spec.vocabulary, name=name)
+        self.file = spec.path
+        self.do_lower_case = False
+        # Byte-level BPE marks a word that follows a space ("Ġworld"); a word
+        # tokenized on its own (NER's words) gets that space so that its pieces
+        # are those of running text, as RoBERTa's `add_prefix_space` does.
+        self.word_prefix = " "
+        self.pad_id = _pad_id(spec)
+        single = spec.single
+        if len(single) != 3 or single[1][0] != "A":
+            raise ValueError(f"{spec.path}: the post-processor's single template is "
+                             f"{[item for item, _ in single]}; kbert packs one special token "
+                             "before the text and one after it ([CLS] $A [SEP]).")
+        self.cls_id, self.sep_id = single[0][0], single[2][0]
+        self.unk_id = None
+        self.mask_id = next((i for i in map(spec.token_id, ("[MASK]", "<mask>")) if i is not None),
+                            None)
+        self.templates = tuple(
+            tuple((True, "AB".index(item), type_id) if isinstance(item, str)
+                  else (False, item, type_id) for item, type_id in template)
+            for template in (spec.single, spec.pair))
         self.token_out_type = token_out_type
         self.normalization = spec.normalization
         self.add_prefix_space = spec.add_prefix_space
@@ -90,6 +127,23 @@ class ByteLevelBpeTokenizer(tf.Module):
         self._byte_lengths = tf.constant(lengths, tf.int64)
         self._leading_spaces = tf.constant(leading, tf.int64)
         self._trailing_spaces = tf.constant(trailing, tf.int64)
+
+    @classmethod
+    def from_file(cls, path: str, do_lower_case: bool | None = None) -> "ByteLevelBpeTokenizer":
+        """Reads a byte-level BPE `tokenizer.json` (checked by `kbert.data.read_tokenizer_json`).
+
+        Args:
+            path: str. The file.
+            do_lower_case: bool or None. Ignored: the kind has no lower casing.
+
+        Returns:
+            The `ByteLevelBpeTokenizer`.
+        """
+        return cls(read_tokenizer_json(path))
+
+    @classmethod
+    def read_vocabulary(cls, path: str) -> list[str]:
+        return read_tokenizer_json(path).vocabulary
 
     # Plain TensorFlow ops with no Python control flow on tensors, so
     # AutoGraph has nothing to convert; skipping it halves tracing time.
@@ -249,9 +303,12 @@ class ByteLevelBpeTokenizer(tf.Module):
             splits = tf.concat([[0], tf.cumsum(kept_per_row)], 0)
             return new_values, splits, tf.reduce_any(merge)
 
+        # `step` pairs each byte with the next by shifting with one padding
+        # element, which needs at least one byte: with none (a batch of empty
+        # strings) there is nothing to merge and the loop does not start.
         values, splits, _ = tf.while_loop(
             lambda values, splits, changed: changed, step,
-            (tf.gather(self._byte_ids, byte_values), splits, tf.constant(True)),
+            (tf.gather(self._byte_ids, byte_values), splits, tf.size(byte_values) > 0),
             shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
@@ -297,6 +354,15 @@ class _AddedTokens(tf.Module):
         ids = tf.where(ids >= 0, ids, self.exact.lookup(tf.strings.regex_replace(flat, self.strip, "")))
         ids = tf.where(is_added, ids, -1)
         return pieces.with_flat_values(tf.where(is_added, "", flat)), ids, flat
+
+
+def _pad_id(spec: TokenizerJson) -> int:
+    """The padding id of a `tokenizer.json`: its `[PAD]`, `<pad>` or `<|padding|>`."""
+    for token in ("[PAD]", "<pad>", "<|padding|>"):
+        token_id = spec.token_id(token)
+        if token_id is not None:
+            return token_id
+    raise ValueError(f"{spec.path} has none of [PAD], <pad>, <|padding|>; padding needs one.")
 
 
 def _split_whitespace(texts: tf.Tensor) -> tf.RaggedTensor:
