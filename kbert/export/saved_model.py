@@ -40,7 +40,6 @@ from kbert.export.serving_modules import serving_module
 from kbert.export.serving_modules import serving_task
 from kbert.export.serving_modules import task_model_serving_module
 from kbert.export.tokenizer_function import TOKENIZE_FUNCTION
-from kbert.export.tokenizer_function import token_strings
 from kbert.export.tokenizer_function import tokenizer_function
 from kbert.export.warmup_requests import write_warmup_requests
 from kbert.files import atomic_directory
@@ -128,7 +127,7 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
     preprocessor = getattr(module, "preprocessor", None)
     if preprocessor is not None:
         # Tracked as the module's attribute: saved as a function of the root, not a signature.
-        setattr(module, TOKENIZE_FUNCTION, tokenizer_function(preprocessor, token_strings(vocab_file)))
+        setattr(module, TOKENIZE_FUNCTION, tokenizer_function(preprocessor))
     # Serving computes no gradients: without this, TF traces and stores the
     # gradient function of every custom-gradient op (LayerNorm's, GELU's), about a
     # tenth of the time an export takes. (Loading such a SavedModel logs that a

@@ -18,27 +18,16 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.data import read_tokenizer_json
-from kbert.data import read_vocab
-
 # The name kbert-serve looks the function up by (kbert.serving.servable.TOKENIZE_FUNCTION).
 TOKENIZE_FUNCTION = "tokenize"
 
 
-def token_strings(vocab_file: str) -> list[str]:
-    """Every token of a model's tokenizer file in id order (`vocab.txt` or `tokenizer.json`)."""
-    if vocab_file.endswith(".json"):
-        return read_tokenizer_json(vocab_file).vocabulary
-    return read_vocab(vocab_file)
-
-
-def tokenizer_function(preprocessor, tokens: list[str]) -> tf.function:
+def tokenizer_function(preprocessor) -> tf.function:
     """`tokenize(text)`: each text's pieces, with the special tokens a single text is packed with.
 
     Args:
-        preprocessor: the serving module's `TextPreprocessor`.
-        tokens: list of str. The tokenizer's tokens in id order (`token_strings`),
-            for the special tokens' text.
+        preprocessor: the serving module's `TextPreprocessor` (its tokenizer's
+            `vocabulary` gives the special tokens' text).
 
     Returns:
         `tf.function` on string `[batch]` `text` returning a dict of, per text
@@ -49,10 +38,11 @@ def tokenizer_function(preprocessor, tokens: list[str]) -> tf.function:
 
     Example:
 
-    >>> tokenize = tokenizer_function(module.preprocessor, token_strings("vocab.txt"))
+    >>> tokenize = tokenizer_function(module.preprocessor)
     >>> tokenize(text=tf.constant(["Hi there"]))["texts"]
     <tf.Tensor: shape=(1, 4), dtype=string, numpy=array([[b'[CLS]', b'Hi', b'there', b'[SEP]']], dtype=object)>
     """
+    tokens = preprocessor.tokenizer.vocabulary
     template = preprocessor.templates[0]  # one segment
     segment = next(i for i, (is_segment, _, _) in enumerate(template) if is_segment)
     before = [value for _, value, _ in template[:segment]]
