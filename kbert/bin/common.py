@@ -55,9 +55,10 @@ def define_quantization_flags(with_export_dir: bool = False) -> None:
     needs = "With --export_dir and --quantize" if with_export_dir else "With --quantize"
     flags.DEFINE_enum(
         "quantize", None, ["int8", "bfloat16"], f"{export}xport a cheaper numeric format: int8 "
-        "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel, which stock TF "
-        "Serving runs; for classification, regression, re-ranking and embedding models also an "
-        "ONNX Runtime int8 model in assets.extra/onnxruntime/, which kbert-serve runs instead). "
+        "(int8 weights and exact int8 arithmetic in core TensorFlow ops in the same raw-text "
+        "SavedModel, which stock TF Serving runs on any CPU; for classification, regression, "
+        "re-ranking and embedding models also an ONNX Runtime int8 model in "
+        "assets.extra/onnxruntime/, which kbert-serve runs instead). "
         "Each is scored against float32 on the dev data first. bfloat16 is refused (see "
         "serving/README.md).")
     flags.DEFINE_string(
