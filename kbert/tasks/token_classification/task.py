@@ -176,6 +176,11 @@ class TokenClassificationTask(Task):
         super().__init__(config, task_name or self.default_task_name)
         given = label_names or getattr(self.config, "label_names", None) or self.fixed_label_names
         self._label_names = tuple(given) if given else None
+        # Where the tags came from, for errors about a tag outside them.
+        self._tags_origin = (f"{type(self.config).__name__}.label_names"
+                             if getattr(self.config, "label_names", None)
+                             else "the fine-tuned model's" if label_names
+                             else "CoNLL-2003's" if given else "learned from the training data")
         self.text_column = text_column
         self._baseline: MajorityTagger | None = None
 
@@ -276,10 +281,10 @@ class TokenClassificationTask(Task):
         for sentence in sentences:
             unknown = [tag for tag in sentence.tags or () if tag not in known]
             if unknown:
-                raise ValueError(f"{sentence.source}: tag {unknown[0]!r} is not in the training "
-                                 f"data's tags {list(self._label_names)}; a model cannot predict "
-                                 "a tag it never saw. Fix the tag, or add examples of it to the "
-                                 "training file.")
+                raise ValueError(f"{sentence.source}: tag {unknown[0]!r} is not in the tags "
+                                 f"{list(self._label_names)} ({self._tags_origin}); a model "
+                                 "cannot predict a tag it never learned. Fix the tag, or add "
+                                 "examples of it to the training file.")
 
     def examples_from_values(self, inputs: Any, labels: Sequence | None = None,
                              source: str | Sequence[str] = "values") -> list[Sentence]:
