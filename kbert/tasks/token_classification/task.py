@@ -43,6 +43,7 @@ from kbert.tasks.token_classification.sentence import Sentence
 from kbert.tasks.token_classification.serving import TokenClassifierServingModule
 from kbert.tasks.token_classification.spans import entities_from_tags
 from kbert.tasks.token_classification.token_files import TokenReading
+from kbert.tasks.token_classification.token_files import is_conll_file
 from kbert.tasks.token_classification.token_files import read_token_file
 from kbert.tasks.token_classification.token_files import sentence_from_text
 from kbert.tasks.token_classification.token_files import sentence_from_words
@@ -177,9 +178,9 @@ class TokenClassificationTask(Task):
         given = label_names or getattr(self.config, "label_names", None) or self.fixed_label_names
         self._label_names = tuple(given) if given else None
         # Where the tags came from, for errors about a tag outside them.
-        self._tags_origin = (f"{type(self.config).__name__}.label_names"
+        self._tags_origin = ("the fine-tuned model's" if label_names
+                             else f"{type(self.config).__name__}.label_names"
                              if getattr(self.config, "label_names", None)
-                             else "the fine-tuned model's" if label_names
                              else "CoNLL-2003's" if given else "learned from the training data")
         self.text_column = text_column
         self._baseline: MajorityTagger | None = None
@@ -188,8 +189,12 @@ class TokenClassificationTask(Task):
     def from_description(cls, description: Mapping[str, Any]) -> "TokenClassificationTask":
         columns = description.get("text_column_names") or [None]
         rest = {key: value for key, value in description.items() if key != "text_column_names"}
-        return cls(cls.config_from_description(rest), description.get("task_name"),
-                   description.get("label_names"), columns[0])
+        config = cls.config_from_description(rest)
+        label_names = description.get("label_names")
+        if label_names and hasattr(config, "label_names"):
+            # The model's tags, in its logit order, are given from now on.
+            config = dataclasses.replace(config, label_names=list(label_names))
+        return cls(config, description.get("task_name"), label_names, columns[0])
 
     def describe(self) -> dict[str, Any]:
         # The tags in use (learned or given), not the config's None; and the column read.
@@ -216,7 +221,8 @@ class TokenClassificationTask(Task):
     def check_data(self, data: TaskData, splits: Sequence[str]) -> None:
         for split in splits:
             flag = self.split_files[split]
-            if split != "dev" and not (getattr(data, flag) or data.data_dir):
+            # Without a dev file, training chooses on a held-out share of the training file.
+            if (split != "dev" or "train" not in splits) and not self.has_split(data, split):
                 raise ValueError(f"--task={self.name} needs --{flag} (a CoNLL, JSON lines, CSV, "
                                  "TSV or Parquet file) or a --data_dir of CoNLL files.")
         if data.text_column_names and len(data.text_column_names) > 1:
@@ -235,7 +241,7 @@ class TokenClassificationTask(Task):
                                data.label_column_name, self.label_names or None,
                                self.split_punctuation)
         sentences = read_token_file(path, flag, reading, labelled=split != "test")
-        if split == "train":
+        if split == "train" and not is_conll_file(path):
             self.text_column = reading.text_column or _column_read(sentences)
         else:
             self.check_tags(sentences)
@@ -406,12 +412,31 @@ class TokenClassificationTask(Task):
         return rows, owners
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
-        """Each sentence's tags, long sentences read in rows."""
-        return self._tags_and_scores(model, sentences, preprocessor, batch_size)[0]
+        """Each sentence's tags (`tag_words` without the probabilities)."""
+        return self.tag_words(model, sentences, preprocessor, batch_size)[0]
 
-    def _tags_and_scores(self, model, sentences, preprocessor, batch_size
-                         ) -> tuple[list[list[str]], list[list[float]]]:
-        """Each sentence's tags and each tag's probability, long sentences read in rows."""
+    def tag_words(self, model: keras.Model, sentences: Sequence[Sentence],
+                  preprocessor: TextPreprocessor, batch_size: int
+                  ) -> tuple[list[list[str]], list[list[float]]]:
+        """Each sentence's tags and each tag's probability, a long sentence read in rows.
+
+        With a CRF, each sentence's (or row's) tags are its Viterbi path, and a
+        tag's probability is the softmax of the word's own scores.
+
+        Args:
+            model: the task model.
+            sentences: list of `Sentence`.
+            preprocessor: `TextPreprocessor`.
+            batch_size: int.
+
+        Returns:
+            `(tags, probabilities)`: per sentence, one tag (str) and one float per word.
+
+        Example:
+
+        >>> tags, probabilities = task.tag_words(model, task.examples_from_values(["Ada wrote"]),
+        ...                                      preprocessor, 32)
+        """
         rows, owners = self._windows(sentences, preprocessor, "evaluated")
         forward = _tagging_function(model)
         default = self.label_names[0]
@@ -466,7 +491,7 @@ class TokenClassificationTask(Task):
         Returns:
             list of `{"entities": [...]}`, one per example.
         """
-        tagged, scores = self._tags_and_scores(model, examples, preprocessor, batch_size)
+        tagged, scores = self.tag_words(model, examples, preprocessor, batch_size)
         records = []
         for sentence, tags, word_scores in zip(examples, tagged, scores):
             text, offsets = sentence.text_and_offsets()
