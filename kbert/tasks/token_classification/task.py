@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.data.table_files import infer_value
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.layers.crf import first_forbidden
 from kbert.layers.crf import tag_scheme
@@ -241,10 +242,11 @@ class TokenClassificationTask(Task):
                                data.label_column_name, self.label_names or None,
                                self.split_punctuation)
         sentences = read_token_file(path, flag, reading, labelled=split != "test")
-        if split == "train" and not is_conll_file(path):
-            self.text_column = reading.text_column or _column_read(sentences)
-        else:
+        if split != "train":
             self.check_tags(sentences)
+        elif not is_conll_file(path):
+            # The column kbert-predict reads by default (a CoNLL file has none).
+            self.text_column = reading.text_column or _column_read(sentences)
         return sentences
 
     def adapt(self, train_examples: list[Sentence]) -> None:
@@ -564,14 +566,19 @@ def _unless_all(allowed: list[bool] | None) -> list[bool] | None:
     return None if allowed is None or all(allowed) else allowed
 
 
-def _python_value(value: Any) -> Any:
-    """A numpy array or bytes (a `tf.data` element, a column) as the Python value it holds."""
+def _python_value(value: Any, cell: bool = True) -> Any:
+    """A numpy array or bytes (a `tf.data` element, a column) as the Python value it holds;
+    a cell holding a JSON list (`["EU", "rejects"]`: CSV cells, as kbert-predict reads them) as
+    the list (the items of a list are kept as they are)."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, list):
-        return [_python_value(item) for item in value]
+        value = value.decode("utf-8")
+    if isinstance(value, str) and cell:
+        parsed = infer_value(value)
+        return parsed if isinstance(parsed, list) else value
+    if isinstance(value, (list, tuple)):
+        return [_python_value(item, cell=False) for item in value]
     return value
 
 
