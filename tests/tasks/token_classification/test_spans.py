@@ -103,7 +103,7 @@ def test_predicted_entities_point_into_the_text_and_long_texts_are_read_whole():
             assert text[entity["start"]:entity["end"]] == entity["text"]
             assert entity["label"] == "LOC"
             assert entity["score"] == pytest.approx(probability, rel=1e-5)
-    # 41 words of two pieces or more do not fit 14 pieces: read as rows of whole words.
+    # 41 words of two pieces or more do not fit 14 pieces: read in windows, every word tagged.
     assert len(records[2]["entities"]) == 41
 
 
