@@ -185,6 +185,9 @@ class TokenClassificationTask(Task):
     # Split file flags (`TaskData` fields).
     split_files: ClassVar[dict[str, str]] = {"train": "train_file", "dev": "validation_file",
                                              "test": "test_file"}
+    # What happens to a sentence longer than a row (the fine-tuning summary prints it).
+    long_inputs: ClassVar[str] = ("were read in parts, no word cut (training: rows of whole "
+                                  "words; evaluation and prediction: the served model's windows)")
 
     def __init__(self, config=None, task_name: str | None = None, label_names=None,
                  text_column: str | None = None):
@@ -403,22 +406,29 @@ class TokenClassificationTask(Task):
 
     # -- Evaluation and prediction ------------------------------------------------------
 
+    def count_truncated(self, examples: list[Sentence], preprocessor: TextPreprocessor) -> int:
+        """How many sentences are longer than `max_seq_length - 2` pieces (none is cut:
+        `long_inputs` says how they are read)."""
+        budget = preprocessor.max_seq_length - 2
+        counts = word_piece_counts(preprocessor, [s.words for s in examples])
+        return sum(int(pieces.sum() > budget) for pieces in counts)
+
     def _windows(self, sentences: Sequence[Sentence], preprocessor: TextPreprocessor
                  ) -> list[Sentence]:
         """Training rows: a sentence longer than `max_seq_length` as rows of whole words."""
         budget = preprocessor.max_seq_length - 2
         counts = word_piece_counts(preprocessor, [s.words for s in sentences])
-        rows, long = [], 0
+        rows = []
         for sentence, pieces in zip(sentences, counts):
             if pieces.sum() <= budget:
                 rows.append(sentence)
-                continue
-            long += 1
-            rows.extend(sentence.window(start, end) for start, end in fitting_windows(pieces, budget))
-        if long:
-            logger.warning("%d of %d training sentences are longer than max_seq_length=%d pieces: "
-                           "read as %d rows of whole words.", long, len(sentences),
-                           preprocessor.max_seq_length, long + len(rows) - len(sentences))
+            else:
+                rows.extend(sentence.window(start, end)
+                            for start, end in fitting_windows(pieces, budget))
+        if len(rows) > len(sentences):
+            # The summary counts the long sentences (`count_truncated`); this, the rows.
+            logger.info("Long training sentences are read as %d more rows of whole words.",
+                        len(rows) - len(sentences))
         return rows
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
