@@ -338,7 +338,8 @@ def run_finetuning(
         data_dir=data_dir, train_file=train_file, predict_file=predict_file,
         validation_file=validation_file, test_file=test_file,
         text_column_names=tuple(text_column_names) if text_column_names else None,
-        label_column_name=label_column_name, vocab_file=vocab_file, do_lower_case=do_lower_case, do_train=do_train, do_eval=do_eval,
+        label_column_name=label_column_name, vocab_file=vocab_file,
+        do_lower_case=do_lower_case, do_train=do_train, do_eval=do_eval,
         do_predict=do_predict, strategy=strategy, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate,
         num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
@@ -457,7 +458,9 @@ def _truncation_counts(task: Task, examples: dict[str, list],
     counts = {split: task.count_truncated(rows, preprocessor) for split, rows in examples.items()}
     counts = {split: {"truncated": count, "examples": len(examples[split])}
               for split, count in counts.items() if count}
-    return {"max_seq_length": preprocessor.max_seq_length, **counts} if counts else {}
+    if not counts:
+        return {}
+    return {"max_seq_length": preprocessor.max_seq_length, "how": task.long_inputs, **counts}
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,
