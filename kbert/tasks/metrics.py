@@ -15,7 +15,7 @@ reference scripts exactly:
   `confusion_matrix` and `accuracy_score` on indicator arrays, with
   `zero_division=0`; `choose_threshold`, the multi-label decision threshold.
 
-Task-specific metrics live with their task: entity F1 in `kbert.tasks.ner.metrics`,
+Task-specific metrics live with their task: entity F1 in `kbert.tasks.token_classification.metrics`,
 SQuAD exact match and F1 in `kbert.tasks.squad.metrics`.
 """
 
