@@ -40,6 +40,8 @@ setup(
         "onnxruntime>=1.20",
         "onnx>=1.17",
         "tf2onnx>=1.17",
+        # Users' labelled files (kbert.data.table_files): CSV/TSV with quoted newlines, Parquet.
+        "pyarrow>=14",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).
@@ -81,6 +83,7 @@ setup(
             "kbert-serve=kbert.bin.serve:run",
             "kbert-index=kbert.bin.index:run",
             "kbert-vocab=kbert.bin.vocab:run",
+            "kbert-predict=kbert.bin.predict:run",
         ],
     },
 )

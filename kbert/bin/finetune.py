@@ -1,8 +1,12 @@
 """kbert-finetune: fine-tune a pre-trained encoder for any trainable task of `kbert.tasks.TASKS`.
 
-GLUE classification/regression, CoNLL-2003 NER, SQuAD span QA, sentence similarity,
-dense retrieval and re-ranking (`--task=glue|ner|squad|similarity|retrieval|rerank`):
+Your own labelled files (`--task=classification`: single-label, multi-label,
+regression, pairs; CSV, TSV, JSON lines, Parquet), GLUE classification/regression,
+CoNLL-2003 NER, SQuAD span QA, sentence similarity, dense retrieval and re-ranking:
 
+    kbert-finetune --task=classification --train_file=tickets.csv \\
+        --validation_file=tickets_dev.csv --init_checkpoint=minilm/ --model_dir=runs/tickets \\
+        --do_train --do_eval
     kbert-finetune --task=glue --task_name=sst-2 --data_dir=glue_data/SST-2 \\
         --init_checkpoint=minilm/ --model_dir=runs/sst2 --do_train --do_eval
     kbert-finetune --task=squad --train_file=train-v1.1.json --predict_file=dev-v1.1.json \\
@@ -31,9 +35,19 @@ flags.DEFINE_string("task_name", None, "GLUE task (cola, sst-2, mrpc, sts-b, qqp
                     "stored in task_config.json (default conll2003).")
 flags.DEFINE_string("data_dir", None, "GLUE task folder (train.tsv, dev.tsv, test.tsv) or CoNLL "
                     "folder (train.txt, dev.txt or valid.txt, test.txt).")
-flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
+flags.DEFINE_string("train_file", None, "File to train on: SQuAD JSON; or your own labelled "
+                    "file (.csv, .tsv, .jsonl/.json, .parquet; text formats may be .gz) for "
+                    "--task=classification and --task=token_classification.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate (--do_eval) or predict on "
                     "(--do_predict); predictions.json is written for it.")
+flags.DEFINE_string("validation_file", None, "Your own dev file (same formats as --train_file), "
+                    "scored with --do_eval. Without it the kept model is chosen on a held-out "
+                    "share of --train_file and no reported figure exists.")
+flags.DEFINE_string("test_file", None, "Your own test file, predicted with --do_predict (its "
+                    "labels, when present, are checked against the training file's).")
+common.define_text_column_flags()
+flags.DEFINE_string("label_column_name", None, "Column holding the labels of your files "
+                    "(default: label; ner_tags for token classification).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory (a kbert-pretrain model_dir "
                     "or kbert-convert output); without --do_train also a fine-tuned model_dir.")
 flags.DEFINE_string("model_dir", None, "Output: fine-tuned model directory, eval_results.json, "
@@ -68,12 +82,13 @@ flags.DEFINE_list("search_epochs", ["2", "3", "4"], "Epoch counts of --hparam_se
 flags.DEFINE_float("search_time_budget_minutes", 60.0, "--hparam_search starts no trial that "
                    "would end past this (estimated from the trials so far).")
 flags.DEFINE_bool("freeze_encoder", None, "Feature-based fine-tuning (the BERT paper, 5.3): the "
-                  "encoder's weights stay fixed and only the head learns; glue and ner. Same as "
-                  "binding GlueConfig.freeze_encoder / NerConfig.freeze_encoder.")
+                  "encoder's weights stay fixed and only the head learns; glue, classification "
+                  "and ner. Same as binding GlueConfig.freeze_encoder (ClassificationConfig., "
+                  "NerConfig.).")
 flags.DEFINE_enum("features", None, ["last", "sum_last_4", "concat_last_4", "weighted"],
                   "What the head reads instead of the default output: a mix of the encoder's "
-                  "layers (weighted = ELMo's learned softmax mix); glue and ner. Same as binding "
-                  "GlueConfig.features / NerConfig.features.")
+                  "layers (weighted = ELMo's learned softmax mix); glue, classification and ner. "
+                  "Same as binding GlueConfig.features (ClassificationConfig., NerConfig.).")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -116,6 +131,10 @@ def _run_finetuning(configurables) -> dict:
         data_dir=FLAGS.data_dir,
         train_file=FLAGS.train_file,
         predict_file=FLAGS.predict_file,
+        validation_file=FLAGS.validation_file,
+        test_file=FLAGS.test_file,
+        text_column_names=common.text_column_names(),
+        label_column_name=FLAGS.label_column_name,
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
         do_train=FLAGS.do_train,
@@ -136,7 +155,7 @@ def _with_feature_flags(options):
     for name in given:
         if name not in fields:
             raise ValueError(f"--{name}: --task={FLAGS.task} has no feature-based mode; it "
-                             "applies to --task=glue and --task=ner.")
+                             "applies to --task=glue, classification and ner.")
     return dataclasses.replace(options, **given)
 
 
@@ -160,28 +179,10 @@ def _write_summary(results: dict) -> None:
     import tensorflow as tf
 
     from kbert.files import write_text
-    from kbert.training.finetuning.hparam_search import format_table
+    from kbert.training.finetuning.summary import summary_lines
 
     write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
-    listed = ("train_loss", "eval_curve", "restarts", "hparam_search", "warnings")
-    summary = {key: value for key, value in results.items() if key not in listed}
-    if "train_loss" in results:
-        summary["final_train_loss"] = round(results["train_loss"][-1], 4)
-    print("***** results *****")
-    for key, value in sorted(summary.items()):
-        print(f"  {key} = {round(value, 4) if isinstance(value, float) else value}")
-    metric = results.get("main_metric")
-    if "hparam_search" in results:
-        print("***** hyperparameter search (dev %s) *****" % metric)
-        print(format_table(results["hparam_search"], metric))
-        print(f"best configuration: {os.path.join(FLAGS.model_dir, 'best_hparams.gin')}")
-    for restart in results.get("restarts", []):
-        print(f"  restart seed {restart['seed']}: dev {metric} {restart[metric]:.4f} "
-              f"at step {restart['best_step']}")
-    if "best_step" in results:
-        curve = ", ".join(f"{p['step']}: {p[metric]:.4f}" for p in results["eval_curve"])
-        print(f"kept the model of step {results['best_step']} of {results['train_steps']}: dev "
-              f"{metric} {results[metric]:.4f} (dev {metric} by step: {curve})")
+    print("\n".join(summary_lines(results, FLAGS.model_dir)))
     for warning in results.get("warnings", []):
         print(f"WARNING: {warning}")
     print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir)))
