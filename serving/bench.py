@@ -25,6 +25,7 @@ import time
 import grpc
 import numpy as np
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before client.py imports TensorFlow
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from client import predict  # noqa: E402  (serving/client.py, beside this file)
 from tensorflow_serving.apis import prediction_service_pb2_grpc  # noqa: E402
