@@ -64,7 +64,7 @@ ORDER = ("pretraining_throughput", "pretraining_quality", "modernbert_long_input
          "data_generation", "tokenization", "bpe_tokenization", "beam_generation", "packing",
          "dynamic_masking", "finetuning_quality", "own_data", "keras_tasks", "distillation",
          "ner_crf", "finetuning_packing", "retrieval_quality", "index_speed", "quantization",
-         "onnxruntime_int8", "int8_matmul", "serving_latency", "serving_batching",
+         "onnxruntime_int8", "int8_batch_independence", "int8_matmul", "serving_latency", "serving_batching",
          "serving_embeddings", "serving_memory", "serving_load", "demo")
 
 
