@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.model_dir import FinetunedDir
 from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
@@ -44,6 +43,7 @@ from kbert.training.distillation import distiller as distillers
 from kbert.training.finetuning import auto_settings
 from kbert.training.finetuning.dev_evaluation import DevEvaluation
 from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.finetuned_dir import save_task_model
 from kbert.training.finetuning.outcome_checks import outcome_warnings
 from kbert.training.finetuning.selection_split import carve_selection_split
 from kbert.training.finetuning.selection_split import check_selection_fraction
@@ -227,9 +227,7 @@ def run_distillation(
         # A task naming no main metric (similarity): its first one (Spearman for scored pairs).
         results["main_metric"] = task_object.main_metric or next(iter(evaluation.metrics))
     if do_train:
-        save_finetuned(model_dir, student, TaskConfig.from_dict(
-            {**task_object.describe(), "max_seq_length": record.max_seq_length,
-             "do_lower_case": record.do_lower_case}), vocab_file)
+        save_task_model(model_dir, student, task_object, preprocessor, vocab_file)
     warnings = outcome_warnings(results)
     if warnings:
         results["warnings"] = warnings
