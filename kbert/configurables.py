@@ -45,15 +45,20 @@ def _configurable(fn, exclude=()):
     return gin.external_configurable(fn, module=MODULE, allowlist=_gin_arguments(fn, exclude))
 
 
-# Every encoder architecture of `kbert.models.ENCODERS`, bound by class name
-# (`BertEncoder.num_layers = 4`; `BertPretrainer.encoder = @BertEncoder()`).
-# `shared_embeddings` is a built encoder that ElectraPretrainer passes, never a hyperparameter.
-ENCODERS = {name: _configurable(encoder, exclude=("shared_embeddings",))
-            for name, encoder in models.ENCODERS.items()}
+# Every encoder architecture of `kbert.models.ARCHITECTURES`, its encoder and its
+# pre-trainer bound by class name (`BertEncoder.num_layers = 4`;
+# `BertPretrainer.encoder = @BertEncoder()`), and ELECTRA's pre-trainer, which
+# takes any of them. `shared_embeddings` is a built encoder that
+# ElectraPretrainer passes, never a hyperparameter.
+ENCODERS = {name: _configurable(architecture.encoder, exclude=("shared_embeddings",))
+            for name, architecture in models.ARCHITECTURES.items()}
+PRETRAINERS = {cls: _configurable(cls) for cls in dict.fromkeys(
+    [architecture.pretrainer for architecture in models.ARCHITECTURES.values()]
+    + [models.ElectraPretrainer])}
 BertEncoder = ENCODERS["bert"]
-BertPretrainer = _configurable(models.BertPretrainer)
-ElectraPretrainer = _configurable(models.ElectraPretrainer)
-ModernBertPretrainer = _configurable(models.ModernBertPretrainer)
+BertPretrainer = PRETRAINERS[models.BertPretrainer]
+ElectraPretrainer = PRETRAINERS[models.ElectraPretrainer]
+ModernBertPretrainer = PRETRAINERS[models.ModernBertPretrainer]
 
 
 def build_pretrainer(model: Callable[[], keras.Model] = BertPretrainer) -> keras.Model:
@@ -157,8 +162,8 @@ def vocabulary_size_from_data(input_file: str, vocab_file: str | None, gin_files
     >>> configurables.vocabulary_size_from_data("data/*.tfrecord", None, ["tiny.gin"], [])
     8000
     """
-    bound = [encoder.__name__ for encoder in models.ENCODERS.values()
-             if _is_bound(f"{encoder.__name__}.vocabulary_size")]
+    names = [architecture.encoder.__name__ for architecture in models.ARCHITECTURES.values()]
+    bound = [name for name in names if _is_bound(f"{name}.vocabulary_size")]
     user_text = "\n".join(list(gin_params or []) + [
         open(path, encoding="utf-8").read() for path in _resolved_gin_files(gin_files)
         if os.path.dirname(path) != GIN_DIR])
@@ -209,8 +214,7 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
     """
     from kbert.checkpoints.config_files import read_encoder_config
     from kbert.checkpoints.pretrained import BERT_CONFIG
-    from kbert.models.registry import PRETRAINERS
-    from kbert.models.registry import encoder_architecture
+    from kbert.models.registry import architecture_of
     import tensorflow as tf
 
     path = os.path.join(init_checkpoint, BERT_CONFIG)
@@ -245,8 +249,7 @@ def encoder_from_directory(init_checkpoint: str) -> dict[str, object]:
                 gin.bind_parameter(f"{name}.{key}", value)
                 bound_here[key] = value
         if not _is_bound("pretrainer.model"):
-            pretrainer_class = PRETRAINERS.get(encoder_architecture(encoder_class),
-                                               models.BertPretrainer)
+            pretrainer_class = architecture_of(encoder_class).pretrainer
             gin.parse_config(f"pretrainer.model = @{pretrainer_class.__name__}")
         model = gin.query_parameter("pretrainer.model").configurable.name
         if not _is_bound(f"{model}.encoder"):

@@ -126,8 +126,7 @@ def main(argv: list[str]) -> None:
     elif FLAGS.to == "electra_tf1":
         notes = checkpoints.save_electra_tf1(converted, FLAGS.output_dir, FLAGS.overwrite)
     elif FLAGS.to == "hf":
-        notes = checkpoints.save_huggingface_modernbert(converted, FLAGS.output_dir,
-                                                        FLAGS.overwrite)
+        notes = checkpoints.save_huggingface(converted, FLAGS.output_dir, FLAGS.overwrite)
     else:
         checkpoints.save_keras_hub_preset(converted, FLAGS.output_dir, FLAGS.overwrite,
                                      FLAGS.allow_numeric_mismatch)

@@ -11,7 +11,10 @@ return a `ConvertedModel`; writers take one:
     load_electra_tf1(checkpoint, ...) ->  save_bert_tf1(converted, dir)
     load_huggingface(hf_dir)          ->  save_electra_tf1(converted, dir)
     load_keras_hub(preset)            ->  save_keras_hub_preset(converted, dir)
-    load_kbert(dir)                   ->  save_huggingface_modernbert(converted, dir)
+    load_kbert(dir)                   ->  save_huggingface(converted, dir)
+
+`load_huggingface` and `save_huggingface` pick the architecture's converter by its
+record (`kbert.models.registry.ARCHITECTURES`; `kbert.checkpoints.huggingface.CONVERTERS`).
 
 `kbert-convert` is the command-line front end (see docs/convert.md).
 
@@ -36,10 +39,9 @@ from kbert.checkpoints.finetuned import TaskConfig
 from kbert.checkpoints.finetuned import load_finetuned
 from kbert.checkpoints.finetuned import read_task_config
 from kbert.checkpoints.finetuned import save_finetuned
-from kbert.checkpoints.huggingface import hf_to_tf1_name
 from kbert.checkpoints.huggingface import load_huggingface
-from kbert.checkpoints.huggingface_modernbert import load_huggingface_modernbert
-from kbert.checkpoints.huggingface_modernbert import save_huggingface_modernbert
+from kbert.checkpoints.huggingface import save_huggingface
+from kbert.checkpoints.huggingface_bert import hf_to_tf1_name
 from kbert.checkpoints.keras_hub_interop import from_keras_hub
 from kbert.checkpoints.keras_hub_interop import load_keras_hub
 from kbert.checkpoints.keras_hub_interop import save_keras_hub_preset

@@ -1,12 +1,13 @@
 """Reading and writing encoder configs on disk: `bert_config.json` and Hugging Face `config.json`.
 
-The name mapping itself is `kbert.models.bert_config` (no file I/O there); this
-module reads and writes the files, through `tf.io.gfile` so `gs://` works.
+The name mappings themselves are `kbert.models.bert.bert_config` (no file I/O
+there); this module reads and writes the files, through `tf.io.gfile` so
+`gs://` works.
 
 A pre-trained directory's `bert_config.json` is google-research/bert's file
 for a BERT encoder (as every directory before there was a second
 architecture); another architecture's names it in a `model_type` key (a name
-in `kbert.models.registry.ENCODERS`, as Hugging Face's `config.json` does)
+in `kbert.models.registry.ARCHITECTURES`, as Hugging Face's `config.json` does)
 beside its keras-hub argument names. `read_encoder_config` and
 `write_encoder_config` read and write both.
 """
@@ -18,9 +19,9 @@ from typing import Any
 
 from kbert.files import read_json
 from kbert.files import write_text
-from kbert.models.bert_config import arguments_to_bert_config
-from kbert.models.bert_config import bert_config_to_arguments
-from kbert.models.bert_config import hf_config_to_arguments
+from kbert.models.bert.bert_config import arguments_to_bert_config
+from kbert.models.bert.bert_config import bert_config_to_arguments
+from kbert.models.bert.bert_config import hf_config_to_arguments
 from kbert.models.registry import DEFAULT_ARCHITECTURE
 from kbert.models.registry import encoder_architecture
 from kbert.models.registry import get_encoder_class
@@ -68,7 +69,7 @@ def read_encoder_config(path: str) -> tuple[type, dict[str, Any]]:
 
     Without a `model_type` key the file is google-research/bert's and the
     class `BertEncoder`; with one, the class is that registered architecture
-    (`kbert.models.registry.ENCODERS`) and the other keys its arguments.
+    (`kbert.models.registry.ARCHITECTURES`) and the other keys its arguments.
 
     Args:
         path: str. Path of the JSON file.

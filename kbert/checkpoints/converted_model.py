@@ -14,8 +14,8 @@ from kbert.files import atomic_directory
 from kbert.checkpoints.tokenizer_files import check_vocab_size
 from kbert.data.vocabulary import read_vocab
 from kbert.checkpoints.tokenizer_files import write_vocab
-from kbert.models.bert_encoder import BertEncoder
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.bert.bert_encoder import BertEncoder
+from kbert.models.bert.bert_pretrainer import BertPretrainer
 from kbert.checkpoints.pretrained import PRETRAINER_WEIGHTS
 from kbert.checkpoints.pretrained import VOCAB
 from kbert.checkpoints.pretrained import load_encoder

@@ -1,130 +1,74 @@
-"""Hugging Face BERT (safetensors) -> kbert, through the original TF1 names.
+"""Hugging Face directories <-> kbert: the door, dispatching on the architecture's record.
 
-Hugging Face names (`BertModel`, or `BertForPreTraining`/`BertForMaskedLM`
-with their `bert.` prefix) map one-to-one onto google-research/bert's TF1
-names (HF's own TF1 converter defines them that way), so a Hugging Face model
-goes through the same weight table and checks as a TF1 checkpoint. torch
-`Linear` weights are `[out, in]`; TF1 kernels are `[in, out]`, so every tensor
-whose TF1 name ends in `kernel` is transposed. Reading uses the `safetensors`
-package with numpy; torch is not needed.
+`load_huggingface` reads `config.json`, finds the architecture whose record
+claims its `model_type` (`kbert.models.registry.hugging_face_architecture`),
+maps the config with that record's key map (`Architecture.hugging_face`,
+pure dicts in `kbert/models/<arch>/`) and hands the directory to the
+architecture's converter here. `save_huggingface` (`kbert-convert --to=hf`)
+does the reverse for architectures with a writer.
+
+The converters live in this package (they read and write files, which
+`kbert.models` never does, and `models` may not import `checkpoints`), so
+they are listed in `CONVERTERS`, keyed by the record's name: one line per
+architecture that converts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import re
-
-import numpy as np
+from typing import Any
+from typing import Callable
 
 from kbert.checkpoints.converted_model import ConvertedModel
-from kbert.checkpoints.converted_model import from_tf1_arrays
-from kbert.checkpoints.safetensors_files import SafetensorsFiles
-from kbert.checkpoints.tokenizer_files import infer_do_lower_case
-from kbert.checkpoints.tokenizer_files import lowercase_from_tokenizer_json
-from kbert.data.vocabulary import read_vocab
-from kbert.checkpoints.tokenizer_files import vocab_from_tokenizer_json
-from kbert.checkpoints.config_files import read_hf_config
-from kbert.checkpoints.huggingface_modernbert import MODEL_TYPE
-from kbert.checkpoints.huggingface_modernbert import load_huggingface_modernbert
-from kbert.checkpoints.sentence_transformers import read_sentence_transformers_config
+from kbert.checkpoints.huggingface_bert import read_huggingface_bert
+from kbert.checkpoints.huggingface_modernbert import read_huggingface_modernbert
+from kbert.checkpoints.huggingface_modernbert import write_huggingface_modernbert
 from kbert.files import read_json
-
-# Names whose TF1 counterpart is not the mechanical rewrite of `hf_to_tf1_name`.
-_SPECIAL_TO_TF1 = {
-    "cls.predictions.bias": "cls/predictions/output_bias",
-    "cls.seq_relationship.weight": "cls/seq_relationship/output_weights",
-    "cls.seq_relationship.bias": "cls/seq_relationship/output_bias",
-}
-_SPECIAL_TO_HF = {v: k for k, v in _SPECIAL_TO_TF1.items()}
-# Tied copies Hugging Face may store: the decoder shares the word embeddings and
-# the output bias. Checked equal, then skipped.
-_DECODER_WEIGHT = "cls.predictions.decoder.weight"
-_DECODER_BIAS = "cls.predictions.decoder.bias"
+from kbert.models.architecture import ConvertedArguments
+from kbert.models.registry import ARCHITECTURES
+from kbert.models.registry import architecture_of
+from kbert.models.registry import hugging_face_architecture
 
 
-def hf_to_tf1_name(name: str) -> str:
-    """Maps a Hugging Face BERT tensor name to the google-research/bert TF1 name.
+@dataclasses.dataclass(frozen=True)
+class HuggingFaceConverter:
+    """An architecture's Hugging Face reader and (optional) writer.
 
-    Args:
-        name: str. Such as `encoder.layer.0.attention.self.query.weight` or
-            `bert.encoder.layer.0.attention.self.query.weight`.
-
-    Returns:
-        The TF1 name, such as `bert/encoder/layer_0/attention/self/query/kernel`.
-        Names with no BERT counterpart map mechanically too (and are then
-        reported as unknown).
-
-    Example:
-
-    >>> hf_to_tf1_name("embeddings.LayerNorm.weight")
-    'bert/embeddings/LayerNorm/gamma'
+    Attributes:
+        read: `(hf_dir, config, arguments, ignore_unknown) -> ConvertedModel`:
+            the directory's weights and tokenizer, given its parsed
+            `config.json` and what the record's key map made of it.
+        write: `(converted, config, output_dir, overwrite) -> notes`, or None
+            when kbert does not write the architecture back: the directory
+            for `config` (the record's `from_arguments`).
     """
-    name = name.removeprefix("bert.")
-    if name in _SPECIAL_TO_TF1:
-        return _SPECIAL_TO_TF1[name]
-    parts = re.sub(r"\blayer\.(\d+)\b", r"layer_\1", name).split(".")
-    if parts[0] != "cls":
-        parts.insert(0, "bert")
-    if len(parts) > 2 and parts[-2] == "LayerNorm":
-        parts[-1] = {"weight": "gamma", "bias": "beta"}.get(parts[-1], parts[-1])
-    elif len(parts) > 2 and parts[-2].endswith("embeddings") and parts[-1] == "weight":
-        parts.pop()
-    elif parts[-1] == "weight":
-        parts[-1] = "kernel"
-    return "/".join(parts)
+
+    read: Callable[[str, dict[str, Any], ConvertedArguments, bool], ConvertedModel]
+    write: Callable[[ConvertedModel, dict[str, Any], str, bool], list[str]] | None = None
 
 
-def tf1_to_hf_name(tf1_name: str) -> str:
-    """The inverse of `hf_to_tf1_name`, without the `bert.` prefix (`BertModel` names)."""
-    if tf1_name in _SPECIAL_TO_HF:
-        return _SPECIAL_TO_HF[tf1_name]
-    parts = tf1_name.split("/")
-    if parts[0] == "bert":
-        parts.pop(0)
-    if len(parts) > 1 and parts[-2] == "LayerNorm":
-        parts[-1] = {"gamma": "weight", "beta": "bias"}[parts[-1]]
-    elif parts[-1].endswith("embeddings"):
-        parts.append("weight")
-    elif parts[-1] == "kernel":
-        parts[-1] = "weight"
-    return re.sub(r"\blayer_(\d+)\b", r"layer.\1", ".".join(parts))
-
-
-def _tokenizer_settings(hf_dir: str) -> tuple[list[str] | None, bool | None]:
-    vocab_txt = os.path.join(hf_dir, "vocab.txt")
-    tokenizer_json = os.path.join(hf_dir, "tokenizer.json")
-    vocabulary = None
-    if os.path.exists(vocab_txt):
-        vocabulary = read_vocab(vocab_txt)
-    elif os.path.exists(tokenizer_json):
-        vocabulary = vocab_from_tokenizer_json(tokenizer_json)
-    do_lower_case = None
-    tokenizer_config = os.path.join(hf_dir, "tokenizer_config.json")
-    if os.path.exists(tokenizer_config):
-        do_lower_case = read_json(tokenizer_config).get("do_lower_case")
-    if do_lower_case is None and os.path.exists(tokenizer_json):
-        do_lower_case = lowercase_from_tokenizer_json(tokenizer_json)
-    if do_lower_case is None and vocabulary is not None:
-        do_lower_case = infer_do_lower_case(vocabulary)
-    return vocabulary, do_lower_case
+# Architecture name (`kbert.models.registry.ARCHITECTURES`) -> its converter.
+CONVERTERS: dict[str, HuggingFaceConverter] = {
+    "bert": HuggingFaceConverter(read_huggingface_bert),
+    "modernbert": HuggingFaceConverter(read_huggingface_modernbert, write_huggingface_modernbert),
+}
 
 
 def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedModel:
     """Reads a Hugging Face BERT or ModernBERT directory (config, safetensors, tokenizer).
 
-    A `config.json` with `model_type: modernbert` is read by
-    `kbert.checkpoints.huggingface_modernbert.load_huggingface_modernbert`
-    (a `ModernBertEncoder`, its `ModernBertPretrainer` when the file has the
-    masked-LM head, and the `tokenizer.json`); everything below is BERT's.
-
-    The encoder's activation and LayerNorm epsilon come from `config.json`
-    (`hidden_act: gelu` is the exact GELU), so the converted model reproduces
-    the source's numbers. Heads come along when the file has `cls.predictions.*`
-    (and `cls.seq_relationship.*`). The vocabulary is `vocab.txt`, or the
-    WordPiece vocabulary of `tokenizer.json` when that is all there is;
-    `do_lower_case` comes from `tokenizer_config.json` or the `tokenizer.json`
-    normalizer. A sentence-transformers directory (`modules.json`) also gives
-    its pooling and normalisation (`ConvertedModel.sentence_config`).
+    The architecture is the one whose record names the `config.json`'s
+    `model_type` (BERT for a file with another or none, whose key map then
+    names the `model_type` it cannot convert). A BERT's encoder takes its
+    activation and LayerNorm epsilon from `config.json` (`hidden_act: gelu`
+    is the exact GELU), heads come along when the file has them, the
+    vocabulary is `vocab.txt` or `tokenizer.json`'s, and a
+    sentence-transformers directory also gives its pooling
+    (`kbert.checkpoints.huggingface_bert`); a ModernBERT is a
+    `ModernBertEncoder`, its `ModernBertPretrainer` when the file has the
+    masked-LM head, and its `tokenizer.json`
+    (`kbert.checkpoints.huggingface_modernbert`).
 
     Args:
         hf_dir: str. A local directory as `save_pretrained` of `transformers`
@@ -135,6 +79,11 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
     Returns:
         A `ConvertedModel`.
 
+    Raises:
+        FileNotFoundError: no such directory.
+        ValueError: a config setting kbert cannot reproduce, or tensors that
+            do not fit (named).
+
     Example:
 
     >>> converted = kbert.checkpoints.load_huggingface(kbert.checkpoints.minilm_hf_dir())
@@ -144,58 +93,46 @@ def load_huggingface(hf_dir: str, ignore_unknown: bool = False) -> ConvertedMode
     if not os.path.isdir(hf_dir):
         raise FileNotFoundError(f"Hugging Face model directory not found: {hf_dir}")
     config_path = os.path.join(hf_dir, "config.json")
-    if read_json(config_path, "Hugging Face config.json").get("model_type") == MODEL_TYPE:
-        return load_huggingface_modernbert(hf_dir, ignore_unknown)
-    arguments = read_hf_config(config_path)
-    files = SafetensorsFiles(hf_dir)
-    vocabulary, do_lower_case = _tokenizer_settings(hf_dir)
+    config = read_json(config_path, "Hugging Face config.json")
+    architecture = hugging_face_architecture(config.get("model_type"))
+    arguments = architecture.hugging_face.to_arguments(config, config_path)
+    return CONVERTERS[architecture.name].read(hf_dir, config, arguments, ignore_unknown)
 
-    hf_shapes = files.shapes()
-    skipped = sorted(n for n in hf_shapes if n.endswith("position_ids"))  # a buffer, not a weight
-    to_hf, shapes = {}, {}
-    for name, shape in hf_shapes.items():
-        if name in skipped or name.removeprefix("bert.") in (_DECODER_WEIGHT, _DECODER_BIAS):
-            continue
-        tf1 = hf_to_tf1_name(name)
-        if tf1 in to_hf:
-            raise ValueError(f"{files.path}: {to_hf[tf1]} and {name} are the same tensor "
-                             "(with and without the bert. prefix); keep one.")
-        to_hf[tf1] = name
-        shapes[tf1] = tuple(reversed(shape)) if tf1.endswith("/kernel") else shape
 
-    def read(tf1: str) -> np.ndarray:
-        array = files.get(to_hf[tf1]).astype(np.float32)
-        return array.T if tf1.endswith("/kernel") else array
+def save_huggingface(converted: ConvertedModel, output_dir: str,
+                     overwrite: bool = False) -> list[str]:
+    """Writes a kbert model as a Hugging Face directory `transformers` loads (`--to=hf`).
 
-    # The decoder is tied to the word embeddings (and its bias to the output
-    # bias) in BERT; a file that stores untied values can't be reproduced.
-    for tied, original in ((_DECODER_WEIGHT, "bert/embeddings/word_embeddings"),
-                           (_DECODER_BIAS, "cls/predictions/output_bias")):
-        stored = next((n for n in hf_shapes if n.removeprefix("bert.") == tied), None)
-        if stored is None:
-            continue
-        if original not in shapes and tied == _DECODER_BIAS:
-            to_hf[original], shapes[original] = stored, hf_shapes[stored]
-            continue
-        if original in shapes and not np.array_equal(files.get(stored), files.get(to_hf[original])):
-            raise ValueError(f"{files.path}: {stored} differs from {to_hf[original]}; kbert's "
-                             "masked-LM head ties them as BERT does, so it can't reproduce "
-                             "this model.")
-        skipped.append(stored)
+    The encoder's architecture's record maps the config
+    (`Architecture.hugging_face.from_arguments`) and its converter writes
+    the directory, atomically: for ModernBERT `config.json`,
+    `model.safetensors` and the `tokenizer.json`.
 
-    def display(tf1: str) -> str:
-        if tf1 in to_hf:
-            return to_hf[tf1] + (" (as [in, out])" if tf1.endswith("/kernel") else "")
-        return tf1_to_hf_name(tf1)
+    Args:
+        converted: `ConvertedModel`, such as `kbert.checkpoints.load_kbert(dir)`.
+        output_dir: str. Must not exist unless `overwrite`.
+        overwrite: bool. Replace an existing directory. Defaults to False.
 
-    if not any(name.startswith("bert/") for name in shapes):
-        raise ValueError(f"{files.path} has no BERT encoder tensors (e.g. "
-                         f"embeddings.word_embeddings.weight); found {sorted(hf_shapes)[:5]}.")
-    converted = from_tf1_arrays(
-        arguments, shapes, read, source=files.path, config_source=config_path,
-        vocabulary=vocabulary, do_lower_case=do_lower_case, ignore_unknown=ignore_unknown,
-        skipped=skipped, display=display,
-    )
-    converted.sentence_config = read_sentence_transformers_config(hf_dir)
-    return converted
+    Returns:
+        Notes for the user (what was left out).
 
+    Raises:
+        ValueError: the architecture has no Hugging Face writer.
+
+    Example:
+
+    >>> save_huggingface(kbert.checkpoints.load_kbert("modernbert/"), "hf_out/")
+    """
+    architecture = architecture_of(converted.encoder)
+    converter = CONVERTERS.get(architecture.name)
+    if converter is None or converter.write is None or architecture.hugging_face is None:
+        writable = [name for name, c in CONVERTERS.items()
+                    if c.write is not None and name in ARCHITECTURES]
+        raise ValueError(
+            f"--to=hf writes {', '.join(writable)} models; {converted.source or 'the source'} "
+            f"is a {type(converted.encoder).__name__} ({architecture.name}): use --to=kbert, "
+            "or for BERT --to=bert_tf1 or --to=keras_hub.")
+    pretrainer = converted.pretrainer
+    config = architecture.hugging_face.from_arguments(
+        converted.encoder.get_config(), pretrainer.get_config() if pretrainer is not None else None)
+    return converter.write(converted, config, output_dir, overwrite)

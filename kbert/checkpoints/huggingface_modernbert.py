@@ -4,10 +4,10 @@ Hugging Face's `ModernBertModel` / `ModernBertForMaskedLM` tensors map
 one-to-one onto `ModernBertEncoder` / `ModernBertPretrainer` weights
 (`hf_weight_map` is the one table, both ways). torch `Linear` weights are
 `[out, in]` and Keras kernels `[in, out]`, so kernels are transposed; nothing
-else changes, so HF -> kbert -> HF gives back the same float32 bytes.
-Both forms of Hugging Face's config are read: the hub's
-(`global_attn_every_n_layers`, `global_rope_theta`, `local_rope_theta`) and
-transformers 5's (`layer_types`, `rope_parameters`); both are written.
+else changes, so HF -> kbert -> HF gives back the same float32 bytes. The
+config's key map is ModernBERT's own (`kbert.models.modernbert.modernbert_config`,
+both of Hugging Face's config forms); `kbert.checkpoints.load_huggingface` and
+`save_huggingface` apply it and call the reader and writer here.
 Reading uses the `safetensors` package with numpy; torch is not needed.
 """
 
@@ -27,219 +27,14 @@ from kbert.data.tokenizers import read_tokenizer_json
 from kbert.files import atomic_directory
 from kbert.files import copy_file
 from kbert.files import local_output
-from kbert.files import read_json
 from kbert.files import write_text
+from kbert.models.architecture import ConvertedArguments
 from kbert.models.modernbert import ModernBertEncoder
 from kbert.models.modernbert import ModernBertPretrainer
 
-MODEL_TYPE = "modernbert"
-# Hugging Face activation names -> kbert's (`kbert.layers.get_activation`); HF's
-# `gelu` is the exact erf form.
-_ACTIVATIONS = {"gelu": "gelu_exact", "gelu_new": "gelu_approximate",
-                "gelu_pytorch_tanh": "gelu_approximate", "relu": "relu", "tanh": "tanh"}
-_ACTIVATIONS_TO_HF = {"gelu_exact": "gelu", "gelu_approximate": "gelu_pytorch_tanh",
-                      "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_pytorch_tanh",
-                      "relu": "relu", "tanh": "tanh"}
-# `ModernBertConfig`'s defaults, for keys a config.json leaves out.
-_DEFAULTS = {
-    "vocab_size": 50368, "hidden_size": 768, "intermediate_size": 1152,
-    "num_hidden_layers": 22, "num_attention_heads": 12, "hidden_activation": "gelu",
-    "max_position_embeddings": 8192, "initializer_range": 0.02, "norm_eps": 1e-5,
-    "norm_bias": False, "attention_bias": False, "mlp_bias": False, "attention_dropout": 0.0,
-    "embedding_dropout": 0.0, "mlp_dropout": 0.0, "local_attention": 128,
-    "global_attn_every_n_layers": 3, "global_rope_theta": 160000.0,
-    "local_rope_theta": 10000.0, "decoder_bias": True, "classifier_pooling": "cls",
-    "classifier_bias": False, "classifier_activation": "gelu", "tie_word_embeddings": True,
-}
-_GLOBAL, _LOCAL = "full_attention", "sliding_attention"
-# `rope_parameters` entries that leave RoPE as kbert computes it.
-_NEUTRAL_ROPE = {"rope_type": "default", "partial_rotary_factor": 1.0}
 # Tensors HF keeps as buffers or ties; never weights of their own.
 _DECODER_WEIGHT = "decoder.weight"
 _DECODER_BIAS = "decoder.bias"
-
-
-def _layer_types(every: int, num_layers: int) -> list[str]:
-    return [_LOCAL if i % every else _GLOBAL for i in range(num_layers)]
-
-
-def modernbert_config_to_arguments(
-    config: dict[str, Any], source: str = "config.json"
-) -> tuple[dict[str, Any], dict[str, Any], list[str]]:
-    """Maps a Hugging Face ModernBERT `config.json` dict to kbert arguments.
-
-    Reads the hub's form (`global_attn_every_n_layers`, `global_rope_theta`,
-    `local_rope_theta`) and transformers 5's (`layer_types`,
-    `rope_parameters`, which win where both are given and must agree with
-    the other form). `local_attention` stays the whole window, as in HF.
-    Settings kbert's ModernBERT cannot reproduce are errors, all in one line.
-
-    Args:
-        config: dict. The parsed `config.json`.
-        source: str. Where it came from, named in messages.
-
-    Returns:
-        `(encoder_arguments, pretrainer_arguments, notes)`: the
-        `ModernBertEncoder` and `ModernBertPretrainer` keyword arguments, and
-        what the mapping had to decide.
-
-    Raises:
-        ValueError: an unsupported setting (named with its value).
-
-    Example:
-
-    >>> encoder_arguments, _, _ = modernbert_config_to_arguments(
-    ...     json.load(open("ModernBERT-base/config.json")))
-    >>> encoder_arguments["global_attention_every_n_layers"]
-    3
-    """
-    problems, notes = [], []
-    if config.get("model_type") != MODEL_TYPE:
-        problems.append(f"model_type={config.get('model_type')!r} (expected {MODEL_TYPE!r})")
-    c = {**_DEFAULTS, **{key: value for key, value in config.items() if value is not None}}
-    num_layers = c["num_hidden_layers"]
-
-    every = c["global_attn_every_n_layers"]
-    layer_types = config.get("layer_types")
-    if layer_types is not None:
-        # n is where the second global layer is (past the end when there is one).
-        globals_at = [i for i, kind in enumerate(layer_types) if kind == _GLOBAL]
-        derived = 0 if not globals_at else (
-            globals_at[1] if len(globals_at) > 1 else max(num_layers, 1))
-        if not derived or list(layer_types) != _layer_types(derived, num_layers):
-            problems.append(
-                f"layer_types={json.dumps(layer_types)} (kbert's ModernBertEncoder has "
-                f"{num_layers} layers, '{_GLOBAL}' at 0, n, 2n, ... and '{_LOCAL}' elsewhere)")
-        elif ("global_attn_every_n_layers" in config
-              and _layer_types(every, num_layers) != list(layer_types)):
-            problems.append(f"global_attn_every_n_layers={every} disagrees with layer_types "
-                            f"{json.dumps(layer_types)}")
-        else:
-            every = derived
-    if not isinstance(every, int) or every < 1:
-        problems.append(f"global_attn_every_n_layers={every!r} (must be an integer >= 1)")
-
-    thetas = {_GLOBAL: float(c["global_rope_theta"]), _LOCAL: float(c["local_rope_theta"])}
-    if config.get("rope_scaling"):
-        problems.append(f"rope_scaling={json.dumps(config['rope_scaling'])} (kbert's RoPE is "
-                        "unscaled)")
-    rope_parameters = config.get("rope_parameters") or {}
-    for kind in sorted(set(rope_parameters) - {_GLOBAL, _LOCAL}):
-        problems.append(f"rope_parameters.{kind} (expected only {_GLOBAL!r}, {_LOCAL!r})")
-    for kind in (_GLOBAL, _LOCAL):
-        parameters = dict(rope_parameters.get(kind) or {})
-        if "rope_theta" in parameters:
-            thetas[kind] = float(parameters.pop("rope_theta"))
-        if any(_NEUTRAL_ROPE.get(key, object()) != value for key, value in parameters.items()):
-            problems.append(f"rope_parameters.{kind}={json.dumps(rope_parameters[kind])} "
-                            "(only rope_type 'default' with a rope_theta)")
-
-    for key in ("hidden_activation", "classifier_activation"):
-        if c[key] not in _ACTIVATIONS:
-            problems.append(f"{key}={c[key]!r} (supported: {sorted(_ACTIVATIONS)})")
-    if c["classifier_activation"] in _ACTIVATIONS and c["classifier_activation"] != "gelu":
-        problems.append(f"classifier_activation={c['classifier_activation']!r} (kbert "
-                        "directories hold ModernBERT's masked-LM head with 'gelu')")
-    if not c["tie_word_embeddings"]:
-        problems.append("tie_word_embeddings=false (kbert's decoder is the token embedding)")
-    if c["classifier_pooling"] not in ("cls", "mean"):
-        problems.append(f"classifier_pooling={c['classifier_pooling']!r} (expected cls, mean)")
-    hidden, heads = c["hidden_size"], c["num_attention_heads"]
-    if hidden % heads or (hidden // heads) % 2:
-        problems.append(f"hidden_size={hidden} / num_attention_heads={heads} (must be a whole, "
-                        "even head size)")
-    if problems:
-        raise ValueError(f"{source}: cannot convert this ModernBERT config: "
-                         f"{'; '.join(problems)}.")
-
-    dropouts = {key: c[key] for key in ("embedding_dropout", "attention_dropout", "mlp_dropout")}
-    if len(set(dropouts.values())) > 1:
-        notes.append(f"kbert's ModernBertEncoder has one dropout rate; {dropouts} became "
-                     f"{max(dropouts.values())} (no effect on outputs at inference)")
-    if not c["decoder_bias"]:
-        notes.append("decoder_bias=false: the masked-LM head's output bias is zeros")
-    encoder_arguments = {
-        "vocabulary_size": c["vocab_size"],
-        "num_layers": num_layers,
-        "num_heads": heads,
-        "hidden_dim": hidden,
-        "intermediate_dim": c["intermediate_size"],
-        "dropout": float(max(dropouts.values())),
-        "max_sequence_length": c["max_position_embeddings"],
-        "local_attention_window": c["local_attention"],
-        "global_attention_every_n_layers": every,
-        "global_rope_theta": thetas[_GLOBAL],
-        "local_rope_theta": thetas[_LOCAL],
-        "activation": _ACTIVATIONS[c["hidden_activation"]],
-        "layer_norm_epsilon": float(c["norm_eps"]),
-        "norm_bias": bool(c["norm_bias"]),
-        "attention_bias": bool(c["attention_bias"]),
-        "mlp_bias": bool(c["mlp_bias"]),
-        "classifier_pooling": c["classifier_pooling"],
-        "initializer_range": float(c["initializer_range"]),
-    }
-    pretrainer_arguments = {"activation": _ACTIVATIONS[c["classifier_activation"]],
-                            "dense_bias": bool(c["classifier_bias"])}
-    return encoder_arguments, pretrainer_arguments, notes
-
-
-def modernbert_arguments_to_config(encoder: ModernBertEncoder,
-                                   pretrainer: ModernBertPretrainer | None = None,
-                                   tokenizer_file: str | None = None) -> dict[str, Any]:
-    """A Hugging Face `config.json` dict for a kbert ModernBERT (both config forms).
-
-    Args:
-        encoder: `ModernBertEncoder`.
-        pretrainer: `ModernBertPretrainer` or None. Makes the config a
-            `ModernBertForMaskedLM`'s.
-        tokenizer_file: str or None. A `tokenizer.json` whose `[PAD]`,
-            `[CLS]` and `[SEP]` give the special token ids (null without one).
-
-    Returns:
-        The dict.
-    """
-    ids = {}
-    spec = read_tokenizer_json(tokenizer_file) if tokenizer_file else None
-    for key, token in (("pad_token_id", "[PAD]"), ("bos_token_id", "[CLS]"),
-                       ("cls_token_id", "[CLS]"), ("eos_token_id", "[SEP]"),
-                       ("sep_token_id", "[SEP]")):
-        ids[key] = spec.token_id(token) if spec is not None else None
-    every, num_layers = encoder.global_attention_every_n_layers, encoder.num_layers
-    return {
-        "architectures": ["ModernBertForMaskedLM" if pretrainer is not None
-                          else "ModernBertModel"],
-        "model_type": MODEL_TYPE,
-        "vocab_size": encoder.vocabulary_size,
-        "hidden_size": encoder.hidden_dim,
-        "intermediate_size": encoder.intermediate_dim,
-        "num_hidden_layers": num_layers,
-        "num_attention_heads": encoder.num_heads,
-        "hidden_activation": _ACTIVATIONS_TO_HF[encoder.activation],
-        "max_position_embeddings": encoder.max_sequence_length,
-        "initializer_range": encoder.initializer_range,
-        "norm_eps": encoder.layer_norm_epsilon,
-        "norm_bias": encoder.norm_bias,
-        "attention_bias": encoder.attention_bias,
-        "mlp_bias": encoder.mlp_bias,
-        "embedding_dropout": encoder.dropout,
-        "attention_dropout": encoder.dropout,
-        "mlp_dropout": encoder.dropout,
-        "local_attention": encoder.local_attention_window,
-        "global_attn_every_n_layers": every,
-        "global_rope_theta": encoder.global_rope_theta,
-        "local_rope_theta": encoder.local_rope_theta,
-        "layer_types": _layer_types(every, num_layers),
-        "rope_parameters": {
-            _GLOBAL: {"rope_type": "default", "rope_theta": encoder.global_rope_theta},
-            _LOCAL: {"rope_type": "default", "rope_theta": encoder.local_rope_theta}},
-        "classifier_pooling": encoder.classifier_pooling,
-        "classifier_activation": _ACTIVATIONS_TO_HF[
-            pretrainer.activation if pretrainer is not None else "gelu_exact"],
-        "classifier_bias": bool(pretrainer.dense_bias) if pretrainer is not None else False,
-        "decoder_bias": True,
-        "tie_word_embeddings": True,
-        **ids,
-    }
 
 
 def hf_weight_map(encoder: ModernBertEncoder, pretrainer: ModernBertPretrainer | None = None
@@ -290,6 +85,18 @@ def hf_weight_map(encoder: ModernBertEncoder, pretrainer: ModernBertPretrainer |
     return weights
 
 
+def _special_token_ids(tokenizer_file: str | None) -> dict[str, int | None]:
+    """`config.json`'s special token ids from a `tokenizer.json`'s `[PAD]`, `[CLS]`, `[SEP]`.
+
+    Null without a tokenizer, as Hugging Face writes them then.
+    """
+    spec = read_tokenizer_json(tokenizer_file) if tokenizer_file else None
+    return {key: spec.token_id(token) if spec is not None else None
+            for key, token in (("pad_token_id", "[PAD]"), ("bos_token_id", "[CLS]"),
+                               ("cls_token_id", "[CLS]"), ("eos_token_id", "[SEP]"),
+                               ("sep_token_id", "[SEP]"))}
+
+
 def _tokenizer(hf_dir: str, vocabulary_size: int, notes: list[str]) -> str | None:
     path = os.path.join(hf_dir, TOKENIZER_JSON)
     if not os.path.exists(path):
@@ -304,9 +111,14 @@ def _tokenizer(hf_dir: str, vocabulary_size: int, notes: list[str]) -> str | Non
     return path
 
 
-def load_huggingface_modernbert(hf_dir: str, ignore_unknown: bool = False) -> ConvertedModel:
-    """Reads a Hugging Face ModernBERT directory into a `ConvertedModel`.
+def read_huggingface_modernbert(hf_dir: str, config: dict[str, Any],
+                                arguments: ConvertedArguments,
+                                ignore_unknown: bool = False) -> ConvertedModel:
+    """Reads a Hugging Face ModernBERT directory, its config mapped already, into a `ConvertedModel`.
 
+    What `kbert.checkpoints.load_huggingface` runs for a `config.json` of
+    `model_type: modernbert`, after ModernBERT's key map
+    (`kbert.models.modernbert.modernbert_config`) has read the config.
     `ModernBertModel` names (`embeddings.*`, `layers.N.*`, `final_norm.*`)
     and `ModernBertForMaskedLM` names (the same under `model.`, plus
     `head.*` and `decoder.bias`) both work; with the masked-LM head the
@@ -318,6 +130,10 @@ def load_huggingface_modernbert(hf_dir: str, ignore_unknown: bool = False) -> Co
         hf_dir: str. A directory as `save_pretrained` of `transformers` writes
             it: `config.json` (`model_type: modernbert`), `model.safetensors`
             (float32 or float16), `tokenizer.json`.
+        config: dict. Its parsed `config.json` (`architectures`,
+            `decoder_bias` are read here).
+        arguments: `ConvertedArguments`: the encoder's and pre-trainer's
+            arguments and the mapping's notes.
         ignore_unknown: bool. Convert even if there are tensors kbert doesn't
             know (such as a classifier); they are listed as not converted.
 
@@ -325,9 +141,8 @@ def load_huggingface_modernbert(hf_dir: str, ignore_unknown: bool = False) -> Co
         The `ConvertedModel`.
 
     Raises:
-        ValueError: an unsupported config setting, missing or unknown tensors
-            (named), shapes that don't fit the config (named, with both
-            shapes): all in one line.
+        ValueError: missing or unknown tensors (named), shapes that don't fit
+            the config (named, with both shapes): all in one line.
 
     Example:
 
@@ -336,9 +151,8 @@ def load_huggingface_modernbert(hf_dir: str, ignore_unknown: bool = False) -> Co
     'ModernBertPretrainer'
     """
     config_path = os.path.join(hf_dir, "config.json")
-    config = read_json(config_path, "Hugging Face config.json")
-    encoder_arguments, pretrainer_arguments, notes = modernbert_config_to_arguments(
-        config, config_path)
+    encoder_arguments, pretrainer_arguments = arguments.encoder, arguments.pretrainer
+    notes = list(arguments.notes)
     files = SafetensorsFiles(hf_dir)
     stored = files.shapes()
     # Both naming forms: the encoder's tensors with or without `model.`.
@@ -404,18 +218,23 @@ def load_huggingface_modernbert(hf_dir: str, ignore_unknown: bool = False) -> Co
                           notes=notes, tokenizer_file=tokenizer_file)
 
 
-def save_huggingface_modernbert(converted: ConvertedModel, output_dir: str,
-                                overwrite: bool = False) -> list[str]:
+def write_huggingface_modernbert(converted: ConvertedModel, config: dict[str, Any],
+                                 output_dir: str, overwrite: bool = False) -> list[str]:
     """Writes a kbert ModernBERT as a Hugging Face directory `transformers` loads.
 
-    `config.json` (both config forms), `model.safetensors` (float32, torch
-    layout: `ModernBertForMaskedLM` names when there is a pre-trainer, else
+    What `kbert.checkpoints.save_huggingface` (`kbert-convert --to=hf`) runs
+    for a ModernBERT, with the config ModernBERT's key map made:
+    `config.json` (both config forms, plus the special token ids of the
+    `tokenizer.json`), `model.safetensors` (float32, torch layout:
+    `ModernBertForMaskedLM` names when there is a pre-trainer, else
     `ModernBertModel`'s; the tied `decoder.weight` is left out, as
     `transformers` saves it) and the `tokenizer.json`, written atomically.
 
     Args:
         converted: `ConvertedModel` with a `ModernBertEncoder` (such as
             `kbert.checkpoints.load_kbert(dir)` of a ModernBERT directory).
+        config: dict. The `config.json` without token ids
+            (`modernbert_arguments_to_config`).
         output_dir: str. Must not exist unless `overwrite`.
         overwrite: bool. Replace an existing directory. Defaults to False.
 
@@ -424,19 +243,16 @@ def save_huggingface_modernbert(converted: ConvertedModel, output_dir: str,
 
     Example:
 
-    >>> save_huggingface_modernbert(kbert.checkpoints.load_kbert("modernbert/"), "hf_out/")
+    >>> kbert.checkpoints.save_huggingface(kbert.checkpoints.load_kbert("modernbert/"), "hf_out/")
     """
     from safetensors.numpy import save_file
 
     encoder, pretrainer = converted.encoder, converted.pretrainer
-    if not isinstance(encoder, ModernBertEncoder):
-        raise ValueError(f"--to=hf writes ModernBERT models; {converted.source or 'the source'} "
-                         f"is a {type(encoder).__name__}: use --to=bert_tf1 or --to=keras_hub.")
     tensors = {}
     for name, (variable, transposed) in hf_weight_map(encoder, pretrainer).items():
         array = keras.ops.convert_to_numpy(variable).astype(np.float32)
         tensors[name] = np.ascontiguousarray(array.T if transposed else array)
-    config = modernbert_arguments_to_config(encoder, pretrainer, converted.tokenizer_file)
+    config = {**config, **_special_token_ids(converted.tokenizer_file)}
     notes = []
     if converted.tokenizer_file is None:
         notes.append("no tokenizer.json: the Hugging Face directory has none either")

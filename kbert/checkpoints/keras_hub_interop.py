@@ -15,7 +15,7 @@ import keras_hub
 
 from kbert.files import atomic_directory
 from kbert.checkpoints.converted_model import ConvertedModel
-from kbert.models.bert_encoder import BertEncoder
+from kbert.models.bert.bert_encoder import BertEncoder
 
 # The arguments `BertBackbone` and `BertEncoder` share: BERT's sizes but the
 # embedding width (`BertBackbone` has no embedding projection; `to_keras_hub`

@@ -50,8 +50,8 @@ from kbert.data.text_preprocessor import check_max_seq_length
 from kbert.data.tokenizers import TOKENIZERS
 from kbert.data.tokenizers import Tokenizer
 from kbert.data.tokenizers import tokenizer_class
-from kbert.models.bert_pretrainer import BertPretrainer
 from kbert.models.encoder import Encoder
+from kbert.models.masked_lm_pretrainer import MaskedLMPretrainer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ModelDir:
         path: str. The directory.
         where: str. How errors name it: `--flag=path`, or the path alone.
         encoder_class: type. The encoder's registered class
-            (`kbert.models.ENCODERS`; `BertEncoder` for google-research/bert files).
+            (`kbert.models.ARCHITECTURES`; `BertEncoder` for google-research/bert files).
         encoder_config: dict. Its arguments read from `bert_config.json`
             (keras-hub names).
         tokenizer: `kbert.data.tokenizers.Tokenizer` or None. The directory's
@@ -154,15 +154,16 @@ class PretrainedDir(ModelDir):
     >>> preprocessor = directory.preprocessor(128)
     """
 
-    def pretrainer(self, next_sentence: bool = True, **overrides) -> BertPretrainer:
-        """The `BertPretrainer` over the encoder, its heads loaded when the directory has them.
+    def pretrainer(self, next_sentence: bool = True, **overrides) -> MaskedLMPretrainer:
+        """The architecture's pre-trainer over the encoder, its heads loaded when the directory has them.
 
         Args:
-            next_sentence: bool. Whether the pre-trainer has the NSP head.
+            next_sentence: bool. Whether a `BertPretrainer` has the NSP head.
             **overrides: encoder arguments to change, such as `dtype`.
 
         Returns:
-            The `BertPretrainer` (see `kbert.checkpoints.load_pretrainer`).
+            The `BertPretrainer` (a ModernBERT directory: its
+            `ModernBertPretrainer`; see `kbert.checkpoints.load_pretrainer`).
         """
         return load_pretrainer(self.path, next_sentence=next_sentence, **overrides)
 

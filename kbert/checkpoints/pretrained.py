@@ -42,11 +42,10 @@ from kbert.files import local_copy
 from kbert.files import local_output
 from kbert.files import read_json
 from kbert.files import write_text
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.bert.bert_pretrainer import BertPretrainer
 from kbert.models.electra_pretrainer import ElectraPretrainer
 from kbert.models.encoder import Encoder
-from kbert.models.registry import PRETRAINERS
-from kbert.models.registry import encoder_architecture
+from kbert.models.registry import architecture_of
 
 BERT_CONFIG = "bert_config.json"
 ENCODER_WEIGHTS = "encoder.weights.h5"
@@ -190,14 +189,14 @@ def build_encoder(directory: str, encoder_class: type, arguments: dict, **overri
 def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> keras.Model:
     """Builds the pre-trainer of a pre-trained directory's architecture.
 
-    A BERT directory (or one of an architecture with no pre-trainer of its
-    own) gives a `BertPretrainer` (with the NSP head when `next_sentence`);
-    another architecture its registered pre-trainer
-    (`kbert.models.registry.PRETRAINERS`), e.g. a `ModernBertPretrainer`,
-    which is MLM-only (`next_sentence` does not apply). The heads' weights
-    are loaded when the directory has `pretrainer.weights.h5` (and they fit
-    how it is built); otherwise only the encoder's weights are loaded and the
-    heads start fresh.
+    The class is the architecture's record's
+    (`kbert.models.registry.ARCHITECTURES`): a `BertPretrainer` for BERT
+    (with the NSP head when `next_sentence`), e.g. a `ModernBertPretrainer`
+    for ModernBERT, which is MLM-only (`next_sentence` does not apply). The
+    heads' weights are loaded when the directory has `pretrainer.weights.h5`
+    (and they fit how it is built; the record's `head_variants` are tried in
+    turn); otherwise only the encoder's weights are loaded and the heads
+    start fresh.
 
     Args:
         directory: str. A pre-trained model directory.
@@ -213,33 +212,23 @@ def load_pretrainer(directory: str, next_sentence: bool = True, **overrides) -> 
     >>> logits = pretrainer({**inputs, "mask_positions": positions})["mlm"]
     """
     encoder = load_encoder(directory, **overrides)
-    architecture = encoder_architecture(encoder)
-    # An architecture without a pre-trainer of its own is pre-trained by BertPretrainer.
-    pretrainer_class = PRETRAINERS.get(architecture, BertPretrainer)
-    heads = os.path.join(directory, PRETRAINER_WEIGHTS)
-    if pretrainer_class is BertPretrainer:
-        pretrainer = BertPretrainer(encoder, next_sentence=next_sentence)
-        if tf.io.gfile.exists(heads):
-            _load_weights(pretrainer, heads)
-        return pretrainer
+    architecture = architecture_of(encoder)
+    # `next_sentence` is BertPretrainer's switch (also for an architecture it pre-trains).
+    base = {"next_sentence": next_sentence} if architecture.pretrainer is BertPretrainer else {}
     # bert_config.json records the encoder, not the head's switches; the saved
     # weights load only into the matching structure, so they pick the variant.
-    variants = _HEAD_VARIANTS.get(architecture, ({},))
+    variants = architecture.head_variants
+    heads = os.path.join(directory, PRETRAINER_WEIGHTS)
     if not tf.io.gfile.exists(heads):
-        return pretrainer_class(encoder, **variants[0])
+        return architecture.pretrainer(encoder, **base, **variants[0])
     for index, arguments in enumerate(variants):
-        pretrainer = pretrainer_class(encoder, **arguments)
+        pretrainer = architecture.pretrainer(encoder, **base, **arguments)
         try:
             _load_weights(pretrainer, heads)
             return pretrainer
         except ValueError:
             if index == len(variants) - 1:
                 raise
-
-
-# Pre-trainer arguments a directory's weights may have been saved with, most
-# common first: ModernBERT's head dense layer has no bias in the released models.
-_HEAD_VARIANTS = {"modernbert": ({}, {"dense_bias": True})}
 
 
 def load_pretrainer_weights(pretrainer: keras.Model, directory: str) -> bool:

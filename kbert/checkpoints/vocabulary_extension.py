@@ -54,7 +54,7 @@ from kbert.data.vocab import count_words
 from kbert.files import atomic_directory
 from kbert.files import check_output_dir
 from kbert.files import write_text
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.bert.bert_pretrainer import BertPretrainer
 
 # What the extended directory records about the words it added.
 EXTENSION_RECORD = "vocabulary_extension.json"

@@ -26,7 +26,7 @@ from typing import Callable, Mapping, NamedTuple
 import keras
 import numpy as np
 
-from kbert.models.bert_encoder import BertEncoder
+from kbert.models.bert.bert_encoder import BertEncoder
 
 # How an array is laid out in TF1 compared with the kbert variable.
 SAME = "same"

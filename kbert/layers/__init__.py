@@ -3,6 +3,7 @@
 from kbert.layers.activations import ACTIVATION_NAMES
 from kbert.layers.activations import get_activation
 from kbert.layers.bert_masked_lm_head import BertMaskedLMHead
+from kbert.layers.fast_masked_lm_head import FastMaskedLMHead
 from kbert.layers.cross_entropy import sparse_softmax_cross_entropy
 from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 from kbert.layers.crf import LinearChainCrf

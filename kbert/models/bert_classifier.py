@@ -5,14 +5,14 @@ from __future__ import annotations
 import keras
 
 from kbert.layers.layer_mix import EncoderLayerMix
-from kbert.models.bert_task import BertTask
-from kbert.models.bert_task import InferenceMode
+from kbert.models.task_model import TaskModel
+from kbert.models.task_model import InferenceMode
 from kbert.models.packed_rows import PackedRows
 from kbert.models.packed_rows import select_encoder_inputs
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertClassifier(PackedRows, BertTask):
+class BertClassifier(PackedRows, TaskModel):
     """Encoder + dropout + dense layer on the pooled `[CLS]` output.
 
     With `num_classes >= 2` it outputs class logits and `compile()` defaults to

@@ -5,11 +5,11 @@ from __future__ import annotations
 import keras
 
 from kbert.layers.sentence_pooling import SentencePooling
-from kbert.models.bert_task import BertTask
+from kbert.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertSentenceEncoder(BertTask):
+class BertSentenceEncoder(TaskModel):
     """Encoder + `SentencePooling`: the three encoder inputs in, `[batch, hidden_dim]` out.
 
     The tower of bi-encoders (sentence similarity, dense retrieval):

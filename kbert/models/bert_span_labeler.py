@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import keras
 
-from kbert.models.bert_encoder import bert_initializer
-from kbert.models.bert_task import BertTask
+from kbert.models.initializers import truncated_normal
+from kbert.models.task_model import TaskModel
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertSpanLabeler(BertTask):
+class BertSpanLabeler(TaskModel):
     """Encoder + a dense layer to two logits per position: answer start and end.
 
     Positions outside the input (padding) get a large negative logit so they are
@@ -31,7 +31,7 @@ class BertSpanLabeler(BertTask):
         self.encoder = encoder
         self.span_dense = keras.layers.Dense(
             2,
-            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
+            kernel_initializer=truncated_normal(getattr(encoder, "initializer_range", 0.02)),
             dtype=encoder.dtype_policy,
             name="span_logits",
         )

@@ -8,12 +8,12 @@ import tensorflow as tf
 from kbert.layers.crf import LinearChainCrf
 from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.crf import compact
-from kbert.models.bert_task import BertTask
-from kbert.models.bert_task import InferenceMode
+from kbert.models.task_model import TaskModel
+from kbert.models.task_model import InferenceMode
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertTokenClassifier(BertTask):
+class BertTokenClassifier(TaskModel):
     """Encoder + dropout + dense layer over every position of the sequence output.
 
     The model scores every wordpiece; training and prediction use only the

@@ -11,8 +11,8 @@ from kbert.layers import ReplacedTokenDetectionHead
 from kbert.layers import ReplacedTokenSampler
 from kbert.layers import get_activation
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
-from kbert.models.bert_encoder import bert_initializer
-from kbert.models.bert_task import BertTask
+from kbert.models.initializers import truncated_normal
+from kbert.models.task_model import TaskModel
 from kbert.models.encoder import Encoder
 from kbert.models.packed_rows import PackedRows
 from kbert.models.packed_rows import select_encoder_inputs
@@ -23,7 +23,7 @@ AUC_BUCKETS = 200
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ElectraPretrainer(PackedRows, BertTask):
+class ElectraPretrainer(PackedRows, TaskModel):
     """Replaced-token detection: ELECTRA pre-training of an encoder, the discriminator.
 
     A small generator (a masked LM) predicts the masked tokens; a token is
@@ -111,7 +111,7 @@ class ElectraPretrainer(PackedRows, BertTask):
         # === Layers ===
         self.encoder = encoder
         self.generator = _build_generator(encoder, generator_hidden_size, generator_layers)
-        initializer = bert_initializer(encoder.initializer_range)
+        initializer = truncated_normal(encoder.initializer_range)
         self.masked_lm_head = BertMaskedLMHead(
             token_embedding=encoder.token_embedding,
             intermediate_activation=get_activation(encoder.activation),

@@ -1,7 +1,7 @@
 """The contracts of kbert's models: what an `Encoder` gives its users, what a `Pretrainer` gives training.
 
 `BertEncoder` is one `Encoder`; a second architecture (a new backbone under
-`kbert/models/<arch>/` plus a line in `kbert.models.registry.ENCODERS`) is
+`kbert/models/<arch>/` plus a line in `kbert.models.registry.ARCHITECTURES`) is
 another, and the task heads, the pre-trainers, distillation, export, the
 index and the pre-trained directory take it unchanged as long as it keeps
 this contract. `BertPretrainer` and `ElectraPretrainer` are `Pretrainer`s,
@@ -27,7 +27,7 @@ class Encoder(Protocol):
 
     A functional keras-hub `Backbone`, registered with
     `keras.saving.register_keras_serializable` (a task model's `.keras` file
-    holds its encoder whole) and named in `kbert.models.registry.ENCODERS`.
+    holds its encoder whole) and named in `kbert.models.registry.ARCHITECTURES`.
 
     Inputs: a dict of `token_ids`, `segment_ids`, `padding_mask` (int32
     `[batch, length]`; an architecture without segments ignores

@@ -114,7 +114,7 @@ class PackedRows:
 
     Example:
 
-    >>> class Tagger(PackedRows, BertTask):
+    >>> class Tagger(PackedRows, TaskModel):
     ...     def __init__(self, encoder, **kwargs):
     ...         self.encoder = encoder
     ...         self.dense = keras.layers.Dense(2)

@@ -13,8 +13,8 @@ from tests.checkpoints.bert_reference import gelu_erf, gelu_tanh, inputs_with_pa
 from tests.checkpoints.bert_reference import tf1_arrays, tf1_to_hf_arrays
 from kbert import checkpoints
 from kbert.checkpoints import weight_map
-from kbert.checkpoints.huggingface import hf_to_tf1_name, tf1_to_hf_name
-from kbert.models.bert_config import hf_config_to_arguments
+from kbert.checkpoints.huggingface_bert import hf_to_tf1_name, tf1_to_hf_name
+from kbert.models.bert.bert_config import hf_config_to_arguments
 
 HF_CONFIG = {
     "architectures": ["BertForPreTraining"], "model_type": "bert", "pad_token_id": 0,
@@ -182,3 +182,12 @@ def test_sharded_safetensors(tmp_path):
     assert sharded.source.endswith("model.safetensors.index.json")
     for a, b in zip(single.encoder.weights, sharded.encoder.weights):
         np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+
+
+def test_to_hf_writes_only_architectures_with_a_writer(hf_pretraining, tmp_path):
+    converted = checkpoints.load_huggingface(hf_pretraining[0])  # BERT's record: read, not written
+    with pytest.raises(ValueError, match=r"--to=hf writes modernbert models; .*model.safetensors "
+                                         r"is a BertEncoder \(bert\): use --to=kbert, or for "
+                                         r"BERT --to=bert_tf1 or --to=keras_hub"):
+        checkpoints.save_huggingface(converted, str(tmp_path / "out"))
+    assert not os.path.exists(tmp_path / "out")

@@ -18,7 +18,7 @@ from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
 from kbert import checkpoints
-from kbert.checkpoints.huggingface_modernbert import modernbert_config_to_arguments
+from kbert.models.modernbert.modernbert_config import modernbert_config_to_arguments
 from kbert.data import read_tokenizer_json
 from kbert.models import ModernBertEncoder
 from kbert.models import ModernBertPretrainer
@@ -239,8 +239,8 @@ def test_round_trip_to_hugging_face_is_bit_identical(tmp_path):
     converted.save_pretrained(str(tmp_path / "kbert2"))
     assert "pretrainer.weights.h5" not in os.listdir(tmp_path / "kbert2")
     assert type(checkpoints.load_pretrainer(str(tmp_path / "kbert2"))) is ModernBertPretrainer
-    checkpoints.save_huggingface_modernbert(checkpoints.load_kbert(str(tmp_path / "kbert2")),
-                                            str(tmp_path / "back2"))
+    checkpoints.save_huggingface(checkpoints.load_kbert(str(tmp_path / "kbert2")),
+                                 str(tmp_path / "back2"))
     back = load_file(str(tmp_path / "back2" / "model.safetensors"))
     assert sorted(back) == sorted(tensors)
     for name, value in tensors.items():

@@ -1,4 +1,4 @@
-"""ModernBERT (Warner et al., 2024): the encoder, its block and attention, the MLM pre-trainer."""
+"""ModernBERT (Warner et al., 2024): the encoder, its block and attention, the MLM pre-trainer, its config key map."""
 
 from kbert.models.modernbert.modernbert_encoder import ModernBertEncoder
 from kbert.models.modernbert.modernbert_encoder_layer import ModernBertEncoderLayer

@@ -6,12 +6,13 @@ import math
 
 import keras
 import keras_hub
+import numpy as np
 from keras import ops
 from keras_hub.layers import ReversibleEmbedding
 
 from kbert.layers import Dropout
 from kbert.layers import LayerNormalization
-from kbert.models.bert_encoder import bert_initializer
+from kbert.models.initializers import truncated_normal
 from kbert.models.modernbert.modernbert_encoder_layer import ModernBertEncoderLayer
 from kbert.models.packed_rows import CLS_POSITIONS
 from kbert.models.packed_rows import PackedRows
@@ -41,8 +42,9 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
     `max_sequence_length` (8,192 in the released models).
 
     The inputs and outputs are `BertEncoder`'s (`kbert.models.Encoder`):
-    `token_ids`, `segment_ids` (ignored: ModernBERT has no segments),
-    `padding_mask`; `sequence_output` (undefined at padding, as in HF) and
+    `token_ids`, `segment_ids` (optional and ignored: ModernBERT has no
+    segments, and Hugging Face's takes `input_ids` and `attention_mask`
+    only), `padding_mask`; `sequence_output` (undefined at padding, as in HF) and
     `pooled_output`, which has no weights: the first token's output
     (`classifier_pooling="cls"`) or the mean over the real tokens
     (`"mean"`). Packed rows (`instance_ids`, `position_ids`, optionally
@@ -99,7 +101,6 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
     ...     intermediate_dim=96, local_attention_window=16)
     >>> outputs = encoder({
     ...     "token_ids": np.ones((1, 40), "int32"),
-    ...     "segment_ids": np.zeros((1, 40), "int32"),
     ...     "padding_mask": np.ones((1, 40), "int32")})
     >>> outputs["sequence_output"].shape, outputs["pooled_output"].shape
     ((1, 40, 64), (1, 64))
@@ -166,7 +167,7 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
         self.token_embedding = ReversibleEmbedding(
             input_dim=vocabulary_size,
             output_dim=hidden_dim,
-            embeddings_initializer=bert_initializer(initializer_range),
+            embeddings_initializer=truncated_normal(initializer_range),
             dtype=dtype,
             name="token_embedding",
         )
@@ -193,8 +194,8 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
                 mlp_bias=mlp_bias,
                 dropout=dropout,
                 attention_chunk_size=attention_chunk_size,
-                kernel_initializer=bert_initializer(initializer_range),
-                output_initializer=bert_initializer(output_range),
+                kernel_initializer=truncated_normal(initializer_range),
+                output_initializer=truncated_normal(output_range),
                 dtype=dtype,
                 name=f"transformer_layer_{index}",
             ))
@@ -296,6 +297,18 @@ class ModernBertEncoder(PackedRows, keras_hub.models.Backbone):
         total = ops.einsum("bnt,bth->bnh", weights, x)
         pooled = total / ops.maximum(ops.sum(weights, axis=-1, keepdims=True), 1.0)
         return pooled if per_instance else pooled[:, 0]
+
+    def __call__(self, inputs, *args, **kwargs):
+        # The functional graph takes the three inputs every kbert encoder
+        # takes (the task heads pass them, saved files hold them), so a left
+        # out `segment_ids` is filled with zeros here, before Keras checks
+        # the inputs; given or filled, no layer reads it.
+        if isinstance(inputs, dict) and "token_ids" in inputs and "segment_ids" not in inputs:
+            token_ids = inputs["token_ids"]
+            segment_ids = (np.zeros_like(token_ids) if isinstance(token_ids, np.ndarray)
+                           else ops.zeros_like(token_ids))
+            inputs = {**inputs, "segment_ids": segment_ids}
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None, mask=None):
         length = inputs["token_ids"].shape[1] if isinstance(inputs, dict) else None

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import keras
 
-from kbert.layers import BertMaskedLMHead
+from kbert.layers import FastMaskedLMHead
 from kbert.layers import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ModernBertMaskedLMHead(BertMaskedLMHead):
+class ModernBertMaskedLMHead(FastMaskedLMHead):
     """Hugging Face's `ModernBertPredictionHead` plus decoder, on the masked positions only.
 
     `norm(act(dense(x)))` projected onto the tied token embedding, plus an
     output bias (HF's `decoder.bias`), gathered first at `mask_positions` as
-    every kbert MLM head. kbert's `BertMaskedLMHead` (keras-hub's
-    `MaskedLMHead` with a faster `call`) builds its dense layer and
-    LayerNorm with biases; ModernBERT's have none in the released models,
-    so this builds them with the two switches and keeps everything else.
+    every kbert MLM head. It is keras-hub's `MaskedLMHead` with kbert's
+    faster `call` (`kbert.layers.FastMaskedLMHead`, as BERT's head), whose
+    `build` makes the dense layer and LayerNorm with biases; ModernBERT's
+    have none in the released models, so this builds them with the two
+    switches.
     Layer names map to HF's: `intermediate_dense` is `head.dense`,
     `intermediate_layer_norm` `head.norm`, `output_bias` `decoder.bias`.
 

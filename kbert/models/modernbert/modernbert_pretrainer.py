@@ -7,13 +7,13 @@ import math
 import keras
 
 from kbert.layers import get_activation
-from kbert.models.bert_encoder import bert_initializer
-from kbert.models.bert_pretrainer import BertPretrainer
+from kbert.models.initializers import truncated_normal
+from kbert.models.masked_lm_pretrainer import MaskedLMPretrainer
 from kbert.models.modernbert.modernbert_masked_lm_head import ModernBertMaskedLMHead
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ModernBertPretrainer(BertPretrainer):
+class ModernBertPretrainer(MaskedLMPretrainer):
     """Masked-LM pre-training of a `ModernBertEncoder`, as Hugging Face's `ModernBertForMaskedLM`.
 
     The head is ModernBERT's (`ModernBertMaskedLMHead`: dense without bias,
@@ -22,9 +22,10 @@ class ModernBertPretrainer(BertPretrainer):
     equal `ModernBertForMaskedLM`'s there. ModernBERT has no NSP, so there is
     no NSP head or output and the data need no NSP labels.
 
-    Everything training uses is `BertPretrainer`'s with `next_sentence=False`
-    (`kbert.models.Pretrainer`: `loss_normalizers`, `pretraining_losses`,
-    `pretraining_metrics`, `compile`, packed rows through `_forward`), so
+    Everything training uses is `kbert.models.MaskedLMPretrainer`'s, as for
+    `BertPretrainer` (`kbert.models.Pretrainer`: `loss_normalizers`,
+    `pretraining_losses`, `pretraining_metrics`, `compile`, packed rows
+    through `_forward`), without the NSP head, so
     `kbert.training.run_pretraining` and `kbert-pretrain` take it unchanged:
     `pretrainer.model = @ModernBertPretrainer` (gin/modernbert_base.gin).
 
@@ -49,37 +50,25 @@ class ModernBertPretrainer(BertPretrainer):
     """
 
     _config_keys = ("activation", "dense_bias")
-    progress_labels = {"masked_lm_accuracy": "mlm_acc"}
-    # No NSP: the data need no labels for it and the losses have no NSP term.
-    next_sentence = False
 
     def __init__(self, encoder, activation: str = "gelu_exact", dense_bias: bool = False,
                  **kwargs):
         # === Layers ===
-        self.encoder = encoder
         # HF initialises the head's dense layer as the blocks' output projections.
         stddev = encoder.initializer_range / math.sqrt(2.0 * encoder.num_layers)
-        self.masked_lm_head = ModernBertMaskedLMHead(
+        masked_lm_head = ModernBertMaskedLMHead(
             token_embedding=encoder.token_embedding,
             intermediate_activation=get_activation(activation),
             layer_norm_epsilon=encoder.layer_norm_epsilon,
             dense_bias=dense_bias,
             norm_bias=encoder.norm_bias,
-            kernel_initializer=bert_initializer(stddev),
+            kernel_initializer=truncated_normal(stddev),
             dtype=encoder.dtype_policy,
             name="masked_lm_head",
         )
-        self.masked_lm_logits = keras.layers.Activation(
-            "linear", dtype="float32", name="masked_lm_logits")
-        self.next_sentence_head = None
 
-        # === Functional model ===
-        inputs = self._encoder_inputs()
-        inputs["mask_positions"] = keras.Input(shape=(None,), dtype="int32", name="mask_positions")
-        # BertPretrainer's __init__ builds BERT's heads; this model has its own,
-        # so the functional model is made directly (the losses stay BertPretrainer's).
-        super(BertPretrainer, self).__init__(inputs=inputs, outputs=self._forward(inputs),
-                                             **kwargs)
+        # === Functional model (no NSP: the data need no labels for it) ===
+        super().__init__(encoder, masked_lm_head, **kwargs)
 
         # === Config ===
         self.activation = activation

@@ -27,7 +27,7 @@ from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
 from kbert.data.pretraining.checks import check_same_vocabulary
-from kbert.models import BertPretrainer
+from kbert.models import MaskedLMPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
 from kbert.training.optimizer import create_optimizer
@@ -174,7 +174,7 @@ def build_pretrainer_in_scope(settings: PretrainingSettings) -> keras.Model:
 
 def pretrainer_with_heads(directory: str, next_sentence: bool,
                           strategy: tf.distribute.Strategy) -> keras.Model:
-    """The `BertPretrainer` of a pre-trained directory, refusing one without its masked-LM head.
+    """The architecture's masked-LM pre-trainer of a directory, refusing one without its head.
 
     Args:
         directory: str. A pre-trained directory (`kbert-pretrain` or `kbert-convert` output).
@@ -313,7 +313,7 @@ def load_init_checkpoint(pretrainer: keras.Model, directory: str) -> str:
         return "encoder and pre-training heads"
     has_other_heads = any(tf.io.gfile.exists(os.path.join(directory, name))
                           for name in (PRETRAINER_WEIGHTS, ELECTRA_PRETRAINER_WEIGHTS))
-    if isinstance(pretrainer, BertPretrainer) and not has_other_heads:
+    if isinstance(pretrainer, MaskedLMPretrainer) and not has_other_heads:
         return (f"encoder only: {directory} has no masked-LM head ({PRETRAINER_WEIGHTS}), so the "
                 "head starts fresh (a random transform, the output tied to the loaded token "
                 "embedding, zero bias); the first steps' loss is high until it is learned: warm "

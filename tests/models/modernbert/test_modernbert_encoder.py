@@ -6,6 +6,8 @@ import pytest
 from unittest import mock
 
 from kbert import configurables
+from kbert.checkpoints import load_encoder
+from kbert.checkpoints import save_pretrained
 from kbert.models import ENCODERS
 from kbert.models import ModernBertEncoder
 from kbert.models import ModernBertPretrainer
@@ -158,6 +160,23 @@ def test_registered_saved_and_reloaded(tmp_path):
     np.testing.assert_array_equal(loaded({**inputs, "mask_positions": positions})["mlm"],
                                   pretrainer({**inputs, "mask_positions": positions})["mlm"])
     assert type(loaded) is ModernBertPretrainer and loaded.activation == "gelu_exact"
+
+
+def test_token_ids_and_padding_mask_alone(tmp_path):
+    """HF's ModernBERT has no token types: `segment_ids` may be left out, and is ignored when given."""
+    save_pretrained(str(tmp_path), _pretrainer().encoder)
+    encoder = load_encoder(str(tmp_path))
+    inputs = _inputs()
+    two = {key: inputs[key] for key in ("token_ids", "padding_mask")}
+    alone = encoder(two)["sequence_output"].numpy()
+    with_segments = encoder({**two, "segment_ids": np.ones_like(inputs["token_ids"])})
+    np.testing.assert_array_equal(with_segments["sequence_output"].numpy(), alone)
+    # Tensors, and a functional graph over the two inputs, take them too.
+    tensors = encoder({key: keras.ops.convert_to_tensor(value) for key, value in two.items()})
+    np.testing.assert_array_equal(tensors["sequence_output"].numpy(), alone)
+    symbolic = {key: keras.Input((None,), dtype="int32", name=key) for key in two}
+    model = keras.Model(symbolic, encoder(symbolic)["pooled_output"])
+    np.testing.assert_array_equal(model(two).numpy(), encoder(inputs)["pooled_output"].numpy())
 
 
 def test_all_layers_and_attention_scores():

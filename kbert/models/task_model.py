@@ -1,10 +1,10 @@
-"""Base class of models made of a `BertEncoder` plus a head."""
+"""`TaskModel`: the base of every kbert model made of an encoder (any architecture) plus a head."""
 
 from __future__ import annotations
 
 import keras
 
-from kbert.models.bert_encoder import bert_initializer
+from kbert.models.initializers import truncated_normal
 
 
 class InferenceMode(keras.layers.Layer):
@@ -35,13 +35,26 @@ class InferenceMode(keras.layers.Layer):
         return self.layer.compute_output_spec(inputs)
 
 
-class BertTask(keras.Model):
-    """A functional model wrapping an encoder; shared config and loading logic.
+class TaskModel(keras.Model):
+    """A functional model wrapping an encoder of any architecture; shared config and loading logic.
 
-    Subclasses build their head in `__init__`, call `super().__init__(inputs=...,
-    outputs=...)`, set `self.encoder` and list their own constructor arguments
-    in `_config_keys`. The encoder is serialized whole, so `.keras` files and
-    `from_config` never rebuild it from gin or from a directory.
+    The base of the task heads (`BertClassifier`, `BertTokenClassifier`, ...)
+    and of the pre-trainers. Subclasses build their head in `__init__`, call
+    `super().__init__(inputs=..., outputs=...)`, set `self.encoder` and list
+    their own constructor arguments in `_config_keys`. The encoder is
+    serialized whole, so `.keras` files and `from_config` never rebuild it
+    from gin or from a directory. The base itself is never serialized (only
+    its registered subclasses are), so its name is in no saved file.
+
+    Example:
+
+    >>> class Scorer(TaskModel):
+    ...     def __init__(self, encoder, **kwargs):
+    ...         self.encoder = encoder
+    ...         inputs = self._encoder_inputs()
+    ...         self._build_output_head(encoder, num_classes=1, dropout=0.1)
+    ...         pooled = encoder(inputs)["pooled_output"]
+    ...         super().__init__(inputs=inputs, outputs=self._output_head(pooled), **kwargs)
     """
 
     _config_keys: tuple[str, ...] = ()
@@ -61,7 +74,7 @@ class BertTask(keras.Model):
         )
         self.output_dense = keras.layers.Dense(
             num_classes,
-            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
+            kernel_initializer=truncated_normal(getattr(encoder, "initializer_range", 0.02)),
             dtype=encoder.dtype_policy,
             name="logits",
         )

@@ -14,7 +14,8 @@ from kbert.layers import Dropout
 from kbert.layers import LayerNormalization
 from kbert.layers import get_activation
 from kbert.layers import use_fast_layers
-from kbert.models.bert_config import bert_config_to_arguments
+from kbert.models.bert.bert_config import bert_config_to_arguments
+from kbert.models.initializers import truncated_normal
 from kbert.models.packed_rows import CLS_POSITIONS
 from kbert.models.packed_rows import PackedRows
 from kbert.models.packed_rows import check_packed_inputs
@@ -39,11 +40,6 @@ class _AttentionScoringBlock(TransformerEncoder):
         batch, length = inputs.shape[0], inputs.shape[1]
         return output, keras.KerasTensor((batch, self.num_heads, length, length),
                                          dtype=self.compute_dtype)
-
-
-def bert_initializer(stddev: float = 0.02) -> keras.initializers.Initializer:
-    """Returns BERT's weight initializer, `TruncatedNormal(stddev)`."""
-    return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -189,7 +185,7 @@ class BertEncoder(PackedRows, keras_hub.models.Backbone):
         if embedding_width != hidden_dim:
             self.embeddings_projection = keras.layers.Dense(
                 hidden_dim,
-                kernel_initializer=bert_initializer(initializer_range),
+                kernel_initializer=truncated_normal(initializer_range),
                 dtype=dtype,
                 name="embeddings_projection",
             )
@@ -204,7 +200,7 @@ class BertEncoder(PackedRows, keras_hub.models.Backbone):
                 dropout=dropout,
                 activation=activation_fn,
                 layer_norm_epsilon=layer_norm_epsilon,
-                kernel_initializer=bert_initializer(initializer_range),
+                kernel_initializer=truncated_normal(initializer_range),
                 dtype=dtype,
             )
             for i in range(num_layers)
@@ -213,7 +209,7 @@ class BertEncoder(PackedRows, keras_hub.models.Backbone):
         self.pooled_dense = keras.layers.Dense(
             hidden_dim,
             activation="tanh",
-            kernel_initializer=bert_initializer(initializer_range),
+            kernel_initializer=truncated_normal(initializer_range),
             dtype=dtype,
             name="pooled_dense",
         )
@@ -434,20 +430,20 @@ class _EmbeddingLayers:
         self.token_embedding = ReversibleEmbedding(
             input_dim=vocabulary_size,
             output_dim=width,
-            embeddings_initializer=bert_initializer(initializer_range),
+            embeddings_initializer=truncated_normal(initializer_range),
             dtype=dtype,
             name="token_embedding",
         )
         self.position_embedding = PositionEmbedding(
             sequence_length=max_sequence_length,
-            initializer=bert_initializer(initializer_range),
+            initializer=truncated_normal(initializer_range),
             dtype=dtype,
             name="position_embedding",
         )
         self.segment_embedding = keras.layers.Embedding(
             input_dim=num_segments,
             output_dim=width,
-            embeddings_initializer=bert_initializer(initializer_range),
+            embeddings_initializer=truncated_normal(initializer_range),
             dtype=dtype,
             name="segment_embedding",
         )

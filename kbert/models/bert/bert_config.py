@@ -1,4 +1,4 @@
-"""google-research/bert's `bert_config.json` <-> kbert's keras-hub argument names.
+"""google-research/bert's `bert_config.json` and Hugging Face's BERT `config.json` <-> keras-hub argument names.
 
 kbert's Python API uses keras-hub names (`hidden_dim`, `num_layers`, ...); on
 disk it keeps the original names so released checkpoints' configs keep working.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kbert.models.architecture import ConvertedArguments
+from kbert.models.architecture import HuggingFaceConfig
 
 # bert_config.json key -> BertEncoder argument.
 _KEY_TO_ARGUMENT = {
@@ -186,3 +188,27 @@ def hf_config_to_arguments(config: dict[str, Any], source: str = "config.json") 
     arguments = {argument: config[key] for key, argument in _HF_KEY_TO_ARGUMENT.items()}
     arguments["activation"] = _HF_ACTIVATIONS[config["hidden_act"]]
     return arguments
+
+
+def hf_arguments(config: dict[str, Any], source: str = "config.json") -> ConvertedArguments:
+    """`hf_config_to_arguments` as an architecture's Hugging Face map returns it.
+
+    Args:
+        config: dict. The parsed `config.json`.
+        source: str. Where the dict came from, named in error messages.
+
+    Returns:
+        `ConvertedArguments`: the `BertEncoder` arguments; `BertPretrainer`
+        takes none from the config (its heads come with the file's tensors).
+
+    Example:
+
+    >>> hf_arguments(json.load(open("all-MiniLM-L6-v2/config.json"))).encoder["activation"]
+    'gelu_exact'
+    """
+    return ConvertedArguments(hf_config_to_arguments(config, source), {}, [])
+
+
+# The architecture's Hugging Face side, for `kbert.models.registry.ARCHITECTURES`:
+# BERT is read (`kbert-convert --source=hf`), not written back.
+HUGGING_FACE = HuggingFaceConfig(model_types=("bert",), to_arguments=hf_arguments)

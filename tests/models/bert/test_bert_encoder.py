@@ -163,8 +163,8 @@ def test_parity_with_keras_hub_electra_backbone(narrow_encoder):
 
 
 def test_bert_config_carries_embedding_size(narrow_encoder, tiny_encoder):
-    from kbert.models.bert_config import arguments_to_bert_config
-    from kbert.models.bert_config import bert_config_to_arguments
+    from kbert.models.bert.bert_config import arguments_to_bert_config
+    from kbert.models.bert.bert_config import bert_config_to_arguments
 
     config = arguments_to_bert_config(narrow_encoder.get_config())
     assert config["embedding_size"] == E and config["hidden_size"] == H

@@ -1,4 +1,4 @@
-"""BERT pre-training model: encoder + masked-LM head + next-sentence head."""
+"""`MaskedLMPretrainer`: the masked-LM objective (and optional NSP), once, for every MLM pre-trainer."""
 
 from __future__ import annotations
 
@@ -6,34 +6,28 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.layers import BertMaskedLMHead
 from kbert.layers import sparse_softmax_cross_entropy_and_hits
-from kbert.layers import NextSentenceHead
-from kbert.layers import get_activation
-from kbert.models.bert_encoder import bert_initializer
-from kbert.models.bert_task import BertTask
 from kbert.models.encoder import Encoder
 from kbert.models.packed_rows import PackedRows
 from kbert.models.packed_rows import select_encoder_inputs
+from kbert.models.task_model import TaskModel
 
 
-@keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(PackedRows, BertTask):
-    """Masked-LM and next-sentence pre-training on top of an encoder (`BertEncoder` or another).
+class MaskedLMPretrainer(PackedRows, TaskModel):
+    """An encoder, a masked-LM head and an optional next-sentence head, with their objective.
 
-    The masked-LM head gathers the encoder's sequence output at `mask_positions`
-    before the dense transform and the vocabulary projection (which is tied to
-    the token embedding, plus an output bias of its own), so the expensive
-    vocabulary-sized matmul runs only on the predicted positions. As in the
-    original BERT, its transform uses the encoder's activation (tanh GELU) and
-    LayerNorm epsilon 1e-12, not keras-hub's `MaskedLMHead` defaults (exact GELU,
-    1e-5). The NSP head maps the pooled output to two logits, label 1 meaning
-    "segment B is random". Both outputs are float32 under mixed precision.
-
-    `kbert-pretrain`'s loop (`kbert.training.run_pretraining`) trains it through
-    `loss_normalizers`, `pretraining_losses` and `pretraining_metrics`, the
-    methods every kbert pre-trainer has (`ElectraPretrainer` too): the
-    `kbert.models.Pretrainer` contract.
+    What every masked-LM pre-trainer shares, whatever the architecture: the
+    functional model (the encoder's three inputs plus `mask_positions`;
+    outputs `mlm`, float32 logits at the masked positions, and `nsp` when
+    there is an NSP head), packed rows through one `_forward`
+    (`kbert.models.packed_rows.PackedRows`), `compile()` with the
+    pre-training losses and metrics, and the `kbert.models.Pretrainer`
+    contract `kbert.training.run_pretraining` trains through
+    (`loss_normalizers`, `pretraining_losses`, `pretraining_metrics`).
+    Each architecture's pre-trainer is a registered subclass that builds its
+    own heads and hands them here: `kbert.models.BertPretrainer` (BERT's
+    masked-LM head and NSP) and `kbert.models.ModernBertPretrainer`
+    (ModernBERT's head, no NSP).
 
     `compile()` with no arguments sets the pre-training losses and metrics: MLM
     cross-entropy averaged over the masked positions' weights (the
@@ -47,54 +41,40 @@ class BertPretrainer(PackedRows, BertTask):
     `cls_positions` `[batch, instances]`, each instance's `[CLS]`; the NSP
     head reads each instance's own `[CLS]` through the encoder's pooler, and
     `nsp` is `[batch, instances, 2]`. `mask_positions` index the packed row.
-    Packed or not, the layers run through one method, `_forward`
-    (`kbert.models.packed_rows.PackedRows`).
 
     Args:
-        encoder: a `kbert.models.Encoder` such as `kbert.models.BertEncoder`
-            (or `keras_hub.models.BertBackbone`, which takes no packed rows).
-        next_sentence: bool. Whether to add the NSP head and output. Set False
-            for RoBERTa-style MLM-only training. Defaults to True.
+        encoder: a `kbert.models.Encoder`.
+        masked_lm_head: a layer called as `head(sequence_output,
+            mask_positions=...)` giving vocabulary logits at those positions
+            (a `kbert.layers.FastMaskedLMHead`), named `masked_lm_head`.
+        next_sentence_head: a layer mapping the pooled output to two logits
+            (`kbert.layers.NextSentenceHead`), or None for MLM-only
+            pre-training. Defaults to None.
         **kwargs: other keyword arguments passed to `keras.Model`, such as `name`.
 
     Example:
 
-    >>> encoder = kbert.models.BertEncoder(
-    ...     vocabulary_size=30522, num_layers=2, num_heads=2, hidden_dim=128,
-    ...     intermediate_dim=512, max_sequence_length=128)
-    >>> pretrainer = kbert.models.BertPretrainer(encoder)
+    >>> class MyPretrainer(MaskedLMPretrainer):
+    ...     def __init__(self, encoder, **kwargs):
+    ...         head = kbert.layers.BertMaskedLMHead(
+    ...             token_embedding=encoder.token_embedding, name="masked_lm_head")
+    ...         super().__init__(encoder, head, **kwargs)
+    >>> pretrainer = MyPretrainer(encoder)
     >>> pretrainer.compile(optimizer=keras.optimizers.AdamW(1e-4))
-    >>> pretrainer.fit(kbert.data.pretraining_dataset("data/*.tfrecord", 32),
-    ...                steps_per_epoch=100)
-
-    Reference:
-        - [Devlin et al., 2019](https://arxiv.org/abs/1810.04805)
     """
 
-    _config_keys = ("next_sentence",)
     # Metrics of `pretraining_metrics` on the progress line, with their labels.
-    progress_labels = {"masked_lm_accuracy": "mlm_acc", "next_sentence_accuracy": "nsp_acc"}
+    progress_labels = {"masked_lm_accuracy": "mlm_acc"}
 
-    def __init__(self, encoder: Encoder, next_sentence: bool = True, **kwargs):
+    def __init__(self, encoder: Encoder, masked_lm_head: keras.layers.Layer,
+                 next_sentence_head: keras.layers.Layer | None = None, **kwargs):
         # === Layers ===
         self.encoder = encoder
-        activation = getattr(encoder, "activation", "gelu_approximate")
-        self.masked_lm_head = BertMaskedLMHead(
-            token_embedding=encoder.token_embedding,
-            intermediate_activation=get_activation(activation),
-            layer_norm_epsilon=getattr(encoder, "layer_norm_epsilon", 1e-12),
-            kernel_initializer=bert_initializer(getattr(encoder, "initializer_range", 0.02)),
-            dtype=encoder.dtype_policy,
-            name="masked_lm_head",
-        )
+        self.masked_lm_head = masked_lm_head
         self.masked_lm_logits = keras.layers.Activation(
             "linear", dtype="float32", name="masked_lm_logits"
         )
-        self.next_sentence_head = (
-            NextSentenceHead(dtype=encoder.dtype_policy, name="next_sentence_head")
-            if next_sentence
-            else None
-        )
+        self.next_sentence_head = next_sentence_head
 
         # === Functional model ===
         inputs = self._encoder_inputs()
@@ -102,7 +82,8 @@ class BertPretrainer(PackedRows, BertTask):
         super().__init__(inputs=inputs, outputs=self._forward(inputs), **kwargs)
 
         # === Config ===
-        self.next_sentence = next_sentence
+        # Whether the data must carry NSP labels (`kbert.models.Pretrainer`).
+        self.next_sentence = next_sentence_head is not None
 
     def _forward(self, inputs, training=None):
         """The encoder and heads: the functional graph, and packed rows (NSP per `cls_positions`)."""
