@@ -37,6 +37,8 @@ setup(
         "onnxruntime>=1.20",
         "onnx>=1.17",
         "tf2onnx>=1.17",
+        # Users' labelled files (kbert.data.table_files): CSV/TSV with quoted newlines, Parquet.
+        "pyarrow>=14",
         # Reads Hugging Face model.safetensors for kbert-convert (numpy only, no torch).
         "safetensors",
         # Rust WordPiece trainer for tools/build_vocab.py (kbert.data.vocab).

@@ -16,6 +16,7 @@ it imports nothing of kbert.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import os
 import tempfile
@@ -198,7 +199,7 @@ def iter_jsonl(path: str, errors: str = "strict") -> Iterator[tuple[int, dict]]:
 
     Blank lines (whitespace only) are skipped; a UTF-8 byte-order mark before
     the first line is ignored (editors on Windows write one). Every other line
-    must hold one JSON object.
+    must hold one JSON object. A path ending in `.gz` is read through gzip.
 
     Args:
         path: str. The file (`gs://` works).
@@ -222,7 +223,7 @@ def iter_jsonl(path: str, errors: str = "strict") -> Iterator[tuple[int, dict]]:
     ...     print(number, row["_id"])
     """
     try:
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with open_binary(path) as f:
             for number, raw in enumerate(f, start=1):
                 try:
                     line = raw.decode("utf-8-sig" if number == 1 else "utf-8", errors)
@@ -245,6 +246,27 @@ def iter_jsonl(path: str, errors: str = "strict") -> Iterator[tuple[int, dict]]:
                 yield number, value
     except tf.errors.NotFoundError:
         raise FileNotFoundError(f"file not found: {path}") from None
+
+
+@contextlib.contextmanager
+def open_binary(path: str) -> Iterator[Any]:
+    """Opens `path` for reading bytes through `tf.io.gfile`, through gzip when it ends in `.gz`.
+
+    Args:
+        path: str. The file (`gs://` works).
+
+    Yields:
+        A binary file object (iterating it gives lines).
+
+    Raises:
+        tf.errors.NotFoundError: no such file.
+    """
+    with tf.io.gfile.GFile(path, "rb") as f:
+        if path.endswith(".gz"):
+            with gzip.GzipFile(fileobj=f) as unzipped:
+                yield unzipped
+        else:
+            yield f
 
 
 def check_output_dir(output_dir: str, overwrite: bool = False) -> None:

@@ -31,9 +31,23 @@ flags.DEFINE_string("task_name", None, "GLUE task (cola, sst-2, mrpc, sts-b, qqp
                     "stored in task_config.json (default conll2003).")
 flags.DEFINE_string("data_dir", None, "GLUE task folder (train.tsv, dev.tsv, test.tsv) or CoNLL "
                     "folder (train.txt, dev.txt or valid.txt, test.txt).")
-flags.DEFINE_string("train_file", None, "SQuAD JSON to train on.")
+flags.DEFINE_string("train_file", None, "File to train on: SQuAD JSON; or your own labelled "
+                    "file (.csv, .tsv, .jsonl/.json, .parquet; text formats may be .gz) for "
+                    "--task=classification and --task=token_classification.")
 flags.DEFINE_string("predict_file", None, "SQuAD JSON to evaluate (--do_eval) or predict on "
                     "(--do_predict); predictions.json is written for it.")
+flags.DEFINE_string("validation_file", None, "Your own dev file (same formats as --train_file), "
+                    "scored with --do_eval. Without it the kept model is chosen on a held-out "
+                    "share of --train_file and no reported figure exists.")
+flags.DEFINE_string("test_file", None, "Your own test file, predicted with --do_predict (its "
+                    "labels, when present, are checked against the training file's).")
+flags.DEFINE_list("text_column_names", None, "Columns holding the text of your files: one, or "
+                  "two for text pairs (default: text, or sentence1,sentence2 when present).")
+flags.DEFINE_string("text_column_name", None, "run_ner.py's name for the one input column "
+                    "(token classification: tokens or text); same as --text_column_names with "
+                    "one name.")
+flags.DEFINE_string("label_column_name", None, "Column holding the labels of your files "
+                    "(default: label; ner_tags for token classification).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory (a kbert-pretrain model_dir "
                     "or kbert-convert output); without --do_train also a fine-tuned model_dir.")
 flags.DEFINE_string("model_dir", None, "Output: fine-tuned model directory, eval_results.json, "
@@ -116,6 +130,10 @@ def _run_finetuning(configurables) -> dict:
         data_dir=FLAGS.data_dir,
         train_file=FLAGS.train_file,
         predict_file=FLAGS.predict_file,
+        validation_file=FLAGS.validation_file,
+        test_file=FLAGS.test_file,
+        text_column_names=_text_column_names(),
+        label_column_name=FLAGS.label_column_name,
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
         do_train=FLAGS.do_train,
@@ -126,6 +144,15 @@ def _run_finetuning(configurables) -> dict:
         num_restarts=FLAGS.num_restarts,
         hparam_grid=_hparam_grid() if FLAGS.hparam_search else None,
     )
+
+
+def _text_column_names() -> tuple[str, ...] | None:
+    """--text_column_names, or run_ner.py's singular --text_column_name (not both)."""
+    names, name = FLAGS.text_column_names, FLAGS.text_column_name
+    if names and name:
+        raise ValueError(f"--text_column_names={','.join(names)} and --text_column_name={name}: "
+                         "give one of them.")
+    return tuple(names) if names else (name,) if name else None
 
 
 def _with_feature_flags(options):
@@ -160,28 +187,10 @@ def _write_summary(results: dict) -> None:
     import tensorflow as tf
 
     from kbert.files import write_text
-    from kbert.training.finetuning.hparam_search import format_table
+    from kbert.training.finetuning.summary import summary_lines
 
     write_text(os.path.join(FLAGS.model_dir, "operative_config.gin"), gin.operative_config_str())
-    listed = ("train_loss", "eval_curve", "restarts", "hparam_search", "warnings")
-    summary = {key: value for key, value in results.items() if key not in listed}
-    if "train_loss" in results:
-        summary["final_train_loss"] = round(results["train_loss"][-1], 4)
-    print("***** results *****")
-    for key, value in sorted(summary.items()):
-        print(f"  {key} = {round(value, 4) if isinstance(value, float) else value}")
-    metric = results.get("main_metric")
-    if "hparam_search" in results:
-        print("***** hyperparameter search (dev %s) *****" % metric)
-        print(format_table(results["hparam_search"], metric))
-        print(f"best configuration: {os.path.join(FLAGS.model_dir, 'best_hparams.gin')}")
-    for restart in results.get("restarts", []):
-        print(f"  restart seed {restart['seed']}: dev {metric} {restart[metric]:.4f} "
-              f"at step {restart['best_step']}")
-    if "best_step" in results:
-        curve = ", ".join(f"{p['step']}: {p[metric]:.4f}" for p in results["eval_curve"])
-        print(f"kept the model of step {results['best_step']} of {results['train_steps']}: dev "
-              f"{metric} {results[metric]:.4f} (dev {metric} by step: {curve})")
+    print("\n".join(summary_lines(results, FLAGS.model_dir)))
     for warning in results.get("warnings", []):
         print(f"WARNING: {warning}")
     print(f"written to {FLAGS.model_dir}: " + json.dumps(sorted(tf.io.gfile.listdir(FLAGS.model_dir)))

@@ -208,16 +208,21 @@ def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:
     task_config = model_dir.task_config
     if data_dir is not None:
         if tf.io.gfile.exists(data_dir) and not tf.io.gfile.isdir(data_dir):
-            return TaskData(task_name=task_config.task_name, predict_file=data_dir)
+            # One file: SQuAD's dev JSON (`predict_file`) or a user's dev file
+            # (`validation_file`); each task reads the one it takes.
+            return TaskData(task_name=task_config.task_name, predict_file=data_dir,
+                            validation_file=data_dir)
         return TaskData(task_name=task_config.task_name, data_dir=data_dir)
     recorded = task_config.dev_data
-    if not recorded or not (recorded.get("data_dir") or recorded.get("predict_file")):
+    if not recorded or not (recorded.get("data_dir") or recorded.get("predict_file")
+                            or recorded.get("validation_file")):
         raise ValueError(f"{model_dir.path}/task_config.json records no dev data (fine-tuned "
                          "before kbert-finetune recorded it, or without --do_eval data); pass "
-                         "--quantization_data_dir=<the task's dev data: a --data_dir folder, or "
-                         "SQuAD's dev JSON>.")
+                         "--quantization_data_dir=<the task's dev data: a --data_dir folder, "
+                         "SQuAD's dev JSON, or your --validation_file>.")
     return TaskData(task_name=recorded.get("task_name", task_config.task_name),
-                    data_dir=recorded.get("data_dir"), predict_file=recorded.get("predict_file"))
+                    data_dir=recorded.get("data_dir"), predict_file=recorded.get("predict_file"),
+                    validation_file=recorded.get("validation_file"))
 
 
 def _embedding_scores(texts: list[str], float_module, quantized_module):

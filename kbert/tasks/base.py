@@ -54,22 +54,48 @@ LEGACY_KEYS = ("doc_stride", "max_query_length", "max_answer_length")
 class TaskData:
     """Where a task's data is: the runtime data flags of `kbert-finetune`.
 
+    Tasks that read users' own files (classification, token classification)
+    take one file per split, as Hugging Face's `run_classification.py` and
+    `run_ner.py` do: train = `train_file`, dev = `validation_file`, test =
+    `test_file`, in any format `kbert.data.table_files` reads.
+
     Args:
         task_name: str or None. Which data set of the task family (a GLUE task
             such as `sst-2`; a NER data set name).
         data_dir: str or None. A folder of split files (GLUE, CoNLL).
-        train_file: str or None. One training file (SQuAD JSON).
+        train_file: str or None. One training file (SQuAD JSON; a user's
+            CSV, TSV, JSON lines or Parquet file).
         predict_file: str or None. One file to evaluate or predict (SQuAD JSON).
+        validation_file: str or None. A user's dev file (`--validation_file`).
+        test_file: str or None. A user's test file (`--test_file`): predicted
+            with `--do_predict`; its labels, when it has them, are checked.
+        text_column_names: tuple of str or None. The columns holding the
+            inputs (`--text_column_names=a` or `a,b`; run_ner.py's singular
+            `--text_column_name=tokens` arrives here as `("tokens",)`). None:
+            the task's default (what it recorded, when rebuilt from a
+            fine-tuned directory).
+        label_column_name: str or None. The label column
+            (`--label_column_name`); None: the task's default.
 
     Example:
 
     >>> TaskData(task_name="sst-2", data_dir="glue_data/SST-2")
+    >>> TaskData(train_file="tickets.csv", validation_file="dev.csv",
+    ...          text_column_names=("subject", "body"), label_column_name="queue")
     """
 
     task_name: str | None = None
     data_dir: str | None = None
     train_file: str | None = None
     predict_file: str | None = None
+    validation_file: str | None = None
+    test_file: str | None = None
+    text_column_names: tuple[str, ...] | None = None
+    label_column_name: str | None = None
+
+    def __post_init__(self):
+        if self.text_column_names is not None:
+            object.__setattr__(self, "text_column_names", tuple(self.text_column_names))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +106,17 @@ class Evaluation:
         metrics: dict. Metric name -> value, plus `num_examples`.
         files: dict. File name (in the model directory) -> text, such as
             SQuAD's `predictions.json`.
+        chosen: dict. Settings this evaluation chose on its examples, which a
+            model selected on them keeps (a multi-label decision `threshold`):
+            `run_finetuning` hands the kept evaluation's to `Task.keep_chosen`
+            before it scores the reported split and saves the model, so that
+            they are chosen on the selection split, never on the reported one.
+            Empty for most tasks.
     """
 
     metrics: dict[str, Any]
     files: dict[str, str] = dataclasses.field(default_factory=dict)
+    chosen: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Task(abc.ABC):
@@ -209,9 +242,77 @@ class Task(abc.ABC):
             splits: the splits that will be read (`train`, `dev`, `test`).
         """
 
+    def has_split(self, data: TaskData, split: str) -> bool:
+        """Whether `data` holds the split at all (a user's files: `--validation_file` given).
+
+        `run_finetuning` reads only the splits a task has: without a dev split
+        it chooses the kept model on examples held out of training
+        (`run_finetuning.selection_fraction`, 0.1 when unset) and reports no
+        dev figure. Every split is there unless a task says otherwise;
+        `check_data` names the flags a split needs.
+
+        Args:
+            data: `TaskData`.
+            split: str. `train`, `dev` or `test`.
+
+        Returns:
+            bool.
+        """
+        return True
+
     @abc.abstractmethod
     def read(self, data: TaskData, split: str) -> list:
-        """Reads one split's examples, naming the file and line of any bad input."""
+        """Reads one split's examples, naming the file and line of any bad input.
+
+        `run_finetuning` reads `train` first and calls `adapt` on it before it
+        reads `dev` and `test`, so a task can check their labels against those
+        of the training data.
+        """
+
+    def adapt(self, train_examples: list) -> None:
+        """Learns what the training data says (label names, problem type, tag set).
+
+        As Keras preprocessing layers' `adapt`: `run_finetuning` calls it on the
+        training examples (before any selection split is held out) before
+        `build_model`; what the task was given (its config) wins over what it
+        would learn. After it, `describe()` records what was learned. Tasks
+        whose labels are fixed (GLUE, CoNLL-2003) learn nothing.
+
+        Args:
+            train_examples: list. The training split as `read` gives it.
+
+        Raises:
+            ValueError: the training data contradicts itself or the config;
+                the message names the file and line.
+        """
+
+    def examples_from_values(self, inputs: Any, labels: Sequence | None = None,
+                             source: str | Sequence[str] = "values") -> list:
+        """The task's examples from Python values, checked as its file reader checks rows.
+
+        How Keras-style `fit(x=texts, y=labels)` and `kbert-predict` reach the
+        same examples, batches and losses as `kbert-finetune`'s files.
+
+        Args:
+            inputs: the inputs: a sequence of str, or a tuple of two such
+                sequences for text pairs; for token classification a sequence
+                of str texts or of word lists.
+            labels: sequence or None. One label per input, as users give them
+                (str, int, float, a list for multi-label; a tag list per input
+                for token classification); None for inputs to predict.
+            source: str or sequence of str. Where the values come from, named in
+                errors: one name (rows are then named `<source> item <n>`) or one
+                name per input (`data.csv:14`).
+
+        Returns:
+            list of the task's examples.
+
+        Raises:
+            ValueError: the task reads no such values (this default), or a value
+                is bad (named by its source).
+        """
+        raise ValueError(f"task {self.name!r} does not take examples from Python values; "
+                         "use --task=classification or --task=token_classification.")
 
     @abc.abstractmethod
     def dataset(self, examples: list, preprocessor: TextPreprocessor, batch_size: int,
@@ -345,6 +446,80 @@ class Task(abc.ABC):
     def predict(self, model: keras.Model, examples: list, preprocessor: TextPreprocessor,
                 batch_size: int) -> dict[str, str]:
         """Prediction files for `examples`: file name -> text (e.g. `predictions.tsv`)."""
+
+    def predict_records(self, model: keras.Model, examples: list, preprocessor: TextPreprocessor,
+                        batch_size: int) -> list[dict[str, Any]]:
+        """One answer per example, in order, as JSON-able dicts: what `kbert-predict` writes.
+
+        Single-label classification: `label`, `score`, `probabilities` (label ->
+        probability); multi-label: `labels` (those over the recorded threshold)
+        and `probabilities`; regression: `prediction`; token classification:
+        `entities`, each `{"start", "end", "label", "text", "score"}` with
+        character offsets into the input text.
+
+        Args:
+            model: the task model.
+            examples: list of the task's examples (`examples_from_values`).
+            preprocessor: `TextPreprocessor`.
+            batch_size: int.
+
+        Returns:
+            list of dict, one per example.
+
+        Raises:
+            ValueError: the task does not answer per input (this default).
+        """
+        raise ValueError(f"task {self.name!r} does not predict records for kbert-predict; it "
+                         "answers --task=classification and --task=token_classification models.")
+
+    def input_columns(self, text_column_names: Sequence[str] | None = None) -> tuple[str, ...]:
+        """The columns of a user's file that hold the task's inputs, for `kbert-predict`.
+
+        `kbert-predict` reads these columns of each row and hands their values
+        to `examples_from_values`: one column's as a list, two as a tuple of
+        two lists.
+
+        Args:
+            text_column_names: sequence of str or None. The columns asked for
+                (`--text_column_names` / `--text_column_name`), checked against
+                what the task takes; None: those it was trained with.
+
+        Returns:
+            tuple of str.
+
+        Raises:
+            ValueError: the task reads no user's files (this default), or the
+                columns asked for do not fit it.
+        """
+        raise ValueError(f"task {self.name!r} reads no columns of a user's file; kbert-predict "
+                         "answers --task=classification and --task=token_classification models.")
+
+    def keep_chosen(self, chosen: Mapping[str, Any]) -> None:
+        """Keeps what the kept model's selection evaluation chose (`Evaluation.chosen`).
+
+        Called by `run_finetuning` once the kept model is chosen, before the
+        reported split is scored and the model is saved; `describe()` records it
+        from then on. Most tasks choose nothing.
+
+        Args:
+            chosen: mapping. The kept evaluation's `chosen`.
+        """
+
+    def count_truncated(self, examples: list, preprocessor: TextPreprocessor) -> int | None:
+        """How many examples are longer than `preprocessor.max_seq_length` and get cut.
+
+        `run_finetuning` prints the counts in its summary, so that no text is cut
+        silently. None: the task does not cut its inputs (it reads long texts
+        in windows) or does not count (this default).
+
+        Args:
+            examples: list of the task's examples.
+            preprocessor: `TextPreprocessor`.
+
+        Returns:
+            int or None.
+        """
+        return None
 
     def inference_model(self, model: keras.Model, batch: Mapping[str, tf.Tensor]
                         ) -> tuple[keras.Model, dict[str, tf.Tensor]]:

@@ -64,3 +64,21 @@ def test_inference_function_is_traced_once_per_model_and_keeps_no_model_alive():
     del model, forward
     gc.collect()
     assert alive() is None
+
+
+def test_what_a_task_does_not_do_is_refused_by_name():
+    import pytest
+
+    from kbert.tasks import TaskData
+
+    task = GlueTask(task_name="sst-2")
+    with pytest.raises(ValueError, match="task 'glue' does not take examples from Python values"):
+        task.examples_from_values(["a film"])
+    with pytest.raises(ValueError, match="task 'glue' does not predict records for kbert-predict"):
+        task.predict_records(None, [], None, 8)
+    with pytest.raises(ValueError, match="task 'glue' reads no columns of a user's file"):
+        task.input_columns()
+    # What every task has by default: all splits, nothing to learn, keep or count.
+    assert task.has_split(TaskData(), "dev") and task.adapt([]) is None
+    assert task.keep_chosen({}) is None and task.count_truncated([], None) is None
+    assert TaskData(text_column_names=["a", "b"]).text_column_names == ("a", "b")

@@ -45,6 +45,7 @@ from kbert.training.finetuning.dev_evaluation import DevEvaluation
 from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
 from kbert.training.finetuning.finetuned_dir import save_task_model
 from kbert.training.finetuning.outcome_checks import outcome_warnings
+from kbert.training.finetuning.selection_split import DEFAULT_SELECTION_FRACTION
 from kbert.training.finetuning.selection_split import carve_selection_split
 from kbert.training.finetuning.selection_split import check_selection_fraction
 from kbert.training.finetuning.training_schedule import TrainingSchedule
@@ -62,7 +63,8 @@ BEST_HPARAMS = "best_hparams.gin"
 # Arguments that are runtime data (flags of kbert-finetune), never gin bindings.
 RUNTIME_ARGUMENTS = (
     "task", "init_checkpoint", "model_dir", "task_name", "data_dir", "train_file",
-    "predict_file", "vocab_file", "do_lower_case", "do_train", "do_eval", "do_predict",
+    "predict_file", "validation_file", "test_file", "text_column_names", "label_column_name",
+    "vocab_file", "do_lower_case", "do_train", "do_eval", "do_predict",
     "strategy", "verbose", "task_options", "num_restarts", "hparam_grid",
 )
 
@@ -80,6 +82,10 @@ class _Settings:
     data_dir: str | None
     train_file: str | None
     predict_file: str | None
+    validation_file: str | None
+    test_file: str | None
+    text_column_names: tuple[str, ...] | None
+    label_column_name: str | None
     vocab_file: str | None
     do_lower_case: bool | None
     do_train: bool
@@ -195,6 +201,10 @@ def run_finetuning(
     data_dir: str | None = None,
     train_file: str | None = None,
     predict_file: str | None = None,
+    validation_file: str | None = None,
+    test_file: str | None = None,
+    text_column_names: tuple[str, ...] | None = None,
+    label_column_name: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
     do_train: bool = True,
@@ -240,8 +250,20 @@ def run_finetuning(
         data_dir: str or None. GLUE task folder, CoNLL folder, STS-B folder
             (similarity) or BEIR dataset folder (retrieval, rerank).
         train_file: str or None. SQuAD training JSON; the similarity pairs
-            JSONL; the first-stage TREC run of retrieval/rerank training.
+            JSONL; the first-stage TREC run of retrieval/rerank training; a
+            user's labelled file (classification, token classification: CSV,
+            TSV, JSON lines or Parquet).
         predict_file: str or None. The same for evaluation/prediction.
+        validation_file: str or None. A user's dev file (Hugging Face's
+            `--validation_file`). Without one, a task reading users' files
+            has no dev split: with `do_train` and `do_eval` the kept model is
+            chosen on a held-out share of the training file
+            (`selection_fraction`, `DEFAULT_SELECTION_FRACTION` when 0) and no
+            reported figure exists (`results["reported_split"]` is None).
+        test_file: str or None. A user's test file, predicted with `do_predict`.
+        text_column_names: tuple of str or None. The input columns of a
+            user's files (one, or two for text pairs); None: the task's default.
+        label_column_name: str or None. Their label column; None: the task's default.
         vocab_file: str or None. Defaults to `init_checkpoint`'s `vocab.txt`.
         do_lower_case: bool or None. Defaults to `init_checkpoint`'s
             `tokenizer_config.json`, else True.
@@ -314,7 +336,9 @@ def run_finetuning(
     settings = _Settings(
         task=task, init_checkpoint=init_checkpoint, model_dir=model_dir, task_name=task_name,
         data_dir=data_dir, train_file=train_file, predict_file=predict_file,
-        vocab_file=vocab_file, do_lower_case=do_lower_case, do_train=do_train, do_eval=do_eval,
+        validation_file=validation_file, test_file=test_file,
+        text_column_names=tuple(text_column_names) if text_column_names else None,
+        label_column_name=label_column_name, vocab_file=vocab_file, do_lower_case=do_lower_case, do_train=do_train, do_eval=do_eval,
         do_predict=do_predict, strategy=strategy, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate,
         num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
@@ -329,15 +353,25 @@ def run_finetuning(
     task_object, saved = _resolve_task(task, task_name, task_options, checkpoint, do_train)
     if saved is not None:
         max_seq_length = saved.max_seq_length
-    data = TaskData(task_name, data_dir, train_file, predict_file)
-    splits = [split for split, wanted in (("train", do_train), ("dev", do_eval),
-                                          ("test", do_predict)) if wanted]
-    task_object.check_data(data, splits)
+    data = TaskData(task_name, data_dir, train_file, predict_file, validation_file, test_file,
+                    settings.text_column_names, label_column_name)
+    wanted = [split for split, on in (("train", do_train), ("dev", do_eval),
+                                      ("test", do_predict)) if on]
+    task_object.check_data(data, wanted)
+    splits = [split for split in wanted if task_object.has_split(data, split)]
     _check_selection(task_object, do_train, do_eval, num_restarts, hparam_grid)
     preprocessor = checkpoint.preprocessor(max_seq_length)
     encoder_config = checkpoint.encoder_config
-    # Read every split needed now, so bad files fail before anything is written.
-    examples = {split: task_object.read(data, split) for split in splits}
+    examples = _read_splits(task_object, data, splits)
+    results: dict[str, Any] = {}
+    truncated = _truncation_counts(task_object, examples, preprocessor)
+    if truncated:
+        results["truncated"] = truncated
+    reported = do_eval and "dev" in examples
+    if do_train and do_eval and not reported and not selection_fraction:
+        # No dev split to choose on: hold some training examples out instead.
+        selection_fraction = DEFAULT_SELECTION_FRACTION
+        settings = dataclasses.replace(settings, selection_fraction=selection_fraction)
     selection_examples = examples.get("dev") if task_object.main_metric else None
     selection = {"split": "dev"}
     if selection_fraction:
@@ -355,7 +389,6 @@ def run_finetuning(
                 if do_train and packing is not None else len(train_rows))
     train_batch_size = auto_settings.resolve_train_batch_size(
         train_batch_size, num_rows, distribution.num_replicas_in_sync)
-    results: dict[str, Any] = {}
     extra_files: dict[str, str] = {}
     trained = None
     if do_train:
@@ -378,11 +411,18 @@ def run_finetuning(
     if trained is not None and trained.evaluation is not None:
         metric = task_object.main_metric
         results["selection"] = {**selection, metric: trained.value(metric)}
+        # What the kept model's selection evaluation chose (a decision threshold) is
+        # kept before the reported split is scored, so it is never chosen there.
+        task_object.keep_chosen(trained.evaluation.chosen)
+        if do_eval and not reported:
+            results["selection"]["metrics"] = trained.evaluation.metrics
+    if do_eval and not reported:
+        results["reported_split"] = None
     # Selected on dev, the kept model's dev evaluation is already there; else dev is scored now.
     kept_evaluation = (trained.evaluation if trained is not None and not selection_fraction
                        else None)
     files = _evaluate_and_predict(model, task_object, examples, preprocessor, eval_batch_size,
-                                  results, do_eval, do_predict, kept_evaluation)
+                                  results, reported, do_predict, kept_evaluation)
     warnings = outcome_warnings({"main_metric": task_object.main_metric, **results})
     if warnings:
         results["warnings"] = warnings
@@ -395,6 +435,29 @@ def run_finetuning(
 # The gin-bindable hyperparameters of `run_finetuning` (its other arguments are flags).
 HYPERPARAMETERS = tuple(name for name in inspect.signature(run_finetuning).parameters
                         if name not in RUNTIME_ARGUMENTS)
+
+
+def _read_splits(task: Task, data: TaskData, splits: list[str]) -> dict[str, list]:
+    """Reads every split now, so that bad files fail before anything is written.
+
+    The training split comes first and the task adapts to it (label names,
+    problem type) before the others are read, so they are checked against it.
+    """
+    examples = {}
+    for split in splits:
+        examples[split] = task.read(data, split)
+        if split == "train":
+            task.adapt(examples["train"])
+    return examples
+
+
+def _truncation_counts(task: Task, examples: dict[str, list],
+                       preprocessor: TextPreprocessor) -> dict[str, Any]:
+    """Per split, how many examples are cut at `max_seq_length` (for tasks that count)."""
+    counts = {split: task.count_truncated(rows, preprocessor) for split, rows in examples.items()}
+    counts = {split: {"truncated": count, "examples": len(examples[split])}
+              for split, count in counts.items() if count}
+    return {"max_seq_length": preprocessor.max_seq_length, **counts} if counts else {}
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,
@@ -636,11 +699,14 @@ def _write_outputs(model_dir: str, trained: keras.Model | None, task: Task,
 
 def _dev_data_record(data: TaskData | None) -> dict[str, Any]:
     """`task_config.json`'s `dev_data`: where the dev split is, for `kbert-export --quantize`."""
-    if data is None or not (data.data_dir or data.predict_file):
+    if data is None or not (data.data_dir or data.predict_file or data.validation_file):
         return {}
 
     def absolute(path):
         return path if path is None or "://" in path else os.path.abspath(path)
 
-    return {"task_name": data.task_name, "data_dir": absolute(data.data_dir),
-            "predict_file": absolute(data.predict_file)}
+    record = {"task_name": data.task_name, "data_dir": absolute(data.data_dir),
+              "predict_file": absolute(data.predict_file)}
+    if data.validation_file:
+        record["validation_file"] = absolute(data.validation_file)
+    return record

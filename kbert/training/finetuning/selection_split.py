@@ -14,6 +14,11 @@ import numpy as np
 
 from kbert.tasks import Task
 
+# The share of the training examples held out to choose the kept model on when
+# a run evaluates but its task has no dev split (`Task.has_split`: a user's
+# files without `--validation_file`) and `selection_fraction` is unset.
+DEFAULT_SELECTION_FRACTION = 0.1
+
 
 def check_selection_fraction(function: str, fraction: float, do_train: bool) -> None:
     """Refuses a `selection_fraction` outside [0, 1), or one without training to carve from.

@@ -207,3 +207,52 @@ def test_the_carved_split_is_seeded_and_keeps_a_paragraphs_questions_together():
         carve_selection_split(task, examples, 0.99, seed=0)
     with pytest.raises(ValueError, match=r"--task=squad's training data is a query set"):
         carve_selection_split(task, tuple(examples), 0.2, seed=0)
+
+
+class UsersFilesTask(ScriptedTask):
+    """A task of users' files without --validation_file: no dev split; it adapts and chooses."""
+
+    name = "users_files"
+    events: list = []
+
+    def has_split(self, data, split):
+        return split != "dev"
+
+    def adapt(self, train_examples):
+        UsersFilesTask.events.append(("adapt", len(train_examples)))
+
+    def evaluate(self, model, examples, preprocessor, batch_size):
+        evaluation = super().evaluate(model, examples, preprocessor, batch_size)
+        score = evaluation.metrics["score"]
+        return Evaluation({**evaluation.metrics, "baseline": {"score": 0.1, "predicts": "x"}},
+                          chosen={"threshold": score / 2})
+
+    def keep_chosen(self, chosen):
+        UsersFilesTask.events.append(("keep_chosen", dict(chosen)))
+
+
+def test_without_a_dev_split_a_held_out_share_chooses_and_nothing_is_reported(
+        pretrained, tmp_path, scripted, monkeypatch):
+    from kbert.training.finetuning.summary import summary_lines
+
+    monkeypatch.setitem(tasks.TASKS, "users_files", UsersFilesTask)
+    UsersFilesTask.events = []
+    scripted(0.4, 0.8, 0.6)
+    model_dir = str(tmp_path / "run")
+    results = run_finetuning(init_checkpoint=pretrained, model_dir=model_dir,
+                             num_train_epochs=3, seed=5, **{**FAST, "task": "users_files"})
+    # The whole training file is adapted to; then 10% of its 12 examples (one) is held out.
+    assert UsersFilesTask.events == [("adapt", 12), ("keep_chosen", {"threshold": 0.4})]
+    assert ScriptedTask.sizes == [1, 1, 1]  # only the selection split is ever scored
+    assert results["reported_split"] is None and "score" not in results
+    selection = results["selection"]
+    assert {k: selection[k] for k in ("split", "fraction", "seed", "num_examples", "score")} == {
+        "split": "train_holdout", "fraction": 0.1, "seed": 5, "num_examples": 1, "score": 0.8}
+    assert selection["metrics"]["score"] == 0.8 and results["best_step"] == 6
+    lines = summary_lines(results, model_dir)
+    assert "  score = 0.8  (baseline 0.1: x)" in lines
+    assert any(line.startswith("NOTE: no reported split exists") for line in lines)
+    assert any(line.startswith("kept the model of step 6 of 9: held-out score 0.8000")
+               for line in lines)
+    written = json.load(open(os.path.join(model_dir, "eval_results.json")))
+    assert written["reported_split"] is None and written["selection"]["fraction"] == 0.1
