@@ -130,7 +130,7 @@ LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-2
     "tests/training/pretraining/test_modes.py",  # 41
     "tests/serving/test_server.py",  # 37
     "tests/index/test_index.py",  # 36
-    "tests/tasks/ner/test_crf.py",  # 32
+    "tests/tasks/token_classification/test_crf.py",  # 32
     "tests/tasks/similarity/test_similarity_task.py",  # 30
 )
 

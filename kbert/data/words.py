@@ -11,9 +11,19 @@ first-piece positions, it was trained on. With a byte-level BPE (ModernBERT)
 each word is tokenized after a space, as it reads in running text ("Ġworld"),
 which is RoBERTa's `add_prefix_space` for words. The embedding task's `features`
 signature reports each piece's word by the same rule.
+
+Text whose labels are character spans (spaCy's and doccano's exports) puts
+punctuation next to its entities ("in Paris."), so a token classification
+task may also split each punctuation character off as a word of its own
+(`split_punctuation=True`): google-research/bert's `BasicTokenizer` rule,
+which Hugging Face's `BertPreTokenizer` keeps. `word_spans` finds the same
+words in Python with their character offsets, for predictions that point
+into the text.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 import tensorflow as tf
 
@@ -24,13 +34,75 @@ from kbert.data.text_preprocessor import TextPreprocessor
 # separators U+001C-U+001F, NEL U+0085 and Unicode's separators (category Z).
 # tests/data/test_words.py checks it against `str.isspace` on every code point.
 WHITESPACE = r"[\t\n\v\f\r\x1c-\x1f\x{85}\p{Z}]"
+# BERT's `_is_punctuation`: every ASCII character that is neither a letter, a
+# digit nor whitespace, and Unicode's punctuation (category P).
+# tests/data/test_words.py checks it against `is_punctuation` on every code point.
+PUNCTUATION = r"[!-/:-@\[-`{-~\p{P}]"
 
 
-def split_words(texts: tf.Tensor) -> tf.RaggedTensor:
+def is_punctuation(character: str) -> bool:
+    """Whether a character is a word of its own with `split_punctuation` (BERT's rule).
+
+    Args:
+        character: str of length 1.
+
+    Returns:
+        bool.
+
+    Example:
+
+    >>> is_punctuation("$"), is_punctuation("\\u00bf"), is_punctuation("a")
+    (True, True, False)
+    """
+    code = ord(character)
+    if 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126:
+        return True
+    return unicodedata.category(character).startswith("P")
+
+
+def word_spans(text: str, split_punctuation: bool = False) -> list[tuple[int, int]]:
+    """The words of a text as `(start, end)` character offsets, `split_words`' rule in Python.
+
+    Args:
+        text: str.
+        split_punctuation: bool. Each punctuation character is a word of its
+            own (`is_punctuation`). Defaults to False (`str.split()`'s words).
+
+    Returns:
+        list of `(start, end)`: `text[start:end]` is each word, in order.
+
+    Example:
+
+    >>> word_spans("I flew to Paris.", split_punctuation=True)
+    [(0, 1), (2, 6), (7, 9), (10, 15), (15, 16)]
+    """
+    spans = []
+    start = None
+    for index, character in enumerate(text):
+        if character.isspace():
+            if start is not None:
+                spans.append((start, index))
+                start = None
+        elif split_punctuation and is_punctuation(character):
+            if start is not None:
+                spans.append((start, index))
+                start = None
+            spans.append((index, index + 1))
+        elif start is None:
+            start = index
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def split_words(texts: tf.Tensor, split_punctuation: bool = False) -> tf.RaggedTensor:
     """Splits texts into words as `str.split()` does: on runs of whitespace.
 
     Args:
         texts: string `[batch]`, valid UTF-8 (`TextPreprocessor.clean`).
+        split_punctuation: bool. Each punctuation character is also a word of
+            its own, as `word_spans(text, split_punctuation=True)` finds them.
+            Defaults to False.
 
     Returns:
         Ragged string `[batch, (words)]`; each word is a substring of its text,
@@ -43,6 +115,8 @@ def split_words(texts: tf.Tensor) -> tf.RaggedTensor:
     """
     # Every whitespace character becomes one ASCII space, which `tf.strings.split`
     # (ASCII whitespace only) then splits on, dropping empty words.
+    if split_punctuation:
+        texts = tf.strings.regex_replace(texts, PUNCTUATION, r" \0 ")
     return tf.strings.split(tf.strings.regex_replace(texts, WHITESPACE, " "))
 
 

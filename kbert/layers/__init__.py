@@ -8,6 +8,8 @@ from kbert.layers.cross_entropy import sparse_softmax_cross_entropy
 from kbert.layers.cross_entropy import sparse_softmax_cross_entropy_and_hits
 from kbert.layers.crf import LinearChainCrf
 from kbert.layers.crf import bio_transitions
+from kbert.layers.crf import tag_scheme
+from kbert.layers.crf import tag_transitions
 from kbert.layers.dropout import Dropout
 from kbert.layers.fast_layers import use_fast_layers
 from kbert.layers.gelu import gelu_approximate

@@ -22,8 +22,104 @@ import tensorflow as tf
 FORBIDDEN = -1e4
 
 
+# Tag schemes by the prefixes their tags carry (`O` and unprefixed tags aside).
+# Prefixes that must be continued by the same type (`open`) and prefixes that
+# continue an entity (`inside`): IOB2's `I-X` follows `B-X` or `I-X`; IOBES's
+# `B-X` and `I-X` go on with `I-X` or `E-X` (BILOU: `L-X`).
+TAG_SCHEMES = {
+    "IOB2": {"prefixes": {"B", "I"}, "open": set(), "inside": {"I"}},
+    "IOBES": {"prefixes": {"B", "I", "E", "S"}, "open": {"B", "I"}, "inside": {"I", "E"}},
+    "BILOU": {"prefixes": {"B", "I", "L", "U"}, "open": {"B", "I"}, "inside": {"I", "L"}},
+    "plain": {"prefixes": set(), "open": set(), "inside": set()},
+}
+
+
+def split_tag(tag: str) -> tuple[str, str]:
+    """A tag's scheme prefix and entity type: `B-PER` -> `("B", "PER")`, `NN` -> `("", "NN")`.
+
+    Args:
+        tag: str.
+
+    Returns:
+        `(prefix, type)`: the prefix is one of `BIESLU` or `""`; `O` is `("", "O")`.
+    """
+    if len(tag) > 2 and tag[1] == "-" and tag[0] in "BIESLU":
+        return tag[0], tag[2:]
+    return "", tag
+
+
+def tag_scheme(label_names: Sequence[str]) -> str:
+    """The scheme a tag set follows: `IOB2`, `IOBES`, `BILOU` or `plain` (no prefixes).
+
+    `B-`/`I-` tags are IOB2 (an IOB1 file has the same tags; its sequences,
+    not its tag set, tell them apart); `E-`/`S-` make IOBES and `L-`/`U-` BILOU
+    (spaCy's). Tags without a prefix (`O`, or part-of-speech tags) fit any scheme.
+
+    Args:
+        label_names: tag names.
+
+    Returns:
+        str, a key of `TAG_SCHEMES`.
+
+    Raises:
+        ValueError: the prefixes mix two schemes (`E-` with `L-`); the message names them.
+
+    Example:
+
+    >>> tag_scheme(["O", "B-PER", "I-PER"]), tag_scheme(["O", "U-PER"]), tag_scheme(["NN", "VB"])
+    ('IOB2', 'BILOU', 'plain')
+    """
+    prefixes = {split_tag(name)[0] for name in label_names} - {""}
+    for scheme, rules in TAG_SCHEMES.items():
+        if prefixes <= rules["prefixes"] and (prefixes or scheme == "plain"):
+            return scheme
+    raise ValueError(f"the tags' prefixes {sorted(prefixes)} mix tag schemes; use one of "
+                     "IOB2 (B-, I-), IOBES (B-, I-, E-, S-) or BILOU (B-, I-, L-, U-).")
+
+
+def tag_transitions(label_names: Sequence[str], scheme: str | None = None
+                    ) -> tuple[list[bool], list[list[bool]], list[bool]]:
+    """The starts, transitions and ends a tag scheme allows.
+
+    IOB2: `I-X` only after `B-X` or `I-X`, never first. IOBES (and BILOU, with
+    `L-`/`U-` for `E-`/`S-`): after `B-X` or `I-X` only `I-X` or `E-X`; `I-X`
+    and `E-X` only after `B-X` or `I-X`; never first `I-`/`E-`, never last
+    `B-`/`I-`. Plain tags (no prefixes) allow everything. `O` and unprefixed
+    tags may follow anything a finished entity may.
+
+    Args:
+        label_names: tag names in logit order.
+        scheme: str or None. A key of `TAG_SCHEMES`; None finds it (`tag_scheme`).
+
+    Returns:
+        `(allowed_starts, allowed_transitions, allowed_ends)`: `num_tags`
+        bools, a `[from][to]` list of lists of bools, `num_tags` bools.
+
+    Example:
+
+    >>> starts, transitions, ends = tag_transitions(["O", "B-X", "E-X", "S-X"])
+    >>> starts, ends
+    ([True, True, False, True], [True, False, True, True])
+    """
+    rules = TAG_SCHEMES[scheme or tag_scheme(label_names)]
+    tags = [split_tag(name) for name in label_names]
+
+    def allowed(previous: tuple[str, str] | None, tag: tuple[str, str] | None) -> bool:
+        opened = previous is not None and previous[0] in rules["open"]
+        inside = tag is not None and tag[0] in rules["inside"]
+        if not (opened or inside):
+            return True
+        # An entity goes on: from its `B-` or `I-` to its own type's inside tag.
+        return (previous is not None and previous[0] in ("B", "I") and inside
+                and previous[1] == tag[1])
+
+    return ([allowed(None, tag) for tag in tags],
+            [[allowed(previous, tag) for tag in tags] for previous in tags],
+            [allowed(tag, None) for tag in tags])
+
+
 def bio_transitions(label_names: Sequence[str]) -> tuple[list[bool], list[list[bool]]]:
-    """The transitions a BIO (IOB2) tag set allows.
+    """The transitions a BIO (IOB2) tag set allows (`tag_transitions` with `IOB2`).
 
     `I-X` may only follow `B-X` or `I-X`, and may not start a sentence; every
     other tag (`O`, `B-*`, or a name without a `B-`/`I-` prefix) may follow
@@ -41,15 +137,35 @@ def bio_transitions(label_names: Sequence[str]) -> tuple[list[bool], list[list[b
     >>> bio_transitions(["O", "B-PER", "I-PER"])
     ([True, True, False], [[True, True, False], [True, True, True], [True, True, True]])
     """
-    names = list(label_names)
+    starts, transitions, _ = tag_transitions(label_names, "IOB2")
+    return starts, transitions
 
-    def allowed(previous: str | None, tag: str) -> bool:
-        if not tag.startswith("I-"):
-            return True
-        return previous in (f"B-{tag[2:]}", tag)
 
-    starts = [allowed(None, tag) for tag in names]
-    return starts, [[allowed(previous, tag) for tag in names] for previous in names]
+def first_forbidden(tags: Sequence[str], label_names: Sequence[str],
+                    scheme: str | None = None) -> int | None:
+    """The index of the first tag a scheme's transitions forbid, or None.
+
+    Args:
+        tags: one sentence's tag sequence.
+        label_names: the tag set (`tag_transitions`).
+        scheme: str or None, as for `tag_transitions`.
+
+    Returns:
+        int or None: the position of the first forbidden tag (`len(tags)` when
+        the sentence may not end on its last tag).
+
+    Example:
+
+    >>> first_forbidden(["O", "I-PER"], ["O", "B-PER", "I-PER"])
+    1
+    """
+    starts, transitions, ends = tag_transitions(label_names, scheme)
+    index = {name: i for i, name in enumerate(label_names)}
+    ids = [index[tag] for tag in tags]
+    for position, tag in enumerate(ids):
+        if not (transitions[ids[position - 1]][tag] if position else starts[tag]):
+            return position
+    return len(ids) if ids and not ends[ids[-1]] else None
 
 
 def compact(values: tf.Tensor, keep: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -201,11 +317,14 @@ class LinearChainCrf(keras.layers.Layer):
         allowed_starts: list of `num_tags` bools or None (all allowed).
         allowed_transitions: `[from][to]` list of lists of bools or None.
         learning_rate_multiplier: float. Defaults to 1.
+        allowed_ends: list of `num_tags` bools or None (all allowed): the tags
+            a sequence may end with (IOBES's `E-`, `S-`, `O`).
         **kwargs: passed to `keras.layers.Layer`.
 
     Example:
 
-    >>> crf = kbert.layers.LinearChainCrf(3, *kbert.layers.bio_transitions(["O", "B-X", "I-X"]))
+    >>> starts, transitions, ends = kbert.layers.tag_transitions(["O", "B-X", "I-X"])
+    >>> crf = kbert.layers.LinearChainCrf(3, starts, transitions, allowed_ends=ends)
     >>> crf.build((None, None, 3))
     >>> crf.decode(tf.zeros([1, 2, 3]), tf.constant([2]))
 
@@ -214,15 +333,18 @@ class LinearChainCrf(keras.layers.Layer):
     """
 
     def __init__(self, num_tags: int, allowed_starts=None, allowed_transitions=None,
-                 learning_rate_multiplier: float = 1.0, **kwargs):
+                 learning_rate_multiplier: float = 1.0, allowed_ends=None, **kwargs):
         super().__init__(**kwargs)
         self.num_tags = int(num_tags)
         self.allowed_starts = None if allowed_starts is None else [bool(a) for a in allowed_starts]
         self.allowed_transitions = (None if allowed_transitions is None
                                     else [[bool(a) for a in row] for row in allowed_transitions])
-        if self.allowed_starts is not None and len(self.allowed_starts) != self.num_tags:
-            raise ValueError(f"allowed_starts has {len(self.allowed_starts)} entries; "
-                             f"the CRF has {self.num_tags} tags.")
+        self.allowed_ends = None if allowed_ends is None else [bool(a) for a in allowed_ends]
+        for name in ("allowed_starts", "allowed_ends"):
+            allowed = getattr(self, name)
+            if allowed is not None and len(allowed) != self.num_tags:
+                raise ValueError(f"{name} has {len(allowed)} entries; the CRF has "
+                                 f"{self.num_tags} tags.")
         if self.allowed_transitions is not None and (
                 len(self.allowed_transitions) != self.num_tags
                 or any(len(row) != self.num_tags for row in self.allowed_transitions)):
@@ -257,7 +379,10 @@ class LinearChainCrf(keras.layers.Layer):
             starts += tf.where(tf.constant(self.allowed_starts), 0.0, FORBIDDEN)
         if self.allowed_transitions is not None:
             transitions += tf.where(tf.constant(self.allowed_transitions), 0.0, FORBIDDEN)
-        return starts, transitions, scale * tf.convert_to_tensor(self.end_variable)
+        ends = scale * tf.convert_to_tensor(self.end_variable)
+        if self.allowed_ends is not None:
+            ends += tf.where(tf.constant(self.allowed_ends), 0.0, FORBIDDEN)
+        return starts, transitions, ends
 
     def log_likelihood(self, emissions, tags, lengths) -> tf.Tensor:
         """float32 `[batch]` log p(tags | emissions) (see `crf_log_likelihood`)."""
@@ -271,5 +396,6 @@ class LinearChainCrf(keras.layers.Layer):
         config = super().get_config()
         config.update({"num_tags": self.num_tags, "allowed_starts": self.allowed_starts,
                        "allowed_transitions": self.allowed_transitions,
-                       "learning_rate_multiplier": self.learning_rate_multiplier})
+                       "learning_rate_multiplier": self.learning_rate_multiplier,
+                       "allowed_ends": self.allowed_ends})
         return config

@@ -30,8 +30,10 @@ class BertTokenClassifier(TaskModel):
             weight 1), and `decode` finds the best sequence with Viterbi. The
             model's output stays the per-position scores. Defaults to False.
         crf_allowed_starts: list of bools or None. Tags a sentence may start
-            with (`kbert.layers.bio_transitions`). None allows all.
+            with (`kbert.layers.tag_transitions`). None allows all.
         crf_allowed_transitions: `[from][to]` list of lists of bools or None.
+        crf_allowed_ends: list of bools or None. Tags a sentence may end with
+            (IOBES's `E-`, `S-`, `O`). None allows all.
         crf_learning_rate_multiplier: float. The CRF's scores learn this many
             times faster than the rest. Defaults to 1.
         features: str or None. None: the head reads `sequence_output`. A mode
@@ -55,12 +57,12 @@ class BertTokenClassifier(TaskModel):
 
     _config_keys = ("num_classes", "dropout", "crf", "crf_allowed_starts",
                     "crf_allowed_transitions", "crf_learning_rate_multiplier", "features",
-                    "freeze_encoder")
+                    "freeze_encoder", "crf_allowed_ends")
 
     def __init__(self, encoder, num_classes: int, dropout: float = 0.1, crf: bool = False,
                  crf_allowed_starts=None, crf_allowed_transitions=None,
                  crf_learning_rate_multiplier: float = 1.0, features: str | None = None,
-                 freeze_encoder: bool = False, **kwargs):
+                 freeze_encoder: bool = False, crf_allowed_ends=None, **kwargs):
         if features is not None and not getattr(encoder, "output_all_layers", False):
             raise ValueError(f"features={features!r} mixes the encoder's layers, but the encoder "
                              "does not output them; pass encoder.with_all_layers().")
@@ -69,7 +71,8 @@ class BertTokenClassifier(TaskModel):
             features, dtype=encoder.dtype_policy, name="layer_mix")
         self._build_output_head(encoder, num_classes, dropout)
         self.crf_layer = (LinearChainCrf(num_classes, crf_allowed_starts, crf_allowed_transitions,
-                                         crf_learning_rate_multiplier, dtype="float32", name="crf")
+                                         crf_learning_rate_multiplier, crf_allowed_ends,
+                                         dtype="float32", name="crf")
                           if crf else None)
 
         inputs = self._encoder_inputs()
@@ -89,6 +92,7 @@ class BertTokenClassifier(TaskModel):
         self.crf = bool(crf)
         self.crf_allowed_starts = self.crf_layer.allowed_starts if crf else None
         self.crf_allowed_transitions = self.crf_layer.allowed_transitions if crf else None
+        self.crf_allowed_ends = self.crf_layer.allowed_ends if crf else None
         self.crf_learning_rate_multiplier = float(crf_learning_rate_multiplier)
         self.features = features
         self.freeze_encoder = bool(freeze_encoder)

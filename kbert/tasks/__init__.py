@@ -14,8 +14,6 @@ from kbert.tasks.embedding.task import EmbeddingConfig
 from kbert.tasks.embedding.task import EmbeddingTask
 from kbert.tasks.glue.task import GlueConfig
 from kbert.tasks.glue.task import GlueTask
-from kbert.tasks.ner.task import NerConfig
-from kbert.tasks.ner.task import NerTask
 from kbert.tasks.rerank.task import RerankConfig
 from kbert.tasks.rerank.task import RerankTask
 from kbert.tasks.retrieval.task import RetrievalConfig
@@ -24,11 +22,16 @@ from kbert.tasks.similarity.task import SimilarityConfig
 from kbert.tasks.similarity.task import SimilarityTask
 from kbert.tasks.squad.task import SquadConfig
 from kbert.tasks.squad.task import SquadTask
+from kbert.tasks.token_classification.task import NerConfig
+from kbert.tasks.token_classification.task import NerTask
+from kbert.tasks.token_classification.task import TokenClassificationConfig
+from kbert.tasks.token_classification.task import TokenClassificationTask
 
 # Registry: task name -> Task class.
 TASKS: dict[str, type[Task]] = {
     "glue": GlueTask,
     "ner": NerTask,
+    "token_classification": TokenClassificationTask,
     "squad": SquadTask,
     "embedding": EmbeddingTask,
     "similarity": SimilarityTask,

@@ -10,7 +10,7 @@ reference scripts exactly:
 - `pearson_corrcoef`, `spearman_corrcoef`: as scipy computes them (average
   ranks for ties).
 
-Task-specific metrics live with their task: entity F1 in `kbert.tasks.ner.metrics`,
+Task-specific metrics live with their task: entity F1 in `kbert.tasks.token_classification.metrics`,
 SQuAD exact match and F1 in `kbert.tasks.squad.metrics`.
 """
 

@@ -12,9 +12,9 @@ from kbert.data import TextPreprocessor
 from kbert.data import read_vocab
 from kbert.data.words import split_words
 from kbert.data.words import word_pieces
-from kbert.tasks.ner.dataset import token_classification_dataset
-from kbert.tasks.ner.reader import read_conll
-from kbert.tasks.ner.serving import word_windows
+from kbert.tasks.token_classification.dataset import token_classification_dataset
+from kbert.tasks.token_classification.conll import read_conll
+from kbert.tasks.token_classification.serving import word_windows
 
 CONLL = os.path.join(REPO, "tests", "testdata", "finetune", "conll2003")
 

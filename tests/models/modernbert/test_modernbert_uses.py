@@ -24,7 +24,7 @@ from kbert.export import serving_module
 from kbert.export.saved_model import export_saved_model
 from kbert.index import build_index
 from kbert.models import ModernBertEncoder
-from kbert.tasks.ner.serving import word_windows
+from kbert.tasks.token_classification.serving import word_windows
 from kbert.tasks import SquadConfig
 from kbert.training.distillation import loop as distillation
 from kbert.training.distillation import run_distillation

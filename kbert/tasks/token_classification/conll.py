@@ -1,13 +1,13 @@
-"""CoNLL-2003 NER reader: `word POS chunk NER` columns, `-DOCSTART-` lines, blank line between sentences."""
+"""CoNLL column files: `word POS chunk NER` columns, `-DOCSTART-` lines, blank line between sentences."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import tensorflow as tf
 
 from kbert.files import read_text
+from kbert.tasks.token_classification.sentence import Sentence
 
 # The CoNLL-2003 tag set, `O` first. IOB1 files (the original `eng.train`) and
 # IOB2 files (most redistributions) use the same nine tags.
@@ -21,19 +21,6 @@ CONLL_FILES = {
     "dev": ("dev.txt", "valid.txt", "eng.testa"),
     "test": ("test.txt", "eng.testb"),
 }
-
-
-@dataclasses.dataclass
-class Sentence:
-    """One sentence of a CoNLL file.
-
-    Args:
-        words: list of str.
-        tags: list of str, one per word (the last column).
-    """
-
-    words: list[str]
-    tags: list[str]
 
 
 def conll_split_file(data_dir: str, split: str) -> str:
@@ -63,15 +50,17 @@ def conll_split_file(data_dir: str, split: str) -> str:
     )
 
 
-def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> list[Sentence]:
+def read_conll(path: str, label_names: tuple[str, ...] | None = CONLL2003_LABELS) -> list[Sentence]:
     """Reads a CoNLL-2003 file (any number of columns; the word is first, the tag last).
 
     Args:
         path: str. The file.
-        label_names: tuple of str. Allowed tags. Defaults to `CONLL2003_LABELS`.
+        label_names: tuple of str or None. Allowed tags; None allows any.
+            Defaults to `CONLL2003_LABELS`.
 
     Returns:
-        list of `Sentence`; `-DOCSTART-` lines are dropped.
+        list of `Sentence` (each with the `source` of its first line);
+        `-DOCSTART-` lines are dropped.
 
     Raises:
         ValueError: a line has fewer than 2 columns or an unknown tag (the
@@ -79,19 +68,19 @@ def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> li
 
     Example:
 
-    >>> sentences = kbert.tasks.ner.reader.read_conll("conll2003/valid.txt")
+    >>> sentences = kbert.tasks.token_classification.conll.read_conll("conll2003/valid.txt")
     >>> sentences[0].words[:3], sentences[0].tags[:3]
     (['CRICKET', '-', 'LEICESTERSHIRE'], ['O', 'O', 'B-ORG'])
     """
-    allowed = set(label_names)
+    allowed = None if label_names is None else set(label_names)
     sentences = []
-    words, tags = [], []
+    words, tags, first_line = [], [], 0
     lines = read_text(path).split("\n")
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line.strip():
             if words:
-                sentences.append(Sentence(words, tags))
+                sentences.append(Sentence(words, tags, source=f"{path}:{first_line}"))
                 words, tags = [], []
             continue
         columns = line.split()
@@ -102,14 +91,16 @@ def read_conll(path: str, label_names: tuple[str, ...] = CONLL2003_LABELS) -> li
                 f"{path}:{number}: {line!r} has {len(columns)} column(s); expected "
                 "`word POS chunk NER` (at least a word and a tag)."
             )
-        if columns[-1] not in allowed:
+        if allowed is not None and columns[-1] not in allowed:
             raise ValueError(
                 f"{path}:{number}: unknown tag {columns[-1]!r}; expected one of {sorted(allowed)}."
             )
+        if not words:
+            first_line = number
         words.append(columns[0])
         tags.append(columns[-1])
     if words:
-        sentences.append(Sentence(words, tags))
+        sentences.append(Sentence(words, tags, source=f"{path}:{first_line}"))
     if not sentences:
         raise ValueError(f"{path} has no sentences.")
     return sentences

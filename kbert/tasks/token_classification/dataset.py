@@ -1,9 +1,19 @@
-"""Token classification batches: one label per word, at the word's first wordpiece."""
+"""Token classification batches: one label per word, at the word's first wordpiece.
+
+A sentence longer than a row (`max_seq_length - 2` pieces) is read as
+several rows of whole consecutive words (`fitting_windows`), so that no word
+loses its tag: training learns every word, and evaluation and prediction tag
+every word. (Served models read long texts in overlapping windows instead,
+`kbert.tasks.token_classification.serving`; a text of one row is tagged
+alike either way.)
+"""
 
 from __future__ import annotations
 
+import weakref
 from typing import Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from kbert.data.bucketing import batch_by_length
@@ -77,3 +87,69 @@ def token_classification_dataset(
     dataset = dataset.map(encode, num_parallel_calls=tf.data.AUTOTUNE)
     max_seq_length = preprocessor.max_seq_length
     return batch_by_length(dataset, batch_size, max_seq_length).prefetch(tf.data.AUTOTUNE)
+
+
+def fitting_windows(piece_counts: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """Consecutive whole words that fit `budget` pieces together: `(start, end)` word ranges.
+
+    Words are taken greedily left to right; a word longer than `budget` on its
+    own is a window of its own (its pieces are cut, its tag kept at the first).
+
+    Args:
+        piece_counts: the pieces of each word, in order.
+        budget: int. Pieces per window (`max_seq_length - 2`).
+
+    Returns:
+        list of `(start, end)` word ranges covering every word once, in order;
+        `[(0, 0)]` for a sentence without words.
+
+    Example:
+
+    >>> fitting_windows([2, 3, 1, 4], 5)
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    windows, start, used = [], 0, 0
+    for index, count in enumerate(piece_counts):
+        if index > start and used + count > budget:
+            windows.append((start, index))
+            start, used = index, 0
+        used += count
+    windows.append((start, len(piece_counts)))
+    return windows
+
+
+_COUNTERS = weakref.WeakKeyDictionary()
+
+
+def word_piece_counts(preprocessor: TextPreprocessor,
+                      sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """How many pieces each word of each sentence is, tokenized as the dataset tokenizes it.
+
+    Args:
+        preprocessor: `TextPreprocessor`.
+        sentences: list of word lists.
+
+    Returns:
+        list of int arrays, one per sentence.
+    """
+    count = _COUNTERS.get(preprocessor)
+    if count is None:
+        @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.string, 1, tf.int64)])
+        def count(words):
+            pieces, _, word = word_pieces(preprocessor, words)
+            # Each piece's word, made flat over the batch's words.
+            flat_word = word.flat_values + tf.gather(tf.cast(words.row_starts(), tf.int32),
+                                                     tf.cast(pieces.value_rowids(), tf.int32))
+            return tf.math.unsorted_segment_sum(tf.ones_like(flat_word), flat_word,
+                                                tf.size(words.flat_values))
+
+        _COUNTERS[preprocessor] = count
+    counts = []
+    for begin in range(0, len(sentences), 4096):
+        block = [list(words) for words in sentences[begin:begin + 4096]]
+        ragged = tf.RaggedTensor.from_row_lengths(
+            tf.constant([w for words in block for w in words], tf.string),
+            tf.constant([len(words) for words in block], tf.int64))
+        flat = count(ragged).numpy()
+        counts.extend(np.split(flat, np.cumsum([len(words) for words in block])[:-1]))
+    return counts

@@ -9,8 +9,8 @@ from kbert.data import TextPreprocessor
 from kbert.data.words import split_words
 from kbert.tasks import NerConfig
 from kbert.tasks import NerTask
-from kbert.tasks.ner.serving import TokenClassifierServingModule
-from kbert.tasks.ner.serving import word_windows
+from kbert.tasks.token_classification.serving import TokenClassifierServingModule
+from kbert.tasks.token_classification.serving import word_windows
 
 LONG_TEXT = lib.TEXTS[3] + " , said O'Neil of the U.S. on 1996-08-22 ."
 

@@ -5,8 +5,8 @@ import os
 import pytest
 
 from tests.finetune_testing import TESTDATA
-from kbert.tasks.ner.reader import conll_split_file
-from kbert.tasks.ner.reader import read_conll
+from kbert.tasks.token_classification.conll import conll_split_file
+from kbert.tasks.token_classification.conll import read_conll
 
 CONLL = os.path.join(TESTDATA, "conll2003")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from kbert.tasks.ner import metrics as ner_metrics
+from kbert.tasks.token_classification import metrics as ner_metrics
 
 
 def test_entity_spans_iob2_and_iob1():

@@ -1,4 +1,4 @@
-"""Serving signatures of token classifiers (NER): words in, one tag per word out.
+"""Serving signatures of token classifiers (NER, token classification): words in, one tag per word out.
 
 | signature | inputs | outputs |
 |---|---|---|
@@ -7,8 +7,9 @@
 | `serve_ids` | `token_ids`, `segment_ids`, `padding_mask` | `logits`, `tags` per position (argmax, also with a CRF) |
 
 Words are what fine-tuning calls words (`kbert.data.words`): `text` is
-split on whitespace, and each word is tokenized on its own and tagged at its
-first piece. A text longer than `max_seq_length - 2` pieces is read in windows
+split on whitespace (and, for a token classifier trained with
+`split_punctuation`, around each punctuation character), and each word is
+tokenized on its own and tagged at its first piece. A text longer than `max_seq_length - 2` pieces is read in windows
 `window_stride` pieces apart (`kbert.data.windows`); each word takes its tag
 from the window where its first piece has the most context, so every word is
 tagged and the work grows linearly with the text. With a CRF
@@ -93,6 +94,8 @@ class TokenClassifierServingModule(ServingModule):
             predictions do.
         window_stride: int or None. Pieces between windows over a long text.
             Defaults to half a window, `(max_seq_length - 2) // 2`.
+        split_punctuation: bool. `text` is also split around each punctuation
+            character (`kbert.data.words.split_words`). Defaults to False.
 
     Example:
 
@@ -100,8 +103,10 @@ class TokenClassifierServingModule(ServingModule):
     >>> module.signatures()["serving_default"](tf.constant(["John lives in Paris"]))["tags"]
     """
 
-    def __init__(self, model, preprocessor, label_names: list[str], window_stride: int | None = None):
+    def __init__(self, model, preprocessor, label_names: list[str], window_stride: int | None = None,
+                 split_punctuation: bool = False):
         super().__init__(model, window_preprocessor(model, preprocessor))
+        self.split_punctuation = bool(split_punctuation)
         preprocessor = self.preprocessor
         self.label_names = label_table(label_names, model.output_shape[-1])
         window = preprocessor.max_seq_length - 2
@@ -119,7 +124,7 @@ class TokenClassifierServingModule(ServingModule):
                 "serve_ids": Signature(IDS_SIGNATURE, body=self._serve_ids)}
 
     def _serve_text(self, text):
-        return self._tag(split_words(self.preprocessor.clean(text)))
+        return self._tag(split_words(self.preprocessor.clean(text), self.split_punctuation))
 
     def _serve_words(self, words):
         # A row's words end at its last non-empty one; "" after it is padding.

@@ -20,7 +20,7 @@ from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
 from kbert.tasks import NerConfig
 from kbert.tasks import NerTask
-from kbert.tasks.ner.serving import TokenClassifierServingModule
+from kbert.tasks.token_classification.serving import TokenClassifierServingModule
 from kbert.training.finetuning import run_finetuning
 
 LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]

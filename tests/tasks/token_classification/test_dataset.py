@@ -3,7 +3,7 @@
 
 from tests.finetune_testing import character_vocabulary
 from kbert.data import TextPreprocessor
-from kbert.tasks.ner.dataset import token_classification_dataset
+from kbert.tasks.token_classification.dataset import token_classification_dataset
 
 VOCABULARY = character_vocabulary()
 

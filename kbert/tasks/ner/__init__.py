@@ -1,1 +1,0 @@
-"""Named-entity recognition (CoNLL-2003): a tag per word."""
