@@ -21,3 +21,4 @@ from kbert.presets.masked_lm import MaskedLM
 from kbert.presets.preset_model import PresetModel
 from kbert.presets.task_preset_model import TaskPresetModel
 from kbert.presets.text_embedder import TextEmbedder
+from kbert.presets.token_classifier import TokenClassifier

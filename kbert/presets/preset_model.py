@@ -89,6 +89,8 @@ class PresetModel(keras.Model):
     default_max_seq_length: ClassVar[int] = 128
     # Whether `fit` and `evaluate` need labels (`y`, or `(text, label)` elements).
     takes_labels: ClassVar[bool] = True
+    # Whether an input may be a list of words instead of a text (token classification).
+    takes_word_lists: ClassVar[bool] = False
 
     def __init__(self, task_model: keras.Model | None, preprocessor: TextPreprocessor,
                  model_dir: ModelDir, **kwargs):
@@ -353,7 +355,7 @@ class PresetModel(keras.Model):
         else:
             if x is None:
                 raise ValueError(f"{where}: x is missing; pass texts.")
-            texts = text_values(x, f"{where}: x")
+            texts = text_values(x, f"{where}: x", self.takes_word_lists)
             count = len(texts[0]) if isinstance(texts, tuple) else len(texts)
             if labelled and y is None:
                 raise ValueError(f"{where}: y is missing; pass one label per text.")

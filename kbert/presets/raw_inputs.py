@@ -19,7 +19,7 @@ import tensorflow as tf
 Texts = list[str] | tuple[list[str], list[str]]
 
 
-def text_values(x: Any, where: str) -> Texts:
+def text_values(x: Any, where: str, words: bool = False) -> Texts:
     """Raw texts as lists of `str`: one list, or a tuple of two for text pairs.
 
     Args:
@@ -28,9 +28,11 @@ def text_values(x: Any, where: str) -> Texts:
             sequences of one length (text pairs).
         where: str. How errors name the argument, such as
             `"TextClassifier.fit: x"`.
+        words: bool. Token classification: an input may also be a list of
+            words (a sequence of str), and there are no pairs.
 
     Returns:
-        list of str, or `(list of str, list of str)`.
+        list of str (or of word lists), or `(list of str, list of str)`.
 
     Raises:
         TypeError: `x` is one string, a dict (token ids), or holds a value
@@ -50,13 +52,14 @@ def text_values(x: Any, where: str) -> Texts:
         raise TypeError(f"{where} is a dict (of token ids?); this model takes raw text: a list "
                         "of strings, or a tuple of two lists for text pairs. To run it on "
                         "token ids, call its `task_model`.")
-    if isinstance(x, tuple) and len(x) == 2 and all(_is_sequence(side) for side in x):
+    if (not words and isinstance(x, tuple) and len(x) == 2
+            and all(_is_sequence(side) for side in x)):
         first, second = (_strings(side, f"{where}[{i}]") for i, side in enumerate(x))
         if len(first) != len(second):
             raise ValueError(f"{where} is a pair of text lists of different lengths "
                              f"({len(first)} and {len(second)}); each text needs its pair.")
         return first, second
-    return _strings(x, where)
+    return _strings(x, where, words)
 
 
 def label_values(y: Any, count: int, where: str) -> list:
@@ -94,8 +97,9 @@ def dataset_values(dataset: tf.data.Dataset, where: str, labelled: bool
     """The texts (and labels) of a finite `tf.data.Dataset`, read once, in order.
 
     Elements follow Keras' convention: `x` or `(x,)` unlabelled, `(x, y)`
-    labelled, where `x` is a string (or a pair `(text, text_pair)`); batched
-    datasets are read element by element.
+    labelled, where `x` is a string (or a pair `(text, text_pair)`; word
+    lists are given as Python lists, not in a dataset); batched datasets are
+    read element by element.
 
     Args:
         dataset: `tf.data.Dataset`. Finite.
@@ -159,17 +163,21 @@ def _as_list(value: Any) -> list:
     return value.tolist() if hasattr(value, "tolist") else list(value)
 
 
-def _strings(values: Any, where: str) -> list[str]:
+def _strings(values: Any, where: str, words: bool = False) -> list:
     if not _is_sequence(values):
         raise TypeError(f"{where} is {type(values).__name__}; pass a list of strings (or a tuple "
                         "of two lists for text pairs).")
     texts = []
     for index, value in enumerate(_as_list(values)):
+        if words and not isinstance(value, (str, bytes)) and _is_sequence(value):
+            texts.append(_strings(value, f"{where}[{index}]"))  # a list of words
+            continue
         if isinstance(value, bytes):
             value = value.decode("utf-8", "ignore")  # as TextPreprocessor.clean drops bad bytes
         if not isinstance(value, str):
-            raise TypeError(f"{where}[{index}] is {type(value).__name__} ({value!r:.60}), not a "
-                            "string; this model takes raw text. To run it on token ids, call "
+            what = "a string or a list of words" if words else "a string"
+            raise TypeError(f"{where}[{index}] is {type(value).__name__} ({value!r:.60}), not "
+                            f"{what}; this model takes raw text. To run it on token ids, call "
                             "its `task_model`.")
         texts.append(value)
     return texts

@@ -134,8 +134,12 @@ class TaskPresetModel(PresetModel):
         return self.task.examples_from_values(texts, labels, source=where)
 
     def _prepare(self, examples):
-        if self.task_model is None:
+        # As run_finetuning does before building: the task learns (or checks) its labels on
+        # the first training data, unless they come recorded with a fine-tuned head.
+        if not (self.model_dir.is_finetuned or getattr(self, "_adapted", False)):
             self.task.adapt(examples)
+            self._adapted = True
+        if self.task_model is None:
             with self._strategy.scope():
                 self.task_model = self.task.build_model(self.model_dir.encoder())
 

@@ -404,6 +404,21 @@ class TokenClassificationTask(Task):
         """Each sentence's tags, long sentences read in rows."""
         return self._tags_and_scores(model, sentences, preprocessor, batch_size)[0]
 
+    def tag_words(self, model, sentences, preprocessor, batch_size
+                  ) -> tuple[list[list[str]], list[list[float]]]:
+        """Each sentence's tag per word and the tag's probability (`kbert.TokenClassifier.predict`).
+
+        Args:
+            model: the task model.
+            sentences: list of `Sentence` (`examples_from_values`).
+            preprocessor: `TextPreprocessor`.
+            batch_size: int.
+
+        Returns:
+            `(tags, scores)`: per sentence, a tag name and a probability per word.
+        """
+        return self._tags_and_scores(model, sentences, preprocessor, batch_size)
+
     def _tags_and_scores(self, model, sentences, preprocessor, batch_size
                          ) -> tuple[list[list[str]], list[list[float]]]:
         """Each sentence's tags and each tag's probability, long sentences read in rows."""
