@@ -33,4 +33,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted([*globals(), *_SUBPACKAGES, *_PRESET_MODELS])
+    return sorted({*globals(), *_SUBPACKAGES, *_PRESET_MODELS})

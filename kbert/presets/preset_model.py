@@ -72,8 +72,9 @@ class PresetModel(keras.Model):
     next.
 
     Models built inside `with strategy.scope():` train under that
-    `tf.distribute` strategy; the batch size must then divide evenly over
-    its replicas. Callbacks see `task_model`, the Keras model that trains.
+    `tf.distribute` strategy (an optimizer of your own is made in that scope
+    too, as Keras asks); the batch size must then divide evenly over its
+    replicas. Callbacks see `task_model`, the Keras model that trains.
 
     Args:
         task_model: `keras.Model` or None. The model that trains and
@@ -161,6 +162,13 @@ class PresetModel(keras.Model):
     def call(self, inputs, training=None):
         """Runs `task_model` on encoder inputs (`token_ids`, `segment_ids`, `padding_mask`)."""
         return self._model("call")(inputs, training=training)
+
+    def get_config(self):
+        # What `model.save("x.keras")` asks for: a preset model is saved as a kbert
+        # directory, the format every kbert tool reads.
+        raise NotImplementedError(
+            f"{type(self).__name__} saves as a kbert directory: call save_to_preset(directory) "
+            "and open it with from_preset (its `task_model` alone saves as a .keras file).")
 
     # -- Training and inference on raw text ------------------------------------------------
 
@@ -380,16 +388,16 @@ class PresetModel(keras.Model):
     def _compile_task_model(self, num_train_steps: int | None = None) -> None:
         """Compiles `task_model` as `compile` said; with steps, the default optimizer's schedule."""
         settings = self._compile_settings
-        optimizer = settings.optimizer
-        if optimizer == AUTO and num_train_steps:
-            optimizer = self._default_optimizer(settings.learning_rate, num_train_steps)
         arguments = {"jit_compile": False, **self._compile_arguments()}
         arguments.update({name: value for name, value in (("loss", settings.loss),
                                                           ("metrics", settings.metrics))
                           if value != AUTO})
         arguments.update(settings.options)
         model = self._model("compile")
-        with self._strategy.scope():
+        with self._strategy.scope():  # an optimizer belongs to the strategy it is made in
+            optimizer = settings.optimizer
+            if optimizer == AUTO and num_train_steps:
+                optimizer = self._default_optimizer(settings.learning_rate, num_train_steps)
             model.compile(optimizer=optimizer, **arguments)
             if num_train_steps:
                 build_optimizer_state(model)
