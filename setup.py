@@ -80,6 +80,7 @@ setup(
             "kbert-serve=kbert.bin.serve:run",
             "kbert-index=kbert.bin.index:run",
             "kbert-vocab=kbert.bin.vocab:run",
+            "kbert-predict=kbert.bin.predict:run",
         ],
     },
 )

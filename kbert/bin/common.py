@@ -44,6 +44,31 @@ def define_gin_flags() -> None:
     )
 
 
+def define_text_column_flags() -> None:
+    """Defines `--text_column_names` and run_ner.py's singular `--text_column_name`."""
+    flags.DEFINE_list("text_column_names", None, "Columns holding the text of your files: one, "
+                      "or two for text pairs (default: text, or sentence1,sentence2 when "
+                      "present; kbert-predict: those the model was trained with).")
+    flags.DEFINE_string("text_column_name", None, "run_ner.py's name for the one input column "
+                        "(token classification: tokens or text); same as --text_column_names "
+                        "with one name.")
+
+
+def text_column_names() -> tuple[str, ...] | None:
+    """`--text_column_names`, or the singular `--text_column_name` (not both); None if neither.
+
+    Example:
+
+    >>> common.text_column_names()  # --text_column_names=subject,body
+    ('subject', 'body')
+    """
+    names, name = flags.FLAGS.text_column_names, flags.FLAGS.text_column_name
+    if names and name:
+        raise ValueError(f"--text_column_names={','.join(names)} and --text_column_name={name}: "
+                         "give one of them.")
+    return tuple(names) if names else (name,) if name else None
+
+
 def define_quantization_flags(with_export_dir: bool = False) -> None:
     """Defines `--quantize` and the flags of its quality check (kbert-export's names).
 
@@ -55,9 +80,10 @@ def define_quantization_flags(with_export_dir: bool = False) -> None:
     needs = "With --export_dir and --quantize" if with_export_dir else "With --quantize"
     flags.DEFINE_enum(
         "quantize", None, ["int8", "bfloat16"], f"{export}xport a cheaper numeric format: int8 "
-        "(int8 weights and oneDNN int8 matmuls in the same raw-text SavedModel, which stock TF "
-        "Serving runs; for classification, regression, re-ranking and embedding models also an "
-        "ONNX Runtime int8 model in assets.extra/onnxruntime/, which kbert-serve runs instead). "
+        "(int8 weights and exact int8 arithmetic in core TensorFlow ops in the same raw-text "
+        "SavedModel, which stock TF Serving runs on any CPU; for classification, regression, "
+        "re-ranking and embedding models also an ONNX Runtime int8 model in "
+        "assets.extra/onnxruntime/, which kbert-serve runs instead). "
         "Each is scored against float32 on the dev data first. bfloat16 is refused (see "
         "serving/README.md).")
     flags.DEFINE_string(

@@ -1,8 +1,12 @@
 """kbert-finetune: fine-tune a pre-trained encoder for any trainable task of `kbert.tasks.TASKS`.
 
-GLUE classification/regression, CoNLL-2003 NER, SQuAD span QA, sentence similarity,
-dense retrieval and re-ranking (`--task=glue|ner|squad|similarity|retrieval|rerank`):
+Your own labelled files (`--task=classification`: single-label, multi-label,
+regression, pairs; CSV, TSV, JSON lines, Parquet), GLUE classification/regression,
+CoNLL-2003 NER, SQuAD span QA, sentence similarity, dense retrieval and re-ranking:
 
+    kbert-finetune --task=classification --train_file=tickets.csv \\
+        --validation_file=tickets_dev.csv --init_checkpoint=minilm/ --model_dir=runs/tickets \\
+        --do_train --do_eval
     kbert-finetune --task=glue --task_name=sst-2 --data_dir=glue_data/SST-2 \\
         --init_checkpoint=minilm/ --model_dir=runs/sst2 --do_train --do_eval
     kbert-finetune --task=squad --train_file=train-v1.1.json --predict_file=dev-v1.1.json \\
@@ -41,11 +45,7 @@ flags.DEFINE_string("validation_file", None, "Your own dev file (same formats as
                     "share of --train_file and no reported figure exists.")
 flags.DEFINE_string("test_file", None, "Your own test file, predicted with --do_predict (its "
                     "labels, when present, are checked against the training file's).")
-flags.DEFINE_list("text_column_names", None, "Columns holding the text of your files: one, or "
-                  "two for text pairs (default: text, or sentence1,sentence2 when present).")
-flags.DEFINE_string("text_column_name", None, "run_ner.py's name for the one input column "
-                    "(token classification: tokens or text); same as --text_column_names with "
-                    "one name.")
+common.define_text_column_flags()
 flags.DEFINE_string("label_column_name", None, "Column holding the labels of your files "
                     "(default: label; ner_tags for token classification).")
 flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory (a kbert-pretrain model_dir "
@@ -82,12 +82,13 @@ flags.DEFINE_list("search_epochs", ["2", "3", "4"], "Epoch counts of --hparam_se
 flags.DEFINE_float("search_time_budget_minutes", 60.0, "--hparam_search starts no trial that "
                    "would end past this (estimated from the trials so far).")
 flags.DEFINE_bool("freeze_encoder", None, "Feature-based fine-tuning (the BERT paper, 5.3): the "
-                  "encoder's weights stay fixed and only the head learns; glue and ner. Same as "
-                  "binding GlueConfig.freeze_encoder / NerConfig.freeze_encoder.")
+                  "encoder's weights stay fixed and only the head learns; glue, classification "
+                  "and ner. Same as binding GlueConfig.freeze_encoder (ClassificationConfig., "
+                  "NerConfig.).")
 flags.DEFINE_enum("features", None, ["last", "sum_last_4", "concat_last_4", "weighted"],
                   "What the head reads instead of the default output: a mix of the encoder's "
-                  "layers (weighted = ELMo's learned softmax mix); glue and ner. Same as binding "
-                  "GlueConfig.features / NerConfig.features.")
+                  "layers (weighted = ELMo's learned softmax mix); glue, classification and ner. "
+                  "Same as binding GlueConfig.features (ClassificationConfig., NerConfig.).")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -132,7 +133,7 @@ def _run_finetuning(configurables) -> dict:
         predict_file=FLAGS.predict_file,
         validation_file=FLAGS.validation_file,
         test_file=FLAGS.test_file,
-        text_column_names=_text_column_names(),
+        text_column_names=common.text_column_names(),
         label_column_name=FLAGS.label_column_name,
         vocab_file=FLAGS.vocab_file,
         do_lower_case=FLAGS.do_lower_case,
@@ -146,15 +147,6 @@ def _run_finetuning(configurables) -> dict:
     )
 
 
-def _text_column_names() -> tuple[str, ...] | None:
-    """--text_column_names, or run_ner.py's singular --text_column_name (not both)."""
-    names, name = FLAGS.text_column_names, FLAGS.text_column_name
-    if names and name:
-        raise ValueError(f"--text_column_names={','.join(names)} and --text_column_name={name}: "
-                         "give one of them.")
-    return tuple(names) if names else (name,) if name else None
-
-
 def _with_feature_flags(options):
     """The task's gin-bound config with --freeze_encoder / --features applied."""
     given = {name: FLAGS[name].value for name in ("freeze_encoder", "features")
@@ -163,7 +155,7 @@ def _with_feature_flags(options):
     for name in given:
         if name not in fields:
             raise ValueError(f"--{name}: --task={FLAGS.task} has no feature-based mode; it "
-                             "applies to --task=glue and --task=ner.")
+                             "applies to --task=glue, classification and ner.")
     return dataclasses.replace(options, **given)
 
 

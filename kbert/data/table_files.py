@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import ast
 import csv
 import dataclasses
 import io
@@ -255,8 +256,10 @@ def infer_value(value: Any) -> Any:
     """A CSV cell as the value it spells: int, float, a JSON list, or the text itself.
 
     What pandas (Hugging Face's CSV reader) would infer for one cell, plus a
-    JSON list (`["billing", "bug"]`) for a multi-label cell. Values that are
-    not str (JSON lines, Parquet) are returned unchanged.
+    list for a multi-label cell: JSON (`["billing", "bug"]`) or Python's
+    literal (`['billing', 'bug']`, what pandas' `to_csv` writes for a column
+    of lists). Values that are not str (JSON lines, Parquet) are returned
+    unchanged.
 
     Args:
         value: a cell.
@@ -277,13 +280,14 @@ def infer_value(value: Any) -> Any:
             return kind(text)
         except ValueError:
             pass
-    if text.startswith("["):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError:
-            return text
-        if isinstance(parsed, list):
-            return parsed
+    if text.startswith("[") and text.endswith("]"):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                parsed = parse(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if isinstance(parsed, list):
+                return parsed
     return text
 
 
@@ -351,3 +355,26 @@ class TableWriter:
 
     def __exit__(self, kind, value, traceback) -> None:
         self.close(publish=kind is None)
+
+
+def prediction_row(values: dict[str, Any], answers: dict[str, Any]) -> dict[str, Any]:
+    """An output row of predictions: the input row's columns, in order, then the answers.
+
+    An input column named as an answer (a gold `label` beside the predicted
+    one) is carried as `input_<name>`, so that neither hides the other.
+
+    Args:
+        values: dict. The input row (`TableRow.values`).
+        answers: dict. What the model answered for it.
+
+    Returns:
+        dict.
+
+    Example:
+
+    >>> prediction_row({"id": 7, "text": "refund me", "label": "billing"}, {"label": "bug"})
+    {'id': 7, 'text': 'refund me', 'input_label': 'billing', 'label': 'bug'}
+    """
+    row = {(f"input_{name}" if name in answers else name): value for name, value in values.items()}
+    row.update(answers)
+    return row

@@ -121,3 +121,39 @@ def pack_examples(dataset: tf.data.Dataset, batch_size: int, max_seq_length: int
 
     dataset = dataset.padded_batch(packing.window_size).map(pack, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.unbatch().batch(batch_size).prefetch(tf.data.AUTOTUNE)
+
+
+def count_truncated(preprocessor: TextPreprocessor, texts_a: Sequence[str],
+                    texts_b: Sequence[str] | None = None) -> int:
+    """How many texts (or pairs) have more pieces than `preprocessor.max_seq_length` holds.
+
+    Counted with the same tokenizer and template as `classification_dataset`
+    packs them, in tf.data, so that a run can say how many examples it cut.
+
+    Args:
+        preprocessor: `TextPreprocessor`.
+        texts_a: first texts.
+        texts_b: second texts, or None.
+
+    Returns:
+        int.
+
+    Example:
+
+    >>> count_truncated(preprocessor.with_max_seq_length(5), ["a gorgeous, moving film"])
+    1
+    """
+    if not len(texts_a):
+        return 0
+    columns = {"a": np.asarray(texts_a, dtype=object)}
+    if texts_b is not None:
+        columns["b"] = np.asarray(texts_b, dtype=object)
+    template = preprocessor.templates[len(columns) - 1]
+    specials = len(template) - len(columns)
+
+    def too_long(batch):
+        pieces = sum(preprocessor.tokenize(batch[key]).row_lengths(axis=1) for key in sorted(batch))
+        return tf.reduce_sum(tf.cast(pieces + specials > preprocessor.max_seq_length, tf.int64))
+
+    dataset = tf.data.Dataset.from_tensor_slices(columns).batch(256).map(too_long)
+    return int(dataset.reduce(tf.constant(0, tf.int64), lambda total, count: total + count))

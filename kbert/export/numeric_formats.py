@@ -6,11 +6,15 @@ modules) so that `serving_modules.py` can quantize a model without importing it.
 
 from __future__ import annotations
 
+import logging
+
 import keras
 
 from kbert.layers.int8_dense import quantize_int8
 
 QUANTIZE_FORMATS = ("int8", "bfloat16")
+
+log = logging.getLogger("kbert.export")
 
 
 def check_quantize(quantize: str | None, cpu_flags: set[str] | None = None) -> None:
@@ -39,8 +43,8 @@ def check_quantize(quantize: str | None, cpu_flags: set[str] | None = None) -> N
         if not units:
             raise ValueError("--quantize=bfloat16: this CPU has no bfloat16 units (neither "
                              "avx512_bf16 nor amx_bf16 in /proc/cpuinfo), so bfloat16 would run "
-                             "slower than float32 here. Use --quantize=int8 (oneDNN int8 runs on "
-                             "AVX-512 VNNI / AVX2).")
+                             "slower than float32 here. Use --quantize=int8 (its arithmetic runs on "
+                             "any CPU).")
         # Measured (BENCHMARKS.md, an AMD EPYC with avx512_bf16): TensorFlow's oneDNN
         # bfloat16 rewrite, which stock TF Serving's --mixed_precision=bfloat16 turns
         # on, ran all-MiniLM-L6-v2 at 1.02x / 0.94x float32's speed (batch 1 / 32): it
@@ -67,6 +71,11 @@ def _cpu_flags() -> set[str]:
 def quantize_model(model: keras.Model, quantize: str) -> list[str]:
     """Switches `model` to the `quantize` format in place (`kbert.layers.quantize_int8`).
 
+    int8 layers get the portable form of the integer matmul (core TensorFlow
+    ops), never oneDNN's fused op: a SavedModel must answer the same on the
+    CPUs it is served on, which need not be the one exporting it
+    (`kbert.layers.int8_dense` says why and what it costs).
+
     Args:
         model: a built kbert model (a serving module's task model or sentence encoder).
         quantize: str. `int8`.
@@ -83,9 +92,12 @@ def quantize_model(model: keras.Model, quantize: str) -> list[str]:
     ['bert_encoder/transformer_layer_0/feedforward_output_dense']
     """
     check_quantize(quantize)
-    switched = quantize_int8(model)
+    switched = quantize_int8(model, matmul="portable")
     if not switched:
         raise ValueError(f"--quantize={quantize}: no layer of {model.name} could be quantized "
                          "(it has no Dense/EinsumDense matmul at least 16 wide); export it in "
                          "float32.")
+    log.info("int8: %d layers of %s hold int8 weights; their matmuls sum the int8 products "
+             "exactly in core TensorFlow ops, so the SavedModel answers the same on any CPU and "
+             "TensorFlow build (stock TF Serving included).", len(switched), model.name)
     return switched

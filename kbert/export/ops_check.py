@@ -7,11 +7,14 @@ in a fresh, isolated Python process (`python -I`) that imports only
 into core TensorFlow, tensorflow-text and unknown, and fails on any unknown op
 or on a load that needed anything else (kbert or Keras, say).
 
-An int8 export (`kbert-export --quantize=int8`) uses core ops whose CPU kernels
-exist only in TensorFlow builds with oneDNN and run only while oneDNN is on
-(`ONEDNN_OPS`): the check lists them, and fails when the checking TensorFlow
-has no CPU kernel for an op or has oneDNN turned off (`TF_ENABLE_ONEDNN_OPTS=0`),
-since a server built or run that way could not answer.
+Int8 exports by earlier kbert versions hold oneDNN's fused int8 matmul
+(`kbert.layers.int8_dense.ONEDNN_INT8_OPS`), which answers correctly only on
+CPUs with VNNI or AMX int8 instructions and oneDNN on, and fails or answers
+wrongly elsewhere (today's int8 exports hold core-op arithmetic that runs
+anywhere). For such a graph the check asks the op itself, in this process,
+whether this machine's TensorFlow computes it exactly
+(`kbert.layers.int8_dense.onednn_int8_problem`), fails if not, naming the CPU
+capability, and warns if so.
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ import json
 import subprocess
 import sys
 
-# Core ops with CPU kernels only in TensorFlow builds with oneDNN (the Linux x86
-# pip wheels), used by int8 exports (`kbert.layers.int8_dense`). Kept here, not
-# imported from kbert.layers, so the check stays a plain-TensorFlow script.
-ONEDNN_OPS = ("QuantizedMatMulWithBiasAndDequantize",)
+from kbert.layers.int8_dense import ONEDNN_INT8_OPS
+from kbert.layers.int8_dense import onednn_int8_problem
 
 # Runs in the fresh process; prints one JSON line.
 _SCRIPT = r"""
@@ -51,19 +52,8 @@ baseline = set(sys.modules)
 text = sorted(op for op in ops if op not in core and op_def_registry.get(op) is not None)
 unknown = sorted(ops - set(core) - set(text))
 onednn = sorted(ops & set(sys.argv[2].split(",")))
-no_kernel = []
-if onednn:
-    from tensorflow.python.framework import kernels
-    no_kernel = [op for op in onednn if not any(
-        k.device_type == "CPU" for k in kernels.get_registered_kernels_for_op(op).kernel)]
 error = ""
-if no_kernel:
-    error = ("this TensorFlow has no CPU kernel for " + ", ".join(no_kernel)
-             + " (a build without oneDNN)")
-elif onednn and os.environ.get("TF_ENABLE_ONEDNN_OPTS", "").strip().lower() in ("0", "false"):
-    error = ("TF_ENABLE_ONEDNN_OPTS=0 turns off oneDNN, which " + ", ".join(onednn)
-             + " need; unset it")
-if not unknown and not error:
+if not unknown:
     try:
         loaded = tf.saved_model.load(path)
         signatures = sorted(loaded.signatures.keys())
@@ -93,8 +83,10 @@ class OpsReport:
         error: str. Why loading failed, if it did.
         extra_modules: list of str. Top-level Python packages other than
             tensorflow/tensorflow_text that loading pulled in.
-        onednn_ops: list of str. Ops that need TensorFlow with oneDNN
-            (`ONEDNN_OPS`; int8 exports).
+        onednn_ops: list of str. oneDNN's fused int8 ops (`ONEDNN_INT8_OPS`:
+            int8 exports of earlier kbert versions).
+        onednn_problem: str. Why this machine cannot run them exactly
+            (`onednn_int8_problem()`), if it cannot.
     """
 
     path: str
@@ -105,10 +97,11 @@ class OpsReport:
     error: str = ""
     extra_modules: list[str] = dataclasses.field(default_factory=list)
     onednn_ops: list[str] = dataclasses.field(default_factory=list)
+    onednn_problem: str = ""
 
     @property
     def ok(self) -> bool:
-        return not (self.unknown_ops or self.error or self.extra_modules)
+        return not (self.unknown_ops or self.error or self.extra_modules or self.onednn_problem)
 
     def message(self) -> str:
         """A one-paragraph verdict naming what is wrong, if anything."""
@@ -116,9 +109,11 @@ class OpsReport:
             return (f"{self.path}: loads with only tensorflow + tensorflow_text; "
                     f"{len(self.core_ops)} core ops, tensorflow-text ops: {', '.join(self.text_ops) or 'none'}; "
                     f"signatures: {', '.join(self.signatures)}."
-                    + (f" Needs TensorFlow with oneDNN (Linux x86 pip wheels; not "
-                       f"TF_ENABLE_ONEDNN_OPTS=0) for {', '.join(self.onednn_ops)}."
-                       if self.onednn_ops else ""))
+                    + (f" It holds oneDNN's fused int8 matmul ({', '.join(self.onednn_ops)}, "
+                       "an int8 export of an earlier kbert): exact on this machine, but it fails "
+                       "or answers wrongly on CPUs without VNNI or AMX int8 instructions or with "
+                       "oneDNN off; export it again with --quantize=int8 for a graph that runs "
+                       "on any CPU." if self.onednn_ops else ""))
         problems = []
         if self.unknown_ops:
             problems.append(f"ops outside tensorflow and tensorflow_text: {', '.join(self.unknown_ops)}")
@@ -126,6 +121,11 @@ class OpsReport:
             problems.append(f"loading failed: {self.error}")
         if self.extra_modules:
             problems.append(f"loading imported {', '.join(self.extra_modules)}")
+        if self.onednn_problem:
+            problems.append(f"it holds {', '.join(self.onednn_ops)} (an int8 export of an "
+                            f"earlier kbert), which this machine cannot run: "
+                            f"{self.onednn_problem} Export it again with --quantize=int8: int8 "
+                            "exports now hold arithmetic that runs on any CPU")
         return (f"{self.path} would not serve from a stock tensorflow_model_server: "
                 + "; ".join(problems) + ".")
 
@@ -135,7 +135,8 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
 
     Args:
         saved_model_dir: str. A SavedModel directory (one version).
-        python: str or None. Interpreter to use. Defaults to this one.
+        python: str or None. Interpreter to use. Defaults to this one (the
+            probe of oneDNN's fused int8 matmul runs in this process either way).
         timeout: float. Seconds before giving up.
 
     Returns:
@@ -148,7 +149,8 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
     (True, ['FastBertNormalize', 'FastWordpieceTokenizeWithOffsets', 'NormalizeUTF8'])
     """
     result = subprocess.run(
-        [python or sys.executable, "-I", "-c", _SCRIPT, saved_model_dir, ",".join(ONEDNN_OPS)],
+        [python or sys.executable, "-I", "-c", _SCRIPT, saved_model_dir,
+         ",".join(ONEDNN_INT8_OPS)],
         capture_output=True, text=True, timeout=timeout,
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -157,5 +159,7 @@ def check_ops(saved_model_dir: str, python: str | None = None, timeout: float = 
         return OpsReport(saved_model_dir, [], [], [], [], error="the checking process failed: "
                          + " | ".join(tail))
     found = json.loads(lines[-1])
+    problem = (onednn_int8_problem() or "") if found["onednn"] else ""
     return OpsReport(saved_model_dir, found["core"], found["text"], found["unknown"],
-                     found["signatures"], found["error"], found["extra_modules"], found["onednn"])
+                     found["signatures"], found["error"], found["extra_modules"], found["onednn"],
+                     problem)

@@ -1,7 +1,7 @@
 """`kbert-export --quantize`: the cheaper numeric format and the quality check that guards it.
 
-`int8` switches the model's matmul layers to int8 weights and oneDNN's int8
-matmul (`kbert.layers.quantize_int8`, which says why that mechanism), inside
+`int8` switches the model's matmul layers to int8 weights and exact int8
+arithmetic in core TF ops (`kbert.layers.quantize_int8` says why), inside
 the same raw-text SavedModel (what stock TF Serving runs). For the tasks whose
 signatures run the model once per text (classification, regression,
 re-ranking, embeddings), the export also writes the model as an ONNX Runtime

@@ -16,6 +16,7 @@ from kbert.layers.gelu import gelu_approximate
 from kbert.layers.int8_dense import Int8Dense
 from kbert.layers.int8_dense import Int8EinsumDense
 from kbert.layers.int8_dense import int8_layers
+from kbert.layers.int8_dense import onednn_int8_problem
 from kbert.layers.int8_dense import quantize_int8
 from kbert.layers.layer_mix import EncoderLayerMix
 from kbert.layers.layer_mix import layer_indexes

@@ -10,6 +10,8 @@ docs/architecture.md) and one line here.
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
+from kbert.tasks.classification.task import ClassificationConfig
+from kbert.tasks.classification.task import ClassificationTask
 from kbert.tasks.embedding.task import EmbeddingConfig
 from kbert.tasks.embedding.task import EmbeddingTask
 from kbert.tasks.glue.task import GlueConfig
@@ -30,6 +32,7 @@ from kbert.tasks.token_classification.task import TokenClassificationTask
 # Registry: task name -> Task class.
 TASKS: dict[str, type[Task]] = {
     "glue": GlueTask,
+    "classification": ClassificationTask,
     "ner": NerTask,
     "token_classification": TokenClassificationTask,
     "squad": SquadTask,

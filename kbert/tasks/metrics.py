@@ -8,7 +8,12 @@ reference scripts exactly:
 - `accuracy`, `f1_score` (binary, positive class 1), `matthews_corrcoef`:
   as scikit-learn computes them (GLUE's scorer uses scikit-learn).
 - `pearson_corrcoef`, `spearman_corrcoef`: as scipy computes them (average
-  ranks for ties).
+  ranks for ties); `mean_squared_error` as scikit-learn.
+- `class_scores`, `macro_f1`, `confusion_matrix` (any number of classes) and
+  `multi_label_scores` (micro/macro F1, subset accuracy): scikit-learn's
+  `precision_recall_fscore_support`, `f1_score(average="macro"|"micro")`,
+  `confusion_matrix` and `accuracy_score` on indicator arrays, with
+  `zero_division=0`; `choose_threshold`, the multi-label decision threshold.
 
 Task-specific metrics live with their task: entity F1 in `kbert.tasks.token_classification.metrics`,
 SQuAD exact match and F1 in `kbert.tasks.squad.metrics`.
@@ -134,6 +139,179 @@ def spearman_corrcoef(labels: Sequence[float], predictions: Sequence[float]) -> 
     """
     labels, predictions = _same_length(labels, predictions)
     return pearson_corrcoef(_average_ranks(labels), _average_ranks(predictions))
+
+
+def mean_squared_error(labels: Sequence[float], predictions: Sequence[float]) -> float:
+    """Mean of the squared differences (regression).
+
+    Args:
+        labels: sequence of gold values.
+        predictions: sequence of predicted values.
+
+    Returns:
+        float; 0.0 for empty input.
+
+    Example:
+
+    >>> mean_squared_error([1.0, 2.0], [1.5, 1.0])
+    0.625
+    """
+    labels, predictions = _same_length(labels, predictions)
+    if labels.size == 0:
+        return 0.0
+    return float(np.mean((labels.astype(np.float64) - predictions.astype(np.float64)) ** 2))
+
+
+def class_scores(labels: Sequence[int], predictions: Sequence[int],
+                 label_names: Sequence[str]) -> dict[str, dict[str, float | int]]:
+    """Precision, recall, F1 and support of every class (single-label).
+
+    Args:
+        labels: sequence of gold class ids (indices into `label_names`).
+        predictions: sequence of predicted class ids.
+        label_names: sequence of str. Class names in id order.
+
+    Returns:
+        dict: class name -> `{"precision", "recall", "f1", "support"}`
+        (support: gold examples of the class), every class listed; a ratio
+        with nothing to count is 0.0.
+
+    Example:
+
+    >>> class_scores([0, 1, 1], [0, 1, 0], ["a", "b"])["b"]
+    {'precision': 1.0, 'recall': 0.5, 'f1': 0.666..., 'support': 2}
+    """
+    labels, predictions = _same_length(labels, predictions)
+    return {name: _scores(int(np.sum((predictions == i) & (labels == i))),
+                          int(np.sum(predictions == i)), int(np.sum(labels == i)))
+            for i, name in enumerate(label_names)}
+
+
+def macro_f1(labels: Sequence[int], predictions: Sequence[int]) -> float:
+    """The unweighted mean of the classes' F1, over the classes in the gold or the predictions.
+
+    As scikit-learn's `f1_score(average="macro")` without `labels`: a class
+    neither in the gold nor predicted does not count.
+
+    Args:
+        labels: sequence of gold class ids.
+        predictions: sequence of predicted class ids.
+
+    Returns:
+        float in [0, 1]; 0.0 for empty input.
+
+    Example:
+
+    >>> macro_f1([0, 1, 1], [0, 1, 0])  # class 0: F1 2/3, class 1: F1 2/3
+    0.666...
+    """
+    labels, predictions = _same_length(labels, predictions)
+    classes = np.union1d(labels, predictions)
+    if classes.size == 0:
+        return 0.0
+    return float(np.mean([f1_from_counts(np.sum((predictions == c) & (labels == c)),
+                                         np.sum(predictions == c), np.sum(labels == c))
+                          for c in classes]))
+
+
+def confusion_matrix(labels: Sequence[int], predictions: Sequence[int],
+                     label_names: Sequence[str]) -> dict[str, list]:
+    """Counts of (true class, predicted class), rows = true classes.
+
+    Args:
+        labels: sequence of gold class ids.
+        predictions: sequence of predicted class ids.
+        label_names: sequence of str. Class names in id order.
+
+    Returns:
+        `{"labels": [...], "matrix": [[...], ...]}`: `matrix[i][j]` counts the
+        examples of class `labels[i]` predicted as `labels[j]`.
+
+    Example:
+
+    >>> confusion_matrix([0, 1, 1], [0, 1, 0], ["a", "b"])
+    {'labels': ['a', 'b'], 'matrix': [[1, 0], [1, 1]]}
+    """
+    labels, predictions = _same_length(labels, predictions)
+    matrix = np.zeros((len(label_names), len(label_names)), dtype=np.int64)
+    np.add.at(matrix, (labels.astype(np.int64), predictions.astype(np.int64)), 1)
+    return {"labels": list(label_names), "matrix": matrix.tolist()}
+
+
+def multi_label_scores(labels: np.ndarray, predictions: np.ndarray,
+                       label_names: Sequence[str]) -> dict:
+    """Micro and macro F1, subset accuracy and per-class scores of multi-label predictions.
+
+    Args:
+        labels: `[examples, classes]` 0/1 (or bool) gold indicators.
+        predictions: `[examples, classes]` 0/1 (or bool) predicted indicators.
+        label_names: sequence of str. Class names in column order.
+
+    Returns:
+        dict: `micro_f1` (F1 over every (example, class) decision), `macro_f1`
+        (the mean of the classes' F1, every class counted), `subset_accuracy`
+        (examples whose whole label set is right) and `per_class` (as
+        `class_scores`).
+
+    Example:
+
+    >>> multi_label_scores([[1, 0], [1, 1]], [[1, 1], [1, 0]], ["a", "b"])["micro_f1"]
+    0.666...
+    """
+    labels, predictions = _same_length(np.asarray(labels, bool), np.asarray(predictions, bool))
+    correct = np.sum(labels & predictions, axis=0)
+    predicted, actual = np.sum(predictions, axis=0), np.sum(labels, axis=0)
+    per_class = {name: _scores(int(correct[i]), int(predicted[i]), int(actual[i]))
+                 for i, name in enumerate(label_names)}
+    return {
+        "micro_f1": f1_from_counts(int(correct.sum()), int(predicted.sum()), int(actual.sum())),
+        "macro_f1": float(np.mean([row["f1"] for row in per_class.values()])) if per_class else 0.0,
+        "subset_accuracy": float(np.mean(np.all(labels == predictions, axis=1)))
+        if len(labels) else 0.0,
+        "per_class": per_class,
+    }
+
+
+# The decision thresholds `choose_threshold` tries: 0.05, 0.10, ..., 0.95.
+THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
+
+
+def choose_threshold(labels: np.ndarray, probabilities: np.ndarray,
+                     candidates: Sequence[float] = THRESHOLDS) -> float:
+    """The multi-label decision threshold with the best micro F1 on these examples.
+
+    A class is predicted when its probability is at least the threshold. Ties
+    go to the threshold nearest 0.5, then to the lower one.
+
+    Args:
+        labels: `[examples, classes]` 0/1 gold indicators.
+        probabilities: `[examples, classes]` per-class probabilities.
+        candidates: sequence of float. The thresholds tried. Defaults to
+            `THRESHOLDS`.
+
+    Returns:
+        float, one of `candidates`.
+
+    Example:
+
+    >>> choose_threshold([[1, 0], [0, 1]], [[0.3, 0.1], [0.2, 0.6]], [0.25, 0.5])
+    0.25
+    """
+    labels = np.asarray(labels, bool)
+    probabilities = np.asarray(probabilities)
+
+    def score(threshold):
+        predicted = probabilities >= threshold
+        return f1_from_counts(int(np.sum(labels & predicted)), int(predicted.sum()),
+                              int(labels.sum()))
+
+    return max(sorted(candidates), key=lambda t: (score(t), -abs(t - 0.5), -t))
+
+
+def _scores(correct: int, predicted: int, actual: int) -> dict[str, float | int]:
+    return {"precision": correct / predicted if predicted else 0.0,
+            "recall": correct / actual if actual else 0.0,
+            "f1": f1_from_counts(correct, predicted, actual), "support": actual}
 
 
 def f1_from_counts(correct: int, predicted: int, actual: int) -> float:

@@ -28,6 +28,7 @@ OWN_FLAGS = {
     "kbert-serve": ("--model_base_path", None),
     "kbert-index": ("--index_dir", None),
     "kbert-vocab": ("--max_new_tokens", None),
+    "kbert-predict": ("--input_file", "--text_column_names"),
 }
 # absl's and TensorFlow's flags, which only --helpfull lists.
 OTHERS_FLAGS = ("--verbosity", "--logtostderr", "--flagfile", "--undefok", "--test_tmpdir",

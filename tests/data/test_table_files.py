@@ -109,6 +109,9 @@ def test_infer_value_as_pandas_would_plus_json_lists():
     assert infer_value("0.25") == 0.25 and infer_value("1e-3") == 0.001
     assert infer_value('["a", "b"]') == ["a", "b"]
     assert infer_value("[not json") == "[not json"
+    # pandas' to_csv writes a column of lists as Python literals.
+    assert infer_value("['a', \"b's\"]") == ["a", "b's"] and infer_value("[]") == []
+    assert infer_value("[1, 2") == "[1, 2" and infer_value("[a, b]") == "[a, b]"
     assert infer_value("spam ") == "spam"
     assert infer_value(7) == 7 and infer_value(["x"]) == ["x"]
 

@@ -58,12 +58,39 @@ def _export_reranker(root: str) -> str:
     return export_dir
 
 
+TICKET_LABELS = ["billing", "bug", "other"]
+
+
+def _export_tickets(root: str) -> str:
+    """A tiny multi-label classifier of users' own labels (`--task=classification`), exported."""
+    import keras
+
+    from kbert.checkpoints import TaskConfig
+    from kbert.checkpoints import save_finetuned
+    from kbert.export.saved_model import export_saved_model
+    from kbert.models import BertClassifier
+    from kbert.models import BertEncoder
+
+    keras.utils.set_random_seed(6)
+    encoder = BertEncoder(**lib.tiny_encoder_kwargs(vocabulary_size=lib.vocab_size(), max_sequence_length=32))
+    config = TaskConfig(task="classification", task_name="tickets", model_type="classifier",
+                        label_names=TICKET_LABELS, max_seq_length=32,
+                        options={"problem_type": "multi_label", "threshold": 0.5,
+                                 "text_column_names": ["text"], "label_column_name": "tags"})
+    model_dir = f"{root}/finetuned/tickets"
+    save_finetuned(model_dir, BertClassifier(encoder, 3), config, lib.VOCAB)
+    export_dir = f"{root}/export/tickets"
+    export_saved_model(model_dir, export_dir, check=False)
+    return export_dir
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     exported = lib.exported_models()
     root = tmp_path_factory.mktemp("encoder-apis")
     dirs = {name: exported[name]["export_dir"] for name in ("embed", "sst2", "stsb")}
     dirs["rerank"] = _export_reranker(str(root))
+    dirs["tickets"] = _export_tickets(str(root))
     (root / "models.config").write_text("model_config_list {\n" + "".join(
         f'  config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}\n'
         for name, path in dirs.items()) + "}\n")
@@ -289,6 +316,25 @@ def test_classify_with_tf_examples_equals_predict(server, stub):
     assert [[label for label, _ in row] for row in rest["result"]] == [["negative", "positive"]] * len(lib.TEXTS)
     np.testing.assert_allclose([[score for _, score in row] for row in rest["result"]], expected, rtol=1e-5,
                                atol=1e-6)
+
+
+def test_a_users_multi_label_classifier_answers_classify_with_its_label_names(server, stub):
+    predicted = _predict(stub, "tickets", {"text": lib.TEXTS})
+    probabilities = predicted["probabilities"]
+    assert probabilities.shape == (len(lib.TEXTS), 3)
+    # Each class on its own (sigmoid), not a softmax over them.
+    assert not np.allclose(probabilities.sum(axis=1), 1.0)
+    for row, labels in zip(probabilities, predicted["labels"]):
+        over = sorted((name for name, p in zip(TICKET_LABELS, row) if p >= 0.5),
+                      key=lambda name: -row[TICKET_LABELS.index(name)])
+        assert [label.decode() for label in labels if label] == over
+    assert any(label for labels in predicted["labels"] for label in labels)  # some reach 0.5
+    status, answer = _post(server, "/v1/models/tickets:classify",
+                           {"examples": [{"text": text} for text in lib.TEXTS]})
+    assert status == 200
+    assert [[label for label, _ in row] for row in answer["result"]] == [TICKET_LABELS] * len(lib.TEXTS)
+    np.testing.assert_allclose([[score for _, score in row] for row in answer["result"]], probabilities,
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_regress_with_tf_examples_and_a_context_feature_equals_predict(server, stub):

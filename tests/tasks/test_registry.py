@@ -27,12 +27,13 @@ OLD_SQUAD = {**OLD_GLUE, "model_type": "span_labeler", "task": "squad", "task_na
 
 
 def test_the_registry_lists_every_task_once():
-    assert list(tasks.TASKS) == ["glue", "ner", "token_classification", "squad", "embedding",
-                                 "similarity", "retrieval", "rerank"]
-    assert tasks.trainable_tasks() == ("glue", "ner", "token_classification", "squad",
-                                       "similarity", "retrieval", "rerank")
+    assert list(tasks.TASKS) == ["glue", "classification", "ner", "token_classification", "squad",
+                                 "embedding", "similarity", "retrieval", "rerank"]
+    assert tasks.trainable_tasks() == ("glue", "classification", "ner", "token_classification",
+                                       "squad", "similarity", "retrieval", "rerank")
     assert tasks.get_task("squad").config_class is tasks.SquadConfig
-    with pytest.raises(ValueError, match=r"--task='pos'; expected one of \('glue', 'ner'"):
+    with pytest.raises(ValueError,
+                       match=r"--task='pos'; expected one of \('glue', 'classification'"):
         tasks.get_task("pos")
 
 
@@ -57,8 +58,8 @@ def test_describe_round_trips_and_unknown_settings_are_named():
 def test_tasks_state_what_export_the_index_distillation_and_the_server_need():
     facts = {name: (task.metrics_in_percent, task.distillation_target, task.serving_apis)
              for name, task in tasks.TASKS.items()}
-    assert facts == {"glue": (False, "logits", ()), "ner": (False, "logits", ()),
-                     "token_classification": (False, "logits", ()),
+    assert facts == {"glue": (False, "logits", ()), "classification": (False, None, ()),
+                     "ner": (False, "logits", ()), "token_classification": (False, "logits", ()),
                      "squad": (True, None, ()), "embedding": (False, None, ("embeddings",)),
                      "similarity": (False, "embeddings", ("embeddings",)),
                      "retrieval": (False, None, ("embeddings",)), "rerank": (False, None, ("rerank",))}

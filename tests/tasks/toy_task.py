@@ -20,7 +20,7 @@ from kbert.tasks import Task
 from kbert.tasks import metrics
 from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import outputs_in_order
-from kbert.tasks.glue.serving import ClassifierServingModule
+from kbert.tasks.classifier_serving import ClassifierServingModule
 
 LABELS = ["plain", "colour"]
 

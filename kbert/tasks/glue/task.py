@@ -19,7 +19,7 @@ from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
 from kbert.tasks.base import outputs_in_order
-from kbert.tasks.glue.serving import ClassifierServingModule
+from kbert.tasks.classifier_serving import ClassifierServingModule
 from kbert.tasks.glue_reader import GlueExample
 from kbert.tasks.glue_reader import get_glue_spec
 from kbert.tasks.glue_reader import read_glue

@@ -1,0 +1,1 @@
+"""Text classification on your own labels: single-label, multi-label, regression, pairs."""
