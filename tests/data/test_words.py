@@ -1,7 +1,9 @@
 """One word rule for NER: fine-tuning's CoNLL words are the words serving finds in text."""
 
 import os
+import re
 import sys
+import unicodedata
 
 import pytest
 import tensorflow as tf
@@ -12,6 +14,7 @@ from kbert.data import TextPreprocessor
 from kbert.data import read_vocab
 from kbert.data.words import split_words
 from kbert.data.words import word_pieces
+from kbert.data.words import word_spans
 from kbert.tasks.token_classification.dataset import token_classification_dataset
 from kbert.tasks.token_classification.conll import read_conll
 from kbert.tasks.token_classification.serving import word_windows
@@ -28,6 +31,27 @@ def test_split_words_splits_exactly_where_str_split_does_on_every_code_point():
     wrong = [hex(c) for c, got, want in zip(code_points, found, expected) if got != want]
     assert wrong == []
     assert sum(want == 2 for want in expected) == 29  # Python 3.11's whitespace characters
+
+
+def test_punctuation_splits_alike_in_the_graph_and_in_python_on_every_code_point():
+    # Between two letters, a punctuation character is a word of its own (3 words). Code points
+    # Python 3.11's Unicode 14 leaves unassigned are skipped: TensorFlow's RE2 knows a newer
+    # Unicode, where a few of them are punctuation.
+    code_points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF
+                   and unicodedata.category(chr(c)) != "Cn"]
+    texts = [f"a{chr(c)}b" for c in code_points]
+    found = split_words(tf.constant(texts), split_punctuation=True).row_lengths().numpy()
+    expected = [len(word_spans(text, split_punctuation=True)) for text in texts]
+    wrong = [hex(c) for c, got, want in zip(code_points, found, expected) if got != want]
+    assert wrong == []
+    # ASCII's 32 punctuation and symbol characters, and Unicode 14's 796 others of category P.
+    assert sum(want == 3 for want in expected) == 32 + 796
+    text = "O'Neil (IBM) flew to São Paulo, via the U.S.\u3000on 1996-08-22."
+    spans = word_spans(text, split_punctuation=True)
+    assert split_words(tf.constant([text]), True).to_list() == [
+        [text[a:b].encode() for a, b in spans]]
+    assert [text[a:b] for a, b in spans][:6] == ["O", "'", "Neil", "(", "IBM", ")"]
+    assert word_spans(text) == [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
 
 
 def test_split_words_keeps_words_whole_and_drops_empty_ones():

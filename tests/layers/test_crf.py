@@ -9,6 +9,8 @@ import tensorflow as tf
 
 from kbert.layers import LinearChainCrf
 from kbert.layers import bio_transitions
+from kbert.layers import tag_scheme
+from kbert.layers import tag_transitions
 from kbert.layers.crf import FORBIDDEN
 from kbert.layers.crf import compact
 from kbert.layers.crf import crf_log_likelihood
@@ -82,6 +84,63 @@ def test_bio_transitions():
     assert [row[2] for row in allowed] == [False, True, True, False, False]
     assert [row[4] for row in allowed] == [False, False, False, True, True]
     assert all(row[0] and row[1] and row[3] for row in allowed)
+
+
+def test_tag_schemes_are_told_by_their_prefixes():
+    assert tag_scheme(["O", "B-PER", "I-PER"]) == "IOB2"
+    assert tag_scheme(["O", "B-PER", "I-PER", "E-PER", "S-PER"]) == "IOBES"
+    assert tag_scheme(["O", "B-PER", "I-PER", "L-PER", "U-PER"]) == "BILOU"
+    assert tag_scheme(["NN", "VB", "-LRB-", "."]) == "plain"
+    with pytest.raises(ValueError, match=r"prefixes \['E', 'L'\] mix tag schemes"):
+        tag_scheme(["O", "E-PER", "L-PER"])
+
+
+@pytest.mark.parametrize("labels", [["O", "B-X", "I-X", "E-X", "S-X", "B-Y", "I-Y", "E-Y", "S-Y"],
+                                    ["O", "B-X", "I-X", "L-X", "U-X", "B-Y", "I-Y", "L-Y", "U-Y"]])
+def test_iobes_and_bilou_allow_exactly_the_finished_entities(labels):
+    # Brute force: a sequence is allowed iff reading it left to right never leaves an entity
+    # open where another begins, never continues one that is not open, and ends closed.
+    starts, transitions, ends = tag_transitions(labels)
+    close, inside = ("E", "S") if "E-X" in labels else ("L", "U")
+
+    def valid(sequence):
+        open_type = None
+        for tag in sequence:
+            prefix, kind = (tag[0], tag[2:]) if tag != "O" else ("O", None)
+            if prefix in ("I", close) and open_type != kind:
+                return False
+            if prefix in ("O", "B", inside) and open_type is not None:
+                return False
+            open_type = kind if prefix in ("B", "I") else None
+        return open_type is None
+
+    for length in (1, 2, 3):
+        for sequence in itertools.product(range(len(labels)), repeat=length):
+            allowed = (starts[sequence[0]] and ends[sequence[-1]]
+                       and all(transitions[a][b] for a, b in zip(sequence, sequence[1:])))
+            assert allowed == valid([labels[i] for i in sequence]), [labels[i] for i in sequence]
+
+
+def test_plain_tags_allow_everything_and_iob2_ends_anywhere():
+    starts, transitions, ends = tag_transitions(["NN", "VB", "DT"])
+    assert all(starts) and all(ends) and all(map(all, transitions))
+    assert tag_transitions(["O", "B-PER", "I-PER"])[:2] == bio_transitions(["O", "B-PER", "I-PER"])
+    assert all(tag_transitions(["O", "B-PER", "I-PER"])[2])
+
+
+def test_an_iobes_crf_never_decodes_an_unfinished_entity():
+    labels = ["O", "B-X", "I-X", "E-X", "S-X"]
+    starts, transitions, ends = tag_transitions(labels)
+    crf = LinearChainCrf(5, starts, transitions, allowed_ends=ends, dtype="float32")
+    crf.build((None, None, 5))
+    # Emissions that favour B-X then I-X: the best finished path closes the entity with E-X.
+    emissions = tf.constant([[[0.0, 5.0, 0.0, 0.0, 0.0], [0.0, 0.0, 5.0, 0.0, 0.0]]])
+    assert crf.decode(emissions, tf.constant([2])).numpy().tolist() == [[1, 3]]
+    assert crf.scores()[2].numpy().tolist() == [0.0, FORBIDDEN, FORBIDDEN, 0.0, 0.0]
+    config = crf.get_config()
+    assert LinearChainCrf.from_config(config).get_config() == config
+    with pytest.raises(ValueError, match="allowed_ends has 2 entries; the CRF has 5 tags"):
+        LinearChainCrf(5, allowed_ends=[True, True])
 
 
 def test_forbidden_transitions_are_never_decoded():

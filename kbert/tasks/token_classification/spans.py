@@ -67,8 +67,7 @@ def tags_from_spans(text: str, offsets: Sequence[tuple[int, int]], spans: Sequen
             if edge not in words:
                 raise ValueError(f"{source}: {described} does not fall on word boundaries: it "
                                  f"{where} inside {_word_around(edge, offsets, text)}. "
-                                 "Fix the span, or the text's words (whitespace, and each "
-                                 "punctuation character) so that it covers whole words.")
+                                 "Fix the span to cover whole words.")
         first, last = word_at_start[start], word_at_end[end]
         for index in range(first, last + 1):
             if owner[index] is not None:

@@ -19,6 +19,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.data.table_files import infer_value
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.layers.crf import first_forbidden
 from kbert.layers.crf import tag_scheme
@@ -43,6 +44,7 @@ from kbert.tasks.token_classification.sentence import Sentence
 from kbert.tasks.token_classification.serving import TokenClassifierServingModule
 from kbert.tasks.token_classification.spans import entities_from_tags
 from kbert.tasks.token_classification.token_files import TokenReading
+from kbert.tasks.token_classification.token_files import is_conll_file
 from kbert.tasks.token_classification.token_files import read_token_file
 from kbert.tasks.token_classification.token_files import sentence_from_text
 from kbert.tasks.token_classification.token_files import sentence_from_words
@@ -176,6 +178,11 @@ class TokenClassificationTask(Task):
         super().__init__(config, task_name or self.default_task_name)
         given = label_names or getattr(self.config, "label_names", None) or self.fixed_label_names
         self._label_names = tuple(given) if given else None
+        # Where the tags came from, for errors about a tag outside them.
+        self._tags_origin = ("the fine-tuned model's" if label_names
+                             else f"{type(self.config).__name__}.label_names"
+                             if getattr(self.config, "label_names", None)
+                             else "CoNLL-2003's" if given else "learned from the training data")
         self.text_column = text_column
         self._baseline: MajorityTagger | None = None
 
@@ -183,8 +190,12 @@ class TokenClassificationTask(Task):
     def from_description(cls, description: Mapping[str, Any]) -> "TokenClassificationTask":
         columns = description.get("text_column_names") or [None]
         rest = {key: value for key, value in description.items() if key != "text_column_names"}
-        return cls(cls.config_from_description(rest), description.get("task_name"),
-                   description.get("label_names"), columns[0])
+        config = cls.config_from_description(rest)
+        label_names = description.get("label_names")
+        if label_names and hasattr(config, "label_names"):
+            # The model's tags, in its logit order, are given from now on.
+            config = dataclasses.replace(config, label_names=list(label_names))
+        return cls(config, description.get("task_name"), label_names, columns[0])
 
     def describe(self) -> dict[str, Any]:
         # The tags in use (learned or given), not the config's None; and the column read.
@@ -211,7 +222,8 @@ class TokenClassificationTask(Task):
     def check_data(self, data: TaskData, splits: Sequence[str]) -> None:
         for split in splits:
             flag = self.split_files[split]
-            if split != "dev" and not (getattr(data, flag) or data.data_dir):
+            # Without a dev file, training chooses on a held-out share of the training file.
+            if (split != "dev" or "train" not in splits) and not self.has_split(data, split):
                 raise ValueError(f"--task={self.name} needs --{flag} (a CoNLL, JSON lines, CSV, "
                                  "TSV or Parquet file) or a --data_dir of CoNLL files.")
         if data.text_column_names and len(data.text_column_names) > 1:
@@ -230,10 +242,11 @@ class TokenClassificationTask(Task):
                                data.label_column_name, self.label_names or None,
                                self.split_punctuation)
         sentences = read_token_file(path, flag, reading, labelled=split != "test")
-        if split == "train":
-            self.text_column = reading.text_column or _column_read(sentences)
-        else:
+        if split != "train":
             self.check_tags(sentences)
+        elif not is_conll_file(path):
+            # The column kbert-predict reads by default (a CoNLL file has none).
+            self.text_column = reading.text_column or _column_read(sentences)
         return sentences
 
     def adapt(self, train_examples: list[Sentence]) -> None:
@@ -276,10 +289,10 @@ class TokenClassificationTask(Task):
         for sentence in sentences:
             unknown = [tag for tag in sentence.tags or () if tag not in known]
             if unknown:
-                raise ValueError(f"{sentence.source}: tag {unknown[0]!r} is not in the training "
-                                 f"data's tags {list(self._label_names)}; a model cannot predict "
-                                 "a tag it never saw. Fix the tag, or add examples of it to the "
-                                 "training file.")
+                raise ValueError(f"{sentence.source}: tag {unknown[0]!r} is not in the tags "
+                                 f"{list(self._label_names)} ({self._tags_origin}); a model "
+                                 "cannot predict a tag it never learned. Fix the tag, or add "
+                                 "examples of it to the training file.")
 
     def examples_from_values(self, inputs: Any, labels: Sequence | None = None,
                              source: str | Sequence[str] = "values") -> list[Sentence]:
@@ -401,27 +414,31 @@ class TokenClassificationTask(Task):
         return rows, owners
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
-        """Each sentence's tags, long sentences read in rows."""
-        return self._tags_and_scores(model, sentences, preprocessor, batch_size)[0]
+        """Each sentence's tags (`tag_words` without the probabilities)."""
+        return self.tag_words(model, sentences, preprocessor, batch_size)[0]
 
-    def tag_words(self, model, sentences, preprocessor, batch_size
+    def tag_words(self, model: keras.Model, sentences: Sequence[Sentence],
+                  preprocessor: TextPreprocessor, batch_size: int
                   ) -> tuple[list[list[str]], list[list[float]]]:
-        """Each sentence's tag per word and the tag's probability (`kbert.TokenClassifier.predict`).
+        """Each sentence's tags and each tag's probability, a long sentence read in rows.
+
+        With a CRF, each sentence's (or row's) tags are its Viterbi path, and a
+        tag's probability is the softmax of the word's own scores.
 
         Args:
             model: the task model.
-            sentences: list of `Sentence` (`examples_from_values`).
+            sentences: list of `Sentence`.
             preprocessor: `TextPreprocessor`.
             batch_size: int.
 
         Returns:
-            `(tags, scores)`: per sentence, a tag name and a probability per word.
-        """
-        return self._tags_and_scores(model, sentences, preprocessor, batch_size)
+            `(tags, probabilities)`: per sentence, one tag (str) and one float per word.
 
-    def _tags_and_scores(self, model, sentences, preprocessor, batch_size
-                         ) -> tuple[list[list[str]], list[list[float]]]:
-        """Each sentence's tags and each tag's probability, long sentences read in rows."""
+        Example:
+
+        >>> tags, probabilities = task.tag_words(model, task.examples_from_values(["Ada wrote"]),
+        ...                                      preprocessor, 32)
+        """
         rows, owners = self._windows(sentences, preprocessor, "evaluated")
         forward = _tagging_function(model)
         default = self.label_names[0]
@@ -476,7 +493,7 @@ class TokenClassificationTask(Task):
         Returns:
             list of `{"entities": [...]}`, one per example.
         """
-        tagged, scores = self._tags_and_scores(model, examples, preprocessor, batch_size)
+        tagged, scores = self.tag_words(model, examples, preprocessor, batch_size)
         records = []
         for sentence, tags, word_scores in zip(examples, tagged, scores):
             text, offsets = sentence.text_and_offsets()
@@ -549,14 +566,19 @@ def _unless_all(allowed: list[bool] | None) -> list[bool] | None:
     return None if allowed is None or all(allowed) else allowed
 
 
-def _python_value(value: Any) -> Any:
-    """A numpy array or bytes (a `tf.data` element, a column) as the Python value it holds."""
+def _python_value(value: Any, cell: bool = True) -> Any:
+    """A numpy array or bytes (a `tf.data` element, a column) as the Python value it holds;
+    a cell holding a JSON list (`["EU", "rejects"]`: CSV cells, as kbert-predict reads them) as
+    the list (the items of a list are kept as they are)."""
     if isinstance(value, np.ndarray):
         value = value.tolist()
     if isinstance(value, bytes):
-        return value.decode("utf-8")
-    if isinstance(value, list):
-        return [_python_value(item) for item in value]
+        value = value.decode("utf-8")
+    if isinstance(value, str) and cell:
+        parsed = infer_value(value)
+        return parsed if isinstance(parsed, list) else value
+    if isinstance(value, (list, tuple)):
+        return [_python_value(item, cell=False) for item in value]
     return value
 
 

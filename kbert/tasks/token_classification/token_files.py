@@ -84,9 +84,8 @@ def read_token_file(path: str, flag: str, reading: TokenReading = TokenReading()
         ValueError: a missing column (the columns found are listed), a bad
             row (named by file and line), or an empty file.
     """
-    base = path[:-3] if path.endswith(".gz") else path
-    if os.path.splitext(base)[1].lower() in CONLL_EXTENSIONS:
-        if base != path:
+    if is_conll_file(path):
+        if path.endswith(".gz"):
             raise ValueError(f"--{flag}={path}: a CoNLL file is read uncompressed; gunzip it.")
         return read_conll(path, label_names=None)
     table = read_table(path, flag)
@@ -110,6 +109,12 @@ def read_token_file(path: str, flag: str, reading: TokenReading = TokenReading()
         else:
             sentences.append(sentence_from_words(text, labels, row.source, reading))
     return sentences
+
+
+def is_conll_file(path: str) -> bool:
+    """Whether a file is read as CoNLL columns (by its extension, `.txt` or `.conll`)."""
+    base = path[:-3] if path.endswith(".gz") else path
+    return os.path.splitext(base)[1].lower() in CONLL_EXTENSIONS
 
 
 def sentence_from_words(words: Any, tags: Any, source: str,

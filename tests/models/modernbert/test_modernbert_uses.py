@@ -4,7 +4,8 @@ One tiny ModernBERT pre-trained directory (byte-level BPE `tokenizer.json`,
 8,192 positions) is fine-tuned for classification, NER and SQuAD, exported
 (ops check), served by `kbert-serve` with the in-process answers, distilled,
 indexed and read by `tools/extract_features.py`; served NER reads an
-8,000-piece document as one window.
+8,000-piece document as one window, and token classification fine-tunes on a
+1,000-piece sentence as one row.
 """
 
 import json
@@ -25,7 +26,9 @@ from kbert.export.saved_model import export_saved_model
 from kbert.index import build_index
 from kbert.models import ModernBertEncoder
 from kbert.tasks.token_classification.serving import word_windows
+from kbert import tasks
 from kbert.tasks import SquadConfig
+from kbert.tasks.token_classification.dataset import word_piece_counts
 from kbert.training.distillation import loop as distillation
 from kbert.training.distillation import run_distillation
 from kbert.training.finetuning import run_finetuning
@@ -194,3 +197,27 @@ def test_distill_index_and_extract_features(pretrained, finetuned, tmp_path, mon
     last = directory.encoder(output_all_layers=True)(inputs)["encoder_outputs"][-1][0].numpy()
     np.testing.assert_allclose([f["layers"][0]["values"] for f in record["features"]], last,
                                atol=1e-5)
+
+
+def test_token_classification_reads_a_sentence_past_bert_s_512_whole(pretrained, tmp_path):
+    """max_seq_length up to the encoder's 8,192: a 1,000-piece sentence is one row (BERT's 512
+    would read it as rows of whole words)."""
+    words = _long_document().split()[:300]
+    long = {"tokens": words, "ner_tags": ["B-LOC" if w.istitle() else "O" for w in words]}
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps(row) + "\n" for row in [long] + [
+        {"tokens": ["EU", "rejects", "German", "call"], "ner_tags": ["B-ORG", "O", "B-MISC", "O"]}]))
+    model_dir = str(tmp_path / "tagger")
+    results = run_finetuning("token_classification", pretrained, model_dir, train_file=str(train),
+                             do_eval=False, **{**FAST, "max_seq_length": 1024})
+    assert results["train_steps"] == 1 and np.isfinite(results["train_loss"]).all()
+    model, record, _ = load_finetuned(model_dir)
+    assert record.max_seq_length == 1024 and record.label_names == ["O", "B-LOC", "B-MISC", "B-ORG"]
+    task = tasks.TokenClassificationTask.from_description(record.to_dict())
+    sentences = task.examples_from_values([long["tokens"]], [long["ner_tags"]])
+    preprocessor = open_model_dir(model_dir).preprocessor(1024)
+    assert 512 < word_piece_counts(preprocessor, [words])[0].sum() <= 1022
+    assert len(task.training_rows(sentences, preprocessor)) == 1
+    assert len(task.training_rows(sentences, preprocessor.with_max_seq_length(512))) == 2
+    (entities,) = (r["entities"] for r in task.predict_records(model, sentences, preprocessor, 4))
+    assert all(" ".join(words)[e["start"]:e["end"]] == e["text"] for e in entities)
