@@ -20,5 +20,6 @@ floors above it (docs/architecture.md).
 from kbert.presets.masked_lm import MaskedLM
 from kbert.presets.preset_model import PresetModel
 from kbert.presets.task_preset_model import TaskPresetModel
+from kbert.presets.text_classifier import TextClassifier
 from kbert.presets.text_embedder import TextEmbedder
 from kbert.presets.token_classifier import TokenClassifier

@@ -40,6 +40,9 @@ class TaskPresetModel(PresetModel):
         **kwargs: passed to `keras.Model`.
     """
 
+    # Whether fit/predict hand raw values to the task (`Task.examples_from_values`).
+    takes_raw_values: ClassVar[bool] = True
+
     def __init__(self, task: Task, task_model: keras.Model | None,
                  preprocessor: TextPreprocessor, model_dir: ModelDir, **kwargs):
         super().__init__(task_model, preprocessor, model_dir, **kwargs)
@@ -121,6 +124,13 @@ class TaskPresetModel(PresetModel):
     @classmethod
     def _check_kind(cls, directory: ModelDir, record: TaskConfig) -> None:
         if cls.opens(record):
+            if (cls.takes_raw_values
+                    and get_task(record.task).examples_from_values is Task.examples_from_values):
+                raise ValueError(
+                    f"{directory.where} is fine-tuned for task {record.task!r}, which reads its "
+                    f"own files but no Python values, so {cls.__name__} cannot feed it; "
+                    "kbert-export serves it on raw text, and kbert-finetune "
+                    "--task=classification or --task=token_classification trains on yours.")
             return
         others = [other.__name__ for other in _preset_classes() if other.opens(record)]
         hint = (f"; open it with kbert.{others[0]}.from_preset" if others else

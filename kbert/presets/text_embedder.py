@@ -41,6 +41,9 @@ class TextEmbedder(TaskPresetModel):
     ((2, 384), 1.0)
     """
 
+    # Texts go to the serving graph, not to the task's examples.
+    takes_raw_values = False
+
     @classmethod
     def from_preset(cls, preset: str, *, max_seq_length: int | None = None,
                     pooling: str | None = None, normalize: bool | None = None) -> "TextEmbedder":
