@@ -12,7 +12,6 @@ a pre-trainer), compiled with the same optimizer and trained on the same
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import random
@@ -27,29 +26,16 @@ from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import model_dir_kind
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data.text_preprocessor import TextPreprocessor
+from kbert.presets.compile_settings import AUTO
+from kbert.presets.compile_settings import CompileSettings
+from kbert.presets.compile_settings import finetuning_optimizer
 from kbert.presets.raw_inputs import dataset_values
 from kbert.presets.raw_inputs import label_values
 from kbert.presets.raw_inputs import text_values
-from kbert.training.finetuning import auto_settings
 from kbert.training.optimizer import build_optimizer_state
-from kbert.training.optimizer import create_optimizer
 
-AUTO = auto_settings.AUTO
 # Keras' `fit` batch when none is given.
 DEFAULT_BATCH_SIZE = 32
-# kbert-finetune's `run_finetuning.weight_decay`.
-WEIGHT_DECAY = 0.01
-
-
-@dataclasses.dataclass(frozen=True)
-class CompileSettings:
-    """What `PresetModel.compile` was given; `"auto"` values are resolved when training starts."""
-
-    optimizer: Any = AUTO
-    loss: Any = AUTO
-    metrics: Any = AUTO
-    learning_rate: float | str = AUTO
-    options: dict = dataclasses.field(default_factory=dict)
 
 
 class PresetModel(keras.Model):
@@ -192,16 +178,8 @@ class PresetModel(keras.Model):
         >>> classifier.compile(learning_rate=5e-5)
         >>> classifier.compile(optimizer=keras.optimizers.Adam(1e-5))
         """
-        where = f"{type(self).__name__}.compile"
-        if learning_rate != AUTO:
-            if (not isinstance(learning_rate, (int, float)) or isinstance(learning_rate, bool)
-                    or not learning_rate > 0):
-                raise ValueError(f"{where}: learning_rate={learning_rate!r}; it must be a number "
-                                 "> 0 or \"auto\".")
-            if optimizer != AUTO:
-                raise ValueError(f"{where}: learning_rate sets the default optimizer's rate; give "
-                                 "it to your optimizer instead, or drop optimizer.")
         self._compile_settings = CompileSettings(optimizer, loss, metrics, learning_rate, kwargs)
+        self._compile_settings.check(f"{type(self).__name__}.compile")
         if optimizer != AUTO and self.task_model is not None:
             self._compile_task_model()
 
@@ -387,30 +365,18 @@ class PresetModel(keras.Model):
 
     def _compile_task_model(self, num_train_steps: int | None = None) -> None:
         """Compiles `task_model` as `compile` said; with steps, the default optimizer's schedule."""
-        settings = self._compile_settings
-        arguments = {"jit_compile": False, **self._compile_arguments()}
-        arguments.update({name: value for name, value in (("loss", settings.loss),
-                                                          ("metrics", settings.metrics))
-                          if value != AUTO})
-        arguments.update(settings.options)
         model = self._model("compile")
+        settings = self._compile_settings
         with self._strategy.scope():  # an optimizer belongs to the strategy it is made in
             optimizer = settings.optimizer
             if optimizer == AUTO and num_train_steps:
-                optimizer = self._default_optimizer(settings.learning_rate, num_train_steps)
-            model.compile(optimizer=optimizer, **arguments)
+                optimizer = finetuning_optimizer(settings.learning_rate,
+                                                 self.model_dir.encoder_config, num_train_steps,
+                                                 self._frozen_encoder())
+            model.compile(optimizer=optimizer,
+                          **settings.compile_arguments(self._compile_arguments()))
             if num_train_steps:
                 build_optimizer_state(model)
-
-    def _default_optimizer(self, learning_rate: float | str,
-                           num_train_steps: int) -> keras.optimizers.Optimizer:
-        """kbert-finetune's AdamW, warm-up and linear decay for a run of `num_train_steps`."""
-        rate = auto_settings.resolve_learning_rate(learning_rate, self.model_dir.encoder_config,
-                                                   self._frozen_encoder())
-        return create_optimizer(
-            rate, num_train_steps=num_train_steps,
-            num_warmup_steps=auto_settings.resolve_warmup_steps(AUTO, num_train_steps),
-            weight_decay_rate=WEIGHT_DECAY)
 
 
 def _quiet_end_of_data() -> None:
