@@ -9,7 +9,12 @@ import pytest
 import tensorflow as tf
 
 import kbert
+from kbert import checkpoints
 from kbert.checkpoints import save_finetuned
+from tests.checkpoints.test_modernbert_import import TOKENIZER
+from tests.checkpoints.test_modernbert_import import _hf_tensors
+from tests.checkpoints.test_modernbert_import import _hub_config
+from tests.checkpoints.test_modernbert_import import _write_hf_dir
 from tests.presets.conftest import ARCHITECTURES
 from tests.serving_testlib import VOCAB
 from tests.serving_testlib import build_task_model
@@ -106,6 +111,26 @@ def test_every_architecture_fine_tunes(architecture, pretrained_dirs):
     assert not np.allclose(classifier.predict(TEXTS), before)  # the steps changed the model
     assert type(classifier.backbone).__name__ == ("ModernBertEncoder" if architecture ==
                                                   "modernbert" else "BertEncoder")
+
+
+def test_a_converted_hugging_face_modernbert_opens_with_its_weights_and_tokenizer(tmp_path):
+    # kbert-convert's output of a Hugging Face ModernBERT (random weights under HF's names).
+    config = _hub_config()
+    hf_dir = _write_hf_dir(tmp_path / "hf", config, _hf_tensors(config))
+    converted = str(tmp_path / "converted")
+    checkpoints.load_huggingface(hf_dir).save_pretrained(converted)
+    classifier = kbert.TextClassifier.from_preset(converted, num_classes=2)
+    assert classifier.max_seq_length == 64  # 128 by default, capped at its 64 positions
+    for a, b in zip(classifier.backbone.weights, checkpoints.load_encoder(converted).weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+    # The directory's tokenizer.json: its byte-level BPE pieces, as Hugging Face's tokenizer cuts.
+    from tokenizers import Tokenizer
+
+    pieces = Tokenizer.from_file(TOKENIZER).encode(TEXTS[0]).ids  # [CLS] and [SEP] included
+    inputs = classifier.preprocessor(tf.constant([TEXTS[0]]))
+    assert inputs["token_ids"][0].numpy().tolist() == pieces
+    np.testing.assert_allclose(classifier.predict(TEXTS[:1]),
+                               classifier.task_model(inputs, training=False).numpy(), atol=1e-6)
 
 
 def test_clear_errors(pretrained_dirs, trained, tmp_path):
