@@ -10,6 +10,7 @@ import pytest
 
 import kbert
 from kbert.export.saved_model import export_saved_model
+from kbert.training.distillation import run_distillation
 from tests import forked_python
 from tests.conftest import REPO
 from tests.serving_testlib import start_server
@@ -87,6 +88,37 @@ def test_kbert_predict_writes_what_predict_records_gives(served, tmp_path):
     assert [row["label"] for row in rows] == [record["label"] for record in records]
     for row, record in zip(rows, records):
         assert row["probabilities"] == pytest.approx(record["probabilities"], abs=1e-5)
+
+
+def test_kbert_distill_takes_a_saved_classifier(served, pretrained_dirs, tmp_path):
+    models, _, root = served
+    rows = [{"text": text, "label": label}
+            for text, label in zip(TEXTS, ["positive", "negative", "positive", "negative"])]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    student_dir = str(tmp_path / "student")
+    results = run_distillation(str(root / "classifier"), student_dir, student_layers=[0],
+                               train_file=str(data), validation_file=str(data),
+                               train_batch_size=2, num_train_epochs=1.0, verbose=0)
+    assert results["train_steps"] == 2 and results["num_examples"] == 4
+    teacher = models["classifier"]
+    assert results["teacher"]["accuracy"] == np.mean(
+        teacher.predict(TEXTS).argmax(-1) == [teacher.task.label_names.index(row["label"])
+                                              for row in rows])
+    student = kbert.TextClassifier.from_preset(student_dir)  # a classifier of one block
+    assert student.task.label_names == teacher.task.label_names
+    assert student.backbone.num_layers == 1 and student.predict(TEXTS).shape == (4, 2)
+    with pytest.raises(ValueError, match="--do_eval scores student and teacher on the dev split: "
+                                         "pass --validation_file"):
+        run_distillation(str(root / "classifier"), str(tmp_path / "no_dev"), student_layers=[0],
+                         train_file=str(data))
+    multi_label = str(tmp_path / "multi_label")
+    kbert.TextClassifier.from_preset(pretrained_dirs["bert"], problem_type="multi_label",
+                                     label_names=["film", "witty"]).save_to_preset(multi_label)
+    with pytest.raises(ValueError, match=r"multi_label is a classifier of --task=classification "
+                                         "that names no distillation target"):
+        run_distillation(multi_label, str(tmp_path / "no_student"), student_layers=[0],
+                         train_file=str(data), validation_file=str(data))
 
 
 def test_an_export_is_not_a_preset(served):
