@@ -1,11 +1,12 @@
-"""A TextClassifier and a TokenClassifier built and trained under MirroredStrategy over 2 logical CPUs.
+"""The task models built (and trained) under MirroredStrategy over 2 logical CPUs.
 
     python tests/presets/mirrored_run.py PRETRAINED_DIR OUT_DIR
 
 Run in a process of its own (the logical devices must be set before
 TensorFlow starts). Writes OUT_DIR/result.json: the replicas, whether the
 variables are mirrored, the losses, the refusal of a batch the replicas
-cannot share, and each model's predictions; saves the classifier to
+cannot share, and each model's predictions (a MaskedLM's masked-LM losses, a
+TextEmbedder's vectors); saves the classifier to
 OUT_DIR/classifier for the test to reload under the default strategy.
 (No `jit_compile`: XLA does not run on logical CPU devices.)
 """
@@ -38,6 +39,8 @@ with strategy.scope():
     classifier = kbert.TextClassifier.from_preset(pretrained, max_seq_length=16,
                                                   label_names=["negative", "positive"])
     tagger = kbert.TokenClassifier.from_preset(pretrained, max_seq_length=16)
+    mlm = kbert.MaskedLM.from_preset(pretrained, max_seq_length=16)
+    embedder = kbert.TextEmbedder.from_preset(pretrained, max_seq_length=16)
 result = {"replicas": strategy.num_replicas_in_sync,
           "mirrored": all(isinstance(v.value, tf.distribute.DistributedValues)
                           if hasattr(v, "value") else False
@@ -56,5 +59,10 @@ history = tagger.fit(TEXTS, [["B-X", "O", "O", "O", "O"], ["O"] * 5, ["O"] * 3, 
                      batch_size=4, epochs=2, verbose=0)
 result["tagger_losses"] = history.history["loss"]
 result["tagger_first_tags"] = [tag for _, tag in tagger.predict(TEXTS[:1])[0]]
+result["mlm_mirrored"] = isinstance(mlm.task_model.trainable_variables[0].value,
+                                    tf.distribute.DistributedValues)
+mlm.compile(learning_rate=1e-2)
+result["mlm_losses"] = mlm.fit(TEXTS, batch_size=4, epochs=2, verbose=0).history["mlm_loss"]
+result["embeddings"] = embedder.predict(TEXTS[:4]).tolist()
 with open(os.path.join(out_dir, "result.json"), "w", encoding="utf-8") as f:
     json.dump(result, f)

@@ -30,6 +30,11 @@ def test_built_in_a_strategy_scope_they_train_under_it(pretrained_dirs, tmp_path
         "TextClassifier.fit: batch_size=3 is not divisible by the 2 replicas of the distribution "
         "strategy; use a multiple of 2 so that every replica gets the same shape.")
     assert len(outcome["tagger_first_tags"]) == 5  # a tag per word of "a gorgeous , witty film"
+    assert outcome["mlm_mirrored"] and np.isfinite(outcome["mlm_losses"]).all()
+    assert outcome["mlm_losses"][1] != outcome["mlm_losses"][0]  # the masked-LM head trains
+    np.testing.assert_allclose(  # the same vectors as without a strategy
+        kbert.TextEmbedder.from_preset(pretrained_dirs["bert"], max_seq_length=16).predict(TEXTS),
+        outcome["embeddings"], atol=1e-5)
     # Saved from the mirrored variables, read back under the default strategy.
     again = kbert.TextClassifier.from_preset(str(tmp_path / "classifier"))
     predicted = again.predict(TEXTS)
