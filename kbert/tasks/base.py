@@ -167,6 +167,9 @@ class Task(abc.ABC):
     # `RERANK_API` (TEI's `/rerank`). The export records them for kbert-serve;
     # `kbert-index` embeds with an `embeddings` model and re-ranks with a `rerank` one.
     serving_apis: ClassVar[tuple[str, ...]] = ()
+    # What happens to an input longer than `max_seq_length` (`count_truncated` counts them;
+    # the fine-tuning summary says "... pieces and <long_inputs>").
+    long_inputs: ClassVar[str] = "were truncated"
 
     def __init__(self, config: Any = None, task_name: str | None = None):
         self.config = self.config_class() if config is None else config
@@ -506,11 +509,11 @@ class Task(abc.ABC):
         """
 
     def count_truncated(self, examples: list, preprocessor: TextPreprocessor) -> int | None:
-        """How many examples are longer than `preprocessor.max_seq_length` and get cut.
+        """How many examples are longer than `preprocessor.max_seq_length` pieces.
 
-        `run_finetuning` prints the counts in its summary, so that no text is cut
-        silently. None: the task does not cut its inputs (it reads long texts
-        in windows) or does not count (this default).
+        `run_finetuning` prints the counts in its summary with what happened to
+        them (`long_inputs`: cut, or read as several rows), so that no text is
+        cut silently. None: the task does not count (this default).
 
         Args:
             examples: list of the task's examples.

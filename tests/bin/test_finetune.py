@@ -204,3 +204,34 @@ def test_freeze_encoder_and_features_flags_train_only_the_head(pretrained, tmp_p
     assert refused.stderr.strip().splitlines()[-1].endswith(
         "--freeze_encoder: --task=squad has no feature-based mode; it applies to --task=glue "
         "and --task=ner.")
+
+
+def test_classification_of_your_own_file_without_validation_says_nothing_is_reported(
+        pretrained, tmp_path):
+    from tests.tasks.classification.files import ticket_rows
+    from tests.tasks.classification.files import write_rows
+
+    rows = [{"id": row["id"], "body": row["text"], "queue": row["label"]}
+            for row in ticket_rows(30, seed=4)]
+    rows[3]["body"] = "refund " * 20  # 140 characters: more pieces than 64
+    train = write_rows(tmp_path / "tickets.csv", rows)
+    model_dir = str(tmp_path / "tickets")
+    result = finetune("--task=classification", f"--train_file={train}",
+                      "--text_column_name=body", "--label_column_name=queue",
+                      f"--init_checkpoint={pretrained}", f"--model_dir={model_dir}",
+                      "--do_train", "--do_eval", gin_params=["run_finetuning.num_train_epochs = 2"])
+    results, config = _check_run(result, model_dir)
+    assert results["reported_split"] is None and results["selection"]["num_examples"] == 3
+    assert (config["text_column_names"], config["label_column_name"]) == (["body"], "queue")
+    assert "NOTE: no reported split exists" in result.stdout
+    # The three rows held out (seed 12345: rows 0, 12, 24) are all billing.
+    assert "(baseline 1.0: the majority class 'billing')" in result.stdout
+    assert ("NOTE: 1 of 30 training examples are longer than max_seq_length=64 pieces and were "
+            "truncated") in result.stdout
+    refused = finetune("--task=classification", f"--train_file={train}",
+                       "--text_column_name=body", "--text_column_names=body,queue",
+                       f"--init_checkpoint={pretrained}", f"--model_dir={tmp_path / 'x'}",
+                       "--do_train")
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        "finetune.py: error: --text_column_names=body,queue and --text_column_name=body: give "
+        "one of them.")

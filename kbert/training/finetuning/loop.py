@@ -458,7 +458,9 @@ def _truncation_counts(task: Task, examples: dict[str, list],
     counts = {split: task.count_truncated(rows, preprocessor) for split, rows in examples.items()}
     counts = {split: {"truncated": count, "examples": len(examples[split])}
               for split, count in counts.items() if count}
-    return {"max_seq_length": preprocessor.max_seq_length, **counts} if counts else {}
+    if not counts:
+        return {}
+    return {"max_seq_length": preprocessor.max_seq_length, "how": task.long_inputs, **counts}
 
 
 def _check_selection(task: Task, do_train: bool, do_eval: bool, num_restarts: int,

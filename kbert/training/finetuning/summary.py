@@ -14,7 +14,10 @@ from kbert.training.finetuning.hparam_search import format_table
 
 # Results printed in their own lines (or not at all), not as `key = value`.
 _OWN_LINES = ("train_loss", "eval_curve", "restarts", "hparam_search", "warnings", "baseline",
-              "truncated", "reported_split", "per_class", "confusion_matrix", "selection")
+              "truncated", "reported_split", "per_class", "per_type", "confusion_matrix",
+              "selection")
+# Per-class tables: results key -> the first column's heading.
+_TABLES = {"per_class": "class", "per_type": "type"}
 
 
 def summary_lines(results: dict[str, Any], model_dir: str) -> list[str]:
@@ -66,21 +69,22 @@ def truncation_lines(truncated: dict[str, Any] | None) -> list[str]:
     """One line per split whose texts were cut at `max_seq_length` (none when nothing was cut).
 
     Args:
-        truncated: dict or None. `results["truncated"]`: `max_seq_length` and,
-            per split, `truncated` and `examples` counts.
+        truncated: dict or None. `results["truncated"]`: `max_seq_length`, `how`
+            (the task's `long_inputs`) and, per split, `truncated` and
+            `examples` counts.
 
     Returns:
         list of str.
     """
     if not truncated:
         return []
-    length = truncated["max_seq_length"]
+    length, how = truncated["max_seq_length"], truncated.get("how", "were truncated")
     names = {"train": "training", "dev": "dev", "test": "test"}
     return [f"NOTE: {counts['truncated']} of {counts['examples']} {names.get(split, split)} "
-            f"examples are longer than max_seq_length={length} pieces and were truncated; raise "
+            f"examples are longer than max_seq_length={length} pieces and {how}; raise "
             "run_finetuning.max_seq_length (up to the encoder's positions: 512 for BERT, 8192 "
             "for ModernBERT) to read them whole."
-            for split, counts in truncated.items() if split != "max_seq_length"]
+            for split, counts in truncated.items() if isinstance(counts, dict)]
 
 
 def _metric_lines(metrics: dict[str, Any], baseline: dict[str, Any] | None) -> list[str]:
@@ -94,13 +98,15 @@ def _metric_lines(metrics: dict[str, Any], baseline: dict[str, Any] | None) -> l
 
 
 def _class_lines(metrics: dict[str, Any]) -> list[str]:
-    """Per-class precision, recall, F1 and support, and the confusion matrix, as tables."""
+    """Per-class (or per-type) precision, recall, F1 and support, and the confusion matrix."""
     lines = []
-    per_class = metrics.get("per_class")
-    if per_class:
-        width = max(5, *(len(label) for label in per_class))
-        lines.append(f"  {'class':<{width}}  precision  recall     f1  support")
-        for label, row in per_class.items():
+    for key, heading in _TABLES.items():
+        table = metrics.get(key)
+        if not table:
+            continue
+        width = max(len(heading), *(len(label) for label in table))
+        lines.append(f"  {heading:<{width}}  precision  recall     f1  support")
+        for label, row in table.items():
             lines.append(f"  {label:<{width}}  {row['precision']:>9.4f}  {row['recall']:>6.4f}  "
                          f"{row['f1']:.4f}  {row['support']:>7}")
     confusion = metrics.get("confusion_matrix")

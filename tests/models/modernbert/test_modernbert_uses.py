@@ -104,6 +104,25 @@ def _long_document():
     return " ".join((words * 200)[:N_WORDS])
 
 
+def test_classification_of_your_own_file_reads_8000_pieces_whole(pretrained, tmp_path):
+    """Issue 48, item 6: --task=classification at the encoder's limit, max_seq_length 8,192."""
+    from kbert.data.text_datasets import count_truncated
+    from kbert.checkpoints import open_model_dir
+    from tests.tasks.classification.files import write_rows
+
+    document = _long_document()
+    rows = [{"text": document if i == 0 else f"short text {i}", "label": f"c{i % 2}"}
+            for i in range(4)]
+    train = write_rows(tmp_path / "long.jsonl", rows)
+    results = run_finetuning("classification", pretrained, str(tmp_path / "run"),
+                             train_file=train, do_eval=False, max_seq_length=8192, **FAST)
+    assert "truncated" not in results and np.isfinite(results["train_loss"]).all()
+    # The same document at BERT's usual 512 would be cut, and the run would say so.
+    preprocessor = open_model_dir(pretrained).preprocessor(512)
+    assert count_truncated(preprocessor, [row["text"] for row in rows]) == 1
+    assert count_truncated(preprocessor.with_max_seq_length(8192), [document]) == 0
+
+
 def test_exports_pass_the_ops_check_and_serve_the_in_process_answers(finetuned, tmp_path):
     """NER and SQuAD, whose serving reads BPE words and offsets and long windows.
 

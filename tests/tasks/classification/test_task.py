@@ -110,7 +110,7 @@ def test_regression_of_pairs_from_parquet_beside_the_mean_and_cut_texts_counted(
     scores = np.array([row["score"] for row in dev_rows])
     assert results["baseline"]["mse"] == pytest.approx(np.var(scores), rel=1e-5)
     assert results["train_loss"][-1] < results["train_loss"][0]
-    assert results["truncated"] == {"max_seq_length": 24,
+    assert results["truncated"] == {"max_seq_length": 24, "how": "were truncated",
                                     "train": {"truncated": 1, "examples": 32}}
     recorded = json.load(open(tmp_path / "run" / "task_config.json"))
     assert recorded["text_pair"] and recorded["text_column_names"] == ["sentence1", "sentence2"]
