@@ -25,6 +25,9 @@ setup(
         "absl-py",
         "tensorflow-serving-api~=2.21.0",
         "grpcio",
+        # kbert-serve --enable_grpc_healthcheck_service: the standard grpc.health.v1 service (gRPC's
+        # own package for it). Releases after 1.80 need protobuf 7, which apache-beam (test extra) refuses.
+        "grpcio-health-checking>=1.80",
         # kbert-serve's REST server: one event loop reads every connection, with read timeouts
         # and body limits (kbert/serving/rest_server.py says why not http.server or others).
         "tornado>=6.4",

@@ -104,6 +104,13 @@ PackingConfig = _configurable(data.PackingConfig)
 # The warmup-stable-decay schedule: `run_pretraining.stable_decay = @StableDecay()` with
 # `StableDecay.decay_fraction = 0.1` and `StableDecay.decay_shape = "1-sqrt"`.
 StableDecay = _configurable(training.StableDecay)
+# ModernBERT's recipe (gin/modernbert_pretrain.gin): `run_pretraining.optimizer_config =
+# @OptimizerConfig()` with `OptimizerConfig.beta_2 = 0.98`; `run_pretraining.batch_size_warmup
+# = @BatchSizeWarmup()` with `BatchSizeWarmup.min_batch_size = 768`; and mmBERT's
+# `run_pretraining.masking_schedule = @MaskingSchedule()` (30% -> 15% -> 5%).
+OptimizerConfig = _configurable(training.OptimizerConfig)
+BatchSizeWarmup = _configurable(training.BatchSizeWarmup)
+MaskingSchedule = _configurable(data.MaskingSchedule)
 
 # The repo's gin/ directory (present in a source checkout or editable install).
 GIN_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), os.pardir, "gin"))
@@ -266,16 +273,15 @@ def _is_bound(parameter: str) -> bool:
 
 
 def _data_vocabulary_size(input_file: str, vocab_file: str | None) -> int | None:
-    """The vocabulary size the data's sidecar records, else `vocab_file`'s line count."""
+    """The vocabulary size the data's sidecar records, else `vocab_file`'s (any tokenizer file)."""
     try:
         metadata = data.read_pretraining_metadata(list_input_files(input_file))
     except FileNotFoundError:
         return None  # run_pretraining names the flag
     if metadata and metadata.get("vocab_size"):
         return int(metadata["vocab_size"])
-    if vocab_file and os.path.isfile(vocab_file):
-        with open(vocab_file, encoding="utf-8") as f:
-            return sum(1 for _ in f)
+    if vocab_file and os.path.isfile(vocab_file):  # A vocab.txt or a tokenizer.json.
+        return len(data.tokenizers.tokenizer_class(vocab_file).read_vocabulary(vocab_file))
     return None
 
 

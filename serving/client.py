@@ -6,6 +6,9 @@
     python serving/client.py --server=localhost:8500 --model_name=squad \
         --question "Where is it?" --context "It is in Paris."
     python serving/client.py --server=localhost:8500 --model_name=sst2 --metadata
+    # a server with --ssl_config_file (client_verify: true) and --api_key:
+    python serving/client.py --server=localhost:8500 --model_name=sst2 --text "a gorgeous film" \
+        --ssl_root_cert=ca.pem --ssl_client_cert=client.pem --ssl_client_key=client.key --api_key=KEY
 
 Needs only tensorflow-serving-api (and its tensorflow) and grpcio; not kbert.
 """
@@ -27,8 +30,10 @@ TEXT_INPUTS = ("text", "text_pair", "question", "context")
 
 
 def predict(stub, model_name: str, inputs: dict[str, list[str]], signature_name: str = "serving_default",
-            version: int | None = None, timeout: float = 30.0) -> dict[str, np.ndarray]:
-    """Sends one Predict request of strings; returns the outputs as numpy arrays."""
+            version: int | None = None, timeout: float = 30.0, metadata=None) -> dict[str, np.ndarray]:
+    """Sends one Predict request of strings; returns the outputs as numpy arrays.
+
+    `metadata`: gRPC metadata, e.g. `[("authorization", "Bearer KEY")]` for kbert-serve --api_key."""
     request = predict_pb2.PredictRequest()
     request.model_spec.name = model_name
     request.model_spec.signature_name = signature_name
@@ -37,16 +42,16 @@ def predict(stub, model_name: str, inputs: dict[str, list[str]], signature_name:
     for key, values in inputs.items():
         request.inputs[key].CopyFrom(tf.make_tensor_proto([v.encode("utf-8") for v in values],
                                                           dtype=tf.string))
-    response = stub.Predict(request, timeout=timeout)
+    response = stub.Predict(request, timeout=timeout, metadata=metadata)
     return {key: tf.make_ndarray(value) for key, value in response.outputs.items()}
 
 
-def metadata(stub, model_name: str, timeout: float = 30.0) -> str:
+def signatures(stub, model_name: str, timeout: float = 30.0, metadata=None) -> str:
     """Returns the model's signatures (GetModelMetadata) as text."""
     request = get_model_metadata_pb2.GetModelMetadataRequest()
     request.model_spec.name = model_name
     request.metadata_field.append("signature_def")
-    response = stub.GetModelMetadata(request, timeout=timeout)
+    response = stub.GetModelMetadata(request, timeout=timeout, metadata=metadata)
     signatures = get_model_metadata_pb2.SignatureDefMap()
     response.metadata["signature_def"].Unpack(signatures)
     lines = [f"{model_name} version {response.model_spec.version.value}"]
@@ -67,6 +72,22 @@ def _show(value):
     return value.item() if isinstance(value, np.generic) else value
 
 
+def _read(path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _channel(args) -> grpc.Channel:
+    """A plaintext channel, or TLS when --ssl_root_cert is given (with a client certificate if asked)."""
+    if not args.ssl_root_cert:
+        return grpc.insecure_channel(args.server)
+    credentials = grpc.ssl_channel_credentials(_read(args.ssl_root_cert), _read(args.ssl_client_key),
+                                               _read(args.ssl_client_cert))
+    return grpc.secure_channel(args.server, credentials)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="localhost:8500", help="host:port of the gRPC server.")
@@ -77,17 +98,25 @@ def main(argv=None) -> int:
         parser.add_argument(f"--{name}", action="append", help=f"Value(s) of input '{name}' (repeatable).")
     parser.add_argument("--metadata", action="store_true", help="Print the signatures instead.")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--api_key", help="Sent as 'authorization: Bearer KEY' (kbert-serve --api_key).")
+    parser.add_argument("--ssl_root_cert", help="PEM file of the CA of a TLS server (--ssl_config_file); "
+                        "without it the channel is plaintext.")
+    parser.add_argument("--ssl_client_cert", help="With --ssl_root_cert: this client's PEM certificate "
+                        "(for a server with client_verify).")
+    parser.add_argument("--ssl_client_key", help="Its PEM private key.")
     args = parser.parse_args(argv)
-    with grpc.insecure_channel(args.server) as channel:
+    call_metadata = [("authorization", f"Bearer {args.api_key}")] if args.api_key else None
+    with _channel(args) as channel:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         try:
             if args.metadata:
-                print(metadata(stub, args.model_name, args.timeout))
+                print(signatures(stub, args.model_name, args.timeout, call_metadata))
                 return 0
             inputs = {name: getattr(args, name) for name in TEXT_INPUTS if getattr(args, name)}
             if not inputs:
                 parser.error("give --text (and --text_pair), or --question and --context.")
-            outputs = predict(stub, args.model_name, inputs, args.signature_name, args.version, args.timeout)
+            outputs = predict(stub, args.model_name, inputs, args.signature_name, args.version, args.timeout,
+                              call_metadata)
         except grpc.RpcError as e:
             print(f"client.py: {e.code().name}: {e.details()}", file=sys.stderr)
             return 1

@@ -11,7 +11,8 @@ from kbert import configurables
 GIN_FILES = sorted(f for f in os.listdir(os.path.join(REPO, "gin")) if f.endswith(".gin"))
 # Run settings (not model sizes), included by base.gin.
 RUN_SETTINGS = {"pretrain.gin", "finetune.gin", "distill.gin",  # run settings, not model sizes
-                "pretrain_budget.gin", "continue_pretraining.gin"}
+                "pretrain_budget.gin", "continue_pretraining.gin", "modernbert_pretrain.gin",
+                "modernbert_context_extension.gin"}
 SIZES = {  # L, H, A, I
     "base.gin": (12, 768, 12, 3072),
     "large.gin": (24, 1024, 16, 4096),
@@ -145,6 +146,68 @@ def test_budget_recipe_overlays_a_size_file_and_builds_an_mlm_only_pretrainer():
     assert not pretrainer.next_sentence
     L, H, A, I = SIZES["mini.gin"]
     assert pretrainer.encoder.count_params() == encoder_parameters(L, H, I)
+    gin.clear_config()
+
+
+def _bound(*names):
+    return {name: gin.query_parameter(name) for name in names}
+
+
+def _reference_name(name):
+    value = gin.query_parameter(name)
+    return value if value is None else value.selector
+
+
+def test_modernbert_gin_files_bind_the_papers_recipe():
+    configurables.parse_gin(["gin/modernbert_base.gin"])
+    assert _bound("run_pretraining.optimizer", "run_pretraining.learning_rate",
+                  "run_pretraining.weight_decay_rate", "OptimizerConfig.beta_1",
+                  "OptimizerConfig.beta_2", "OptimizerConfig.epsilon",
+                  "OptimizerConfig.global_clipnorm", "OptimizerConfig.decoupled_weight_decay",
+                  "run_pretraining.masking", "MaskingConfig.masked_lm_prob",
+                  "run_pretraining.max_seq_length", "run_pretraining.train_batch_size",
+                  "run_pretraining.gradient_accumulation_steps", "BatchSizeWarmup.min_batch_size",
+                  "BatchSizeWarmup.warmup_tokens", "StableDecay.decay_shape") == {
+        "run_pretraining.optimizer": "stable_adamw", "run_pretraining.learning_rate": 8e-4,
+        "run_pretraining.weight_decay_rate": 1e-5, "OptimizerConfig.beta_1": 0.9,
+        "OptimizerConfig.beta_2": 0.98, "OptimizerConfig.epsilon": 1e-6,
+        "OptimizerConfig.global_clipnorm": None, "OptimizerConfig.decoupled_weight_decay": True,
+        "run_pretraining.masking": "dynamic", "MaskingConfig.masked_lm_prob": 0.3,
+        "run_pretraining.max_seq_length": 1024, "run_pretraining.train_batch_size": 4608,
+        "run_pretraining.gradient_accumulation_steps": 6, "BatchSizeWarmup.min_batch_size": 768,
+        "BatchSizeWarmup.warmup_tokens": 50_000_000_000, "StableDecay.decay_shape": "1-sqrt"}
+    assert [_reference_name(f"run_pretraining.{name}") for name in (
+        "optimizer_config", "stable_decay", "batch_size_warmup", "packing")] == [
+        "OptimizerConfig", "StableDecay", "BatchSizeWarmup", "PackingConfig"]
+    # 30% of 1,024 tokens fit in the prediction slots.
+    assert round(0.3 * 1024) <= gin.query_parameter("run_pretraining.max_predictions_per_seq")
+    configurables.parse_gin(["gin/modernbert_large.gin"])
+    assert _bound("run_pretraining.learning_rate", "run_pretraining.optimizer") == {
+        "run_pretraining.learning_rate": 5e-4, "run_pretraining.optimizer": "stable_adamw"}
+    # The context-extension phase: 8,192 tokens, theta 160,000, 3e-4, a 1-sqrt decay to zero.
+    configurables.parse_gin(["gin/modernbert_context_extension.gin"])
+    assert _bound("ModernBertEncoder.max_sequence_length", "ModernBertEncoder.global_rope_theta",
+                  "run_pretraining.max_seq_length", "run_pretraining.learning_rate",
+                  "StableDecay.decay_fraction", "run_pretraining.optimizer") == {
+        "ModernBertEncoder.max_sequence_length": 8192,
+        "ModernBertEncoder.global_rope_theta": 160000.0, "run_pretraining.max_seq_length": 8192,
+        "run_pretraining.learning_rate": 3e-4, "StableDecay.decay_fraction": 0.1667,
+        "run_pretraining.optimizer": "stable_adamw"}
+    assert _reference_name("run_pretraining.batch_size_warmup") is None
+    gin.clear_config()
+
+
+def test_the_budget_recipe_after_a_modernbert_size_puts_back_what_the_papers_recipe_binds():
+    configurables.parse_gin(["gin/modernbert_base.gin", "gin/pretrain_budget.gin"])
+    assert _bound("run_pretraining.optimizer", "run_pretraining.max_seq_length",
+                  "run_pretraining.gradient_accumulation_steps",
+                  "run_pretraining.save_checkpoints_steps") == {
+        "run_pretraining.optimizer": "adamw", "run_pretraining.max_seq_length": 128,
+        "run_pretraining.gradient_accumulation_steps": 1,
+        "run_pretraining.save_checkpoints_steps": 1000}
+    assert [_reference_name(f"run_pretraining.{name}") for name in (
+        "optimizer_config", "stable_decay", "batch_size_warmup", "masking_schedule",
+        "packing")] == [None] * 5
     gin.clear_config()
 
 

@@ -1,4 +1,4 @@
-"""Learns a BERT WordPiece vocabulary (`vocab.txt`) from raw text.
+"""Learns a BERT WordPiece vocabulary (`vocab.txt`), or a byte-level BPE `tokenizer.json`, from raw text.
 
 The layout follows the released BERT vocabularies: `[PAD]` (id 0),
 `[unused0]`..`[unused{N-1}]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, every character
@@ -8,11 +8,16 @@ read it. The same input and flags give the same file, byte for byte. With
 --runner the corpus is counted by an Apache Beam pipeline (DirectRunner here;
 Dataflow, Flink or Spark at scale) and the vocabulary learned from the counts
 on this machine: the same file. Options after the tool's flags go to Beam.
-The same as `kbert-vocab build` (both run `kbert.bin.vocab_build`).
+With --tokenizer=bpe it writes a byte-level BPE `tokenizer.json` laid out as
+ModernBERT's instead (see `kbert.data.vocab.bpe_learning`). The same as
+`kbert-vocab build` (both run `kbert.bin.vocab_build`).
 
 Example:
 
     python tools/build_vocab.py --input_file='corpus/*.txt' --output_file=vocab.txt
+
+    python tools/build_vocab.py --tokenizer=bpe --input_file='corpus/*.txt' \
+      --vocab_size=32768 --output_dir=bpe
 
     python tools/build_vocab.py --input_file='corpus/*.txt' --output_file=vocab.txt \
       --runner=DirectRunner --direct_num_workers=2 --direct_running_mode=multi_processing
@@ -47,5 +52,5 @@ def parse_flags(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file"])
+    flags.mark_flags_as_required(["input_file"])
     app.run(main, flags_parser=parse_flags)

@@ -1,9 +1,10 @@
 """Creates masked-LM/next-sentence pre-training TFRecords from raw text.
 
 Same flags, defaults, algorithm and output format as google-research/bert's
-`create_pretraining_data.py`, plus n-gram masking, SOP/none sentence tasks and
-worker processes; streams with bounded memory and gives byte-identical output
-for any --num_workers. With --runner it runs as an Apache Beam pipeline instead
+`create_pretraining_data.py`, plus n-gram masking, SOP/none sentence tasks,
+byte-level BPE tokenizers (--tokenizer_file=tokenizer.json, ModernBERT's kind,
+e.g. from kbert-vocab build --tokenizer=bpe) and worker processes; streams with
+bounded memory and gives byte-identical output for any --num_workers. With --runner it runs as an Apache Beam pipeline instead
 (DirectRunner here; Dataflow, Flink or Spark for corpora past one machine) and
 writes the same files; options after the tool's flags go to Beam. See
 docs/data.md.
@@ -14,6 +15,11 @@ Example:
       --input_file='corpus/*.txt' \
       --output_file=data/train-0.tfrecord,data/train-1.tfrecord \
       --vocab_file=vocab.txt --dupe_factor=5
+
+    python tools/create_pretraining_data.py \
+      --input_file='corpus/*.txt' --output_file=data/train.tfrecord \
+      --tokenizer_file=bpe/tokenizer.json --next_sentence=none --masking=dynamic \
+      --dupe_factor=1
 
     python tools/create_pretraining_data.py ... --runner=DirectRunner \
       --direct_num_workers=2 --direct_running_mode=multi_processing
@@ -38,10 +44,17 @@ flags.DEFINE_string(
     "output_file", None, "Output TFRecord file(s), comma-separated; instances go round-robin."
 )
 flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary the BERT model is trained on.")
+flags.DEFINE_string(
+    "tokenizer_file", None, "Instead of --vocab_file: the tokenizer the model is trained on, a "
+    "byte-level BPE tokenizer.json (ModernBERT's kind; kbert-vocab build --tokenizer=bpe) or a "
+    "vocab.txt. Each line is stripped and tokenized on its own.")
 flags.DEFINE_bool(
-    "do_lower_case", True, "Lower case and strip accents: True for uncased models, False for cased."
+    "do_lower_case", True, "Lower case and strip accents: True for uncased models, False for "
+    "cased (WordPiece only: a byte-level BPE has no lower casing)."
 )
-flags.DEFINE_bool("do_whole_word_mask", False, "Mask all WordPieces of a word together.")
+flags.DEFINE_bool("do_whole_word_mask", False, "Mask all pieces of a word together (WordPiece: "
+                  "a piece and its ## pieces; byte-level BPE: a piece with a leading space and "
+                  "the pieces after it without one).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length in tokens.")
 flags.DEFINE_integer("max_predictions_per_seq", 20, "Maximum masked LM predictions per sequence.")
 flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
@@ -91,10 +104,24 @@ def main(argv):
         )
     from kbert.bin import common  # noqa: F401  Starts TensorFlow without its start-up notices.
     from kbert.data import format_instance
-    from kbert.data import read_vocab
     from kbert.data.pretraining.generator import create_pretraining_data
+    from kbert.data.tokenizers import ByteLevelBpeTokenizer
+    from kbert.data.tokenizers import tokenizer_class
 
-    vocab = read_vocab(FLAGS.vocab_file) if FLAGS.verbose else None
+    tokenizer_path = FLAGS.tokenizer_file or FLAGS.vocab_file
+    if not tokenizer_path:
+        sys.exit("create_pretraining_data: error: pass --vocab_file (a WordPiece vocab.txt) or "
+                 "--tokenizer_file (a byte-level BPE tokenizer.json or a vocab.txt).")
+    kind = tokenizer_class(tokenizer_path)
+    if kind is ByteLevelBpeTokenizer and FLAGS["do_lower_case"].present:
+        sys.exit(f"create_pretraining_data: error: --do_lower_case applies to WordPiece; "
+                 f"{tokenizer_path} is a byte-level BPE, which has no lower casing: drop it.")
+    vocab = None
+    if FLAGS.verbose:
+        try:
+            vocab = kind.read_vocabulary(tokenizer_path)
+        except (ValueError, FileNotFoundError) as e:
+            sys.exit(f"create_pretraining_data: error: {e}")
     start = time.time()
     last_report = [start]
 
@@ -117,6 +144,7 @@ def main(argv):
             input_file=FLAGS.input_file,
             output_file=FLAGS.output_file,
             vocab_file=FLAGS.vocab_file,
+            tokenizer_file=FLAGS.tokenizer_file,
             do_lower_case=FLAGS.do_lower_case,
             do_whole_word_mask=FLAGS.do_whole_word_mask,
             max_seq_length=FLAGS.max_seq_length,
@@ -155,5 +183,5 @@ def parse_flags(argv):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["input_file", "output_file", "vocab_file"])
+    flags.mark_flags_as_required(["input_file", "output_file"])
     app.run(main, flags_parser=parse_flags)

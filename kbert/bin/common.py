@@ -179,7 +179,11 @@ start_tensorflow_quietly()
 
 
 def run(main: Callable[[list[str]], None]) -> None:
-    """Runs an absl `main`, turning user errors into one line instead of a traceback.
+    """Runs an absl `main`, turning user errors and interruptions into one line, not a traceback.
+
+    Ctrl-C ends with exit status 130; a training loop stopped by a signal
+    (`kbert.training.TrainingInterrupted`, a `KeyboardInterrupt` saying what it
+    saved) with 128 + the signal: 130 for SIGINT, 143 for SIGTERM.
 
     `--help` lists the binary's flags however it was started (see `_help_describes`).
 
@@ -202,6 +206,10 @@ def run(main: Callable[[list[str]], None]) -> None:
             message = str(e).split("\n  In call to configurable")[0]
             print(f"{program}: error: {message}", file=sys.stderr)
             sys.exit(2)
+        except KeyboardInterrupt as e:
+            program = os.path.basename(sys.argv[0])
+            print(f"{program}: {str(e) or 'interrupted by SIGINT'}", file=sys.stderr)
+            sys.exit(getattr(e, "exit_code", 130))
 
     app.run(guarded)
 

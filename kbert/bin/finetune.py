@@ -13,11 +13,13 @@ CoNLL-2003 NER, SQuAD span QA, sentence similarity, dense retrieval and re-ranki
         --init_checkpoint=minilm/ --model_dir=runs/squad \\
         --gin_params='run_finetuning.max_seq_length = 384'
     kbert-finetune ... --export_dir=export/sst2 --quantize=int8    # an int8 serving SavedModel
+    kbert-finetune ... --do_train --do_eval --compare_with_random_init  # did pre-training help?
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import logging
 import os
@@ -89,6 +91,10 @@ flags.DEFINE_enum("features", None, ["last", "sum_last_4", "concat_last_4", "wei
                   "What the head reads instead of the default output: a mix of the encoder's "
                   "layers (weighted = ELMo's learned softmax mix); glue, classification and ner. "
                   "Same as binding GlueConfig.features (ClassificationConfig., NerConfig.).")
+flags.DEFINE_bool("compare_with_random_init", False, "After fine-tuning, fine-tune a "
+                  "never-pre-trained encoder of --init_checkpoint's shape with the same settings "
+                  "and seed (into --model_dir/random_init) and print both dev scores and the "
+                  "difference. Needs --do_train --do_eval.")
 flags.mark_flags_as_required(["task", "init_checkpoint", "model_dir"])
 FLAGS = flags.FLAGS
 
@@ -105,6 +111,9 @@ def main(argv: list[str]) -> None:
             raise ValueError(f"--quantize={FLAGS.quantize} quantizes the export: give --export_dir "
                              "too (or run kbert-export --quantize on the model_dir later).")
         check_quantize(FLAGS.quantize)
+    if FLAGS.compare_with_random_init and not (FLAGS.do_train and FLAGS.do_eval):
+        raise ValueError("--compare_with_random_init compares two fine-tuning runs' dev "
+                         "scores: give --do_train --do_eval too.")
     from kbert import configurables
 
     logging.getLogger("kbert").setLevel(logging.INFO)
@@ -112,6 +121,8 @@ def main(argv: list[str]) -> None:
     configurables.parse_gin(FLAGS.gin_file or [DEFAULT_GIN], FLAGS.gin_params)
     results = _run_finetuning(configurables)
     _write_summary(results)
+    if FLAGS.compare_with_random_init:
+        _compare_with_random_init(configurables, results)
     if FLAGS.export_dir:
         from kbert.export import export_saved_model
 
@@ -122,11 +133,12 @@ def main(argv: list[str]) -> None:
         print(f"exported to {path}")
 
 
-def _run_finetuning(configurables) -> dict:
+def _run_finetuning(configurables, init_checkpoint: str | None = None,
+                    model_dir: str | None = None) -> dict:
     return configurables.run_finetuning(
         task=FLAGS.task,
-        init_checkpoint=FLAGS.init_checkpoint,
-        model_dir=FLAGS.model_dir,
+        init_checkpoint=init_checkpoint or FLAGS.init_checkpoint,
+        model_dir=model_dir or FLAGS.model_dir,
         task_name=FLAGS.task_name,
         data_dir=FLAGS.data_dir,
         train_file=FLAGS.train_file,
@@ -145,6 +157,40 @@ def _run_finetuning(configurables) -> dict:
         num_restarts=FLAGS.num_restarts,
         hparam_grid=_hparam_grid() if FLAGS.hparam_search else None,
     )
+
+
+def _compare_with_random_init(configurables, results: dict) -> None:
+    """The same fine-tuning from a never-pre-trained encoder; both scores and the difference."""
+    import tempfile
+
+    import gin
+    import tensorflow as tf
+
+    from kbert.files import write_text
+    from kbert.training.finetuning import random_init
+
+    try:
+        seed = int(gin.query_parameter("run_finetuning.seed"))
+    except ValueError:  # not bound: run_finetuning's default
+        seed = inspect.signature(configurables.run_finetuning).parameters["seed"].default
+    output_dir = os.path.join(FLAGS.model_dir, random_init.RANDOM_INIT_DIR)
+    encoder_dir = tempfile.mkdtemp(prefix="kbert-random-init-")
+    try:
+        random_init.never_pretrained_directory(FLAGS.init_checkpoint, encoder_dir, seed)
+        print(f"***** fine-tuning a never-pre-trained encoder (seed {seed}) into {output_dir} "
+              "*****", flush=True)
+        baseline = _run_finetuning(configurables, init_checkpoint=encoder_dir,
+                                   model_dir=output_dir)
+    finally:
+        tf.io.gfile.rmtree(encoder_dir)
+    # The same bindings as the run it is compared with (seed included).
+    write_text(os.path.join(output_dir, "operative_config.gin"), gin.operative_config_str())
+    comparison = random_init.compare_scores(results, baseline)
+    write_text(os.path.join(FLAGS.model_dir, random_init.COMPARISON_FILE),
+               json.dumps(comparison, indent=2, sort_keys=True) + "\n")
+    for warning in baseline.get("warnings", []):
+        print(f"WARNING (never pre-trained run): {warning}")
+    print(random_init.format_comparison(comparison))
 
 
 def _with_feature_flags(options):

@@ -8,12 +8,16 @@
     kbert-pretrain --gin_file=gin/continue_pretraining.gin --init_checkpoint=out/minilm \\
         --input_file='domain/train-*.tfrecord' --eval_input_file='domain/heldout-*.tfrecord' \\
         --model_dir=out/minilm-domain
+    kbert-pretrain --gin_file=gin/modernbert_context_extension.gin --init_checkpoint=out/mb_1024 \\
+        --input_file='long/train-*.tfrecord' --model_dir=out/mb_8192
     kbert-pretrain --nodo_train --do_eval --init_checkpoint=out/converted \\
         --eval_input_file='data/heldout-*.tfrecord' --model_dir=out/eval_converted
 
 Re-running the same command after a crash resumes from the last checkpoint in
-`--model_dir`. Hyperparameters are gin bindings (see gin/pretrain.gin); the
-encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
+`--model_dir`; Ctrl-C (SIGINT) or SIGTERM first finishes the step, saves a checkpoint
+there and exits 130 / 143 with one line saying so. Hyperparameters are gin bindings
+(see gin/pretrain.gin; `gin/modernbert_base.gin` carries ModernBERT's recipe, docs/pretraining.md,
+"ModernBERT"); the encoder's vocabulary size comes from the data's sidecar (or `--vocab_file`)
 unless your own gin file or `--gin_params` sets `BertEncoder.vocabulary_size`.
 With `--init_checkpoint`, the encoder (sizes, activation, LayerNorm epsilon,
 vocabulary) is the directory's: a gin file need bind no size, a binding that
@@ -21,8 +25,8 @@ contradicts the directory is an error, and the data must have been made with
 the directory's `vocab.txt` (see docs/pretraining.md, "Continue pre-training
 on your domain").
 `--eval_input_file` evaluates held-out data every `run_pretraining.eval_every_steps`
-(default: each checkpoint) and at the end (see docs/pretraining.md, "Is my
-pre-training working?").
+(default: each checkpoint), at the end and, from `--init_checkpoint`, before the first
+step (step 0: the "before" figure; see docs/pretraining.md, "Is my pre-training working?").
 """
 
 from __future__ import annotations
@@ -53,8 +57,10 @@ flags.DEFINE_string("init_checkpoint", None, "Pre-trained directory to continue 
                     "only), e.g. a kbert-convert output; its sizes, activation and LayerNorm "
                     "epsilon are used (no size gin file needed). Ignored when --model_dir has a "
                     "checkpoint.")
-flags.DEFINE_string("vocab_file", None, "vocab.txt copied into --model_dir so fine-tuning and "
-                    "export find it (default: the one named by the data's sidecar).")
+flags.DEFINE_string("vocab_file", None, "The tokenizer file the data was made with (a vocab.txt "
+                    "or a byte-level BPE tokenizer.json), copied into --model_dir so fine-tuning "
+                    "and export find it; data made with another is refused (default: the one "
+                    "named by the data's sidecar).")
 flags.DEFINE_bool("do_lower_case", None, "Whether the data was lower-cased; recorded in "
                   "--model_dir (default: the data's sidecar value).")
 flags.DEFINE_string(
@@ -126,7 +132,8 @@ def train() -> None:
         pretrainer = configurables.pretrainer()
         # run_pretraining and the model configurables have now been called, so
         # the operative config is complete before the first step.
-        if chief:
+        # Evaluation only leaves the training run's own config as it is.
+        if chief and FLAGS.do_train:
             write_text(os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG), gin.operative_config_str())
         return pretrainer
 
@@ -147,15 +154,18 @@ def train() -> None:
 def main(argv: list[str]) -> None:
     if len(argv) > 1:
         raise ValueError(f"unexpected arguments: {argv[1:]}")
-    # Evaluating a pre-trained directory builds the model from it: no gin file needed.
-    evaluates_directory = not FLAGS.do_train and FLAGS.init_checkpoint
+    run_config = _training_run_config()
+    # Evaluating a pre-trained directory builds the model from it, and a training run's
+    # checkpoint from the run's own operative_config.gin: no gin file needed.
+    evaluates_directory = not FLAGS.do_train and (FLAGS.init_checkpoint or run_config)
     if not FLAGS.gin_file and not evaluates_directory:
         raise ValueError("--gin_file is required, e.g. --gin_file=gin/base.gin")
     from kbert import configurables
 
     # TF logs every checkpoint write at INFO; progress lines go to stdout.
     logging.set_verbosity(logging.WARNING)
-    configurables.parse_gin(FLAGS.gin_file or [], FLAGS.gin_params)
+    configurables.parse_gin(([run_config] if run_config else []) + (FLAGS.gin_file or []),
+                            FLAGS.gin_params)
     if FLAGS.init_checkpoint and FLAGS.do_train:
         # Continue the directory's own encoder: its sizes and numerics, no size gin file.
         configurables.encoder_from_directory(FLAGS.init_checkpoint)
@@ -163,6 +173,22 @@ def main(argv: list[str]) -> None:
         dry_run()
         return
     train()
+
+
+def _training_run_config() -> str | None:
+    """`--model_dir/operative_config.gin` when `--nodo_train` evaluates that run's checkpoint.
+
+    The run's own config builds the model its checkpoint was saved from; `--gin_file`
+    and `--gin_params` still apply on top of it.
+    """
+    import tensorflow as tf
+
+    if FLAGS.do_train or not FLAGS.model_dir:
+        return None
+    path = os.path.join(FLAGS.model_dir, OPERATIVE_CONFIG)
+    if tf.train.latest_checkpoint(FLAGS.model_dir) and tf.io.gfile.exists(path):
+        return path
+    return None
 
 
 def run() -> None:

@@ -1,11 +1,12 @@
-"""kbert-serve: serve kbert SavedModels over TF Serving's gRPC and REST protocol.
+"""kbert-serve: serve kbert SavedModels over TF Serving's gRPC and REST protocol, and OpenAI's and TEI's APIs.
 
     kbert-serve --model_name=sst2 --model_base_path=export/sst2
     kbert-serve --model_config_file=serving/models.config --enable_batching \
         --batching_parameters_file=serving/batching_parameters.txt
 
-Flags are `tensorflow_model_server`'s. It prints one line when ready, logs one
-line per request with -v 1 (debug), and stops cleanly on SIGTERM or Ctrl-C.
+Flags are `tensorflow_model_server`'s (TEI's for --api_key, --max_batch_tokens, --tei_model). It
+prints one line when ready, logs one line per request with -v 1 (debug), and stops cleanly on
+SIGTERM or Ctrl-C.
 """
 
 from __future__ import annotations
@@ -85,6 +86,24 @@ flags.DEFINE_integer("onnxruntime_intra_op_parallelism", 0, "Threads one ONNX Ru
 flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
                      "change of a file under it also retries it).")
 flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")
+flags.DEFINE_float("model_config_file_poll_wait_seconds", 0, "Seconds between re-reads of --model_config_file: "
+                   "models added there load, removed ones unload, policy and label changes apply, unchanged "
+                   "models are not touched. 0 reads it once. (gRPC HandleReloadConfigRequest reloads too.)")
+flags.DEFINE_bool("allow_version_labels_for_unavailable_models", False, "Let a version_labels entry name a "
+                  "version that is not loaded (yet); without it such a label stops the start or the reload. A "
+                  "label in use still moves only to a loaded version (TF Serving's rule).")
+flags.DEFINE_bool("enable_model_warmup", True, "Replay a version's assets.extra/tf_serving_warmup_requests "
+                  "(kbert-export writes them) before it serves, so the first requests are not slow.")
+flags.DEFINE_integer("num_request_iterations_for_warmup", 1, "Times each warm-up request is replayed.")
+flags.DEFINE_bool("enable_grpc_healthcheck_service", False, "Answer grpc.health.v1.Health: SERVING while "
+                  "every model has a version loaded (services '', ModelService, PredictionService).")
+flags.DEFINE_string("ssl_config_file", None, "TF Serving's SSLConfig text proto (server_key, server_cert, "
+                    "custom_ca, client_verify, as PEM text): the gRPC port speaks TLS. REST stays plain HTTP.")
+flags.DEFINE_string("api_key", None, "Requests must carry 'Authorization: Bearer <key>' (gRPC: authorization "
+                    "metadata), or get 401/UNAUTHENTICATED; GET /health, the metrics and grpc.health.v1 stay "
+                    "open. Keep it off the command line with --flagfile=FILE.")
+flags.DEFINE_string("tei_model", None, "The model TEI's routes (/embed, /predict, /rerank, /tokenize, /info) "
+                    "answer when a request names none; unset: the only model that can answer the route.")
 FLAGS = flags.FLAGS
 
 
@@ -133,6 +152,9 @@ def main(argv: list[str]) -> None:
                     max_concurrent_requests=FLAGS.max_concurrent_requests)
     if FLAGS.max_num_load_retries < 0 or FLAGS.load_retry_interval_micros < 0:
         raise ValueError("--max_num_load_retries and --load_retry_interval_micros must be >= 0.")
+    if FLAGS.num_request_iterations_for_warmup < 1:
+        raise ValueError(f"--num_request_iterations_for_warmup={FLAGS.num_request_iterations_for_warmup}; "
+                         "it must be >= 1 (--noenable_model_warmup turns warm-up off).")
     _raise_open_file_limit(FLAGS.rest_api_max_connections + FLAGS.grpc_max_concurrent_rpcs + 256)
     server = ModelServer(configs, host=FLAGS.host, port=FLAGS.port, rest_api_port=FLAGS.rest_api_port,
                          poll_wait_seconds=FLAGS.file_system_poll_wait_seconds, batching=batching,
@@ -145,7 +167,15 @@ def main(argv: list[str]) -> None:
                          max_num_load_retries=FLAGS.max_num_load_retries,
                          load_retry_interval_seconds=FLAGS.load_retry_interval_micros / 1e6,
                          indexes=indexes, use_onnxruntime=FLAGS.onnxruntime,
-                         onnxruntime_threads=FLAGS.onnxruntime_intra_op_parallelism)
+                         onnxruntime_threads=FLAGS.onnxruntime_intra_op_parallelism,
+                         config_file=FLAGS.model_config_file,
+                         config_poll_wait_seconds=FLAGS.model_config_file_poll_wait_seconds,
+                         allow_unavailable_labels=FLAGS.allow_version_labels_for_unavailable_models,
+                         warmup_iterations=(FLAGS.num_request_iterations_for_warmup
+                                            if FLAGS.enable_model_warmup else 0),
+                         enable_grpc_healthcheck_service=FLAGS.enable_grpc_healthcheck_service,
+                         ssl_config_file=FLAGS.ssl_config_file, api_key=FLAGS.api_key,
+                         tei_model=FLAGS.tei_model)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

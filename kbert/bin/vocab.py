@@ -1,14 +1,19 @@
-"""kbert-vocab: learn a WordPiece vocabulary, or grow a pre-trained directory's with your domain's words.
+"""kbert-vocab: learn a WordPiece or byte-level BPE tokenizer, or grow a pre-trained directory's
+WordPiece vocabulary with your domain's words.
 
     kbert-vocab build --input_file='corpus/*.txt' --output_file=vocab.txt --vocab_size=30522
+    kbert-vocab build --tokenizer=bpe --input_file='corpus/*.txt' --vocab_size=32768 \\
+        --output_dir=bpe
     kbert-vocab extend --model_dir=minilm --corpus='domain/*.txt' --max_new_tokens=500 \\
         --output_dir=minilm-domain
     kbert-vocab extend --model_dir=minilm --words_file=words.txt --output_dir=minilm-domain
 
 `build` learns a BERT WordPiece `vocab.txt` from raw text (what
-`tools/build_vocab.py` runs: the same flags, the same file byte for byte); with
-`--runner` the corpus is counted by an Apache Beam pipeline, and Beam's own
-options follow a `--`:
+`tools/build_vocab.py` runs: the same flags, the same file byte for byte), or,
+with `--tokenizer=bpe`, a byte-level BPE `tokenizer.json` laid out as
+ModernBERT's (`--output_dir=bpe` writes `bpe/tokenizer.json`); with `--runner`
+the corpus is counted by an Apache Beam pipeline, and Beam's own options follow
+a `--`:
 
     kbert-vocab build --input_file='corpus/*.txt' --output_file=vocab.txt \\
         --runner=DirectRunner -- --direct_num_workers=2
@@ -42,7 +47,6 @@ flags.DEFINE_integer("min_count", 2, "--corpus: occurrences a word needs to be a
 flags.DEFINE_bool("append_rows", True, "Append embedding rows once the [unusedN] slots are full; "
                   "--noappend_rows keeps the vocabulary size (then more words than free slots "
                   "is an error).")
-flags.DEFINE_string("output_dir", None, "The new pre-trained directory (written atomically).")
 flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
 FLAGS = flags.FLAGS
 # absl's --help lists the main module's own flags; `build`'s are defined with it.
@@ -52,8 +56,8 @@ flags.adopt_module_key_flags(vocab_build)
 def extend() -> None:
     """Chooses the words, writes the extended directory and prints what was added."""
     from kbert import checkpoints
+    from kbert.data.vocab import choose_split_words
     from kbert.data.vocab import count_words
-    from kbert.data.vocab import frequent_split_words
     from kbert.files import check_output_dir
 
     for name in ("model_dir", "output_dir"):
@@ -72,7 +76,10 @@ def extend() -> None:
     counts = None
     if FLAGS.corpus:
         counts = count_words(FLAGS.corpus, directory.tokenizer)
-        words = frequent_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        choice = choose_split_words(counts, FLAGS.max_new_tokens, FLAGS.min_count)
+        for line in choice.report():  # How many words passed --min_count; fewer than asked?
+            print(line, flush=True)
+        words = choice.words
     else:
         words = checkpoints.read_words_file(FLAGS.words_file)
     extension = checkpoints.extend_vocabulary(
@@ -99,9 +106,6 @@ def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] not in COMMANDS or (argv[1] == "extend" and len(argv) != 2):
         raise ValueError(f"expected one command, {' | '.join(COMMANDS)}; got {argv[1:]}.")
     if argv[1] == "build":
-        for name in ("input_file", "output_file"):
-            if not FLAGS[name].value:
-                raise ValueError(f"kbert-vocab build needs --{name}.")
         vocab_build.build(pipeline_args=argv[2:])  # what follows `--`: Beam's options
     else:
         extend()

@@ -18,6 +18,7 @@ from kbert.data.pretraining import DynamicMasker
 from kbert.data.pretraining import ExampleEncoder
 from kbert.data.pretraining import InstanceOptions
 from kbert.data.pretraining import MaskingConfig
+from kbert.data.pretraining import MaskingSchedule
 from kbert.data.pretraining import TrainingInstance
 from kbert.data.pretraining import VocabInfo
 from kbert.data.pretraining import create_instances_from_document

@@ -1,10 +1,17 @@
-"""Pre-training's tokenizer: vocabulary checks and Python lists around `BertWordpieceTokenizer`.
+"""Pre-training's tokenizers: vocabulary checks and Python lists around kbert's tokenizers.
 
-The ids come from `kbert.data.BertWordpieceTokenizer` (the original BERT
+`pretraining_tokenizer(path)` is the one the data tool uses for a tokenizer
+file: `BertTokenizer` for a WordPiece `vocab.txt`, `BpeTokenizer` for a
+byte-level BPE `tokenizer.json` (ModernBERT's). Both cut a chunk of text into
+lines and tokenize them in one call (`tokenize_text`).
+
+WordPiece ids come from `kbert.data.BertWordpieceTokenizer` (the original BERT
 normalization, then tensorflow-text's `FastBertTokenizer`), the same
 construction fine-tuning and serving use. It matches google-research/bert's
 `tokenization.FullTokenizer` on punctuation, CJK characters, accents and
-control characters (tested in `tests/data/test_tokenization.py`).
+control characters (tested in `tests/data/test_tokenization.py`). Byte-level
+BPE ids come from `kbert.data.ByteLevelBpeTokenizer`, what fine-tuning and
+serving use, which gives Hugging Face `tokenizers`' ids.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ import tensorflow as tf
 
 from kbert.data.text_files import MAX_LINE_CHARS
 from kbert.data.tokenizers.bert_wordpiece_tokenizer import BertWordpieceTokenizer
+from kbert.data.tokenizers.byte_level_bpe import ByteLevelBpeTokenizer
+from kbert.data.tokenizers.loading import tokenizer_class
 from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_ascii
 from kbert.data.tokenizers.bert_wordpiece_tokenizer import normalize_text
 from kbert.data.vocabulary import PRETRAINING_TOKENS
@@ -145,6 +154,105 @@ class BertTokenizer:
 
     def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
         return [self.vocab[i] for i in ids]
+
+
+class BpeTokenizer:
+    """A byte-level BPE `tokenizer.json` for pre-training data: `BertTokenizer`'s interface.
+
+    Each line is stripped (Python's `str.strip`, as the tokenizer learner
+    reads lines, `kbert-vocab build --tokenizer=bpe`) and tokenized on its own
+    by `kbert.data.ByteLevelBpeTokenizer` (Hugging Face `tokenizers`' ids, as
+    fine-tuning and serving tokenize), so a line's first word has no leading
+    space ("The", not "ĠThe"), as a text's first word in fine-tuning.
+
+    Args:
+        tokenizer_file: str. A byte-level BPE `tokenizer.json` with `[CLS]`,
+            `[SEP]` (its post-processor's) and `[MASK]`.
+
+    Example:
+
+    >>> tokenizer = kbert.data.BpeTokenizer("bpe/tokenizer.json")
+    >>> tokenizer.convert_ids_to_tokens(tokenizer.tokenize_to_ids(["Hello, world!"])[0])
+    ['Hello', ',', 'Ġworld', '!']
+    """
+
+    def __init__(self, tokenizer_file: str):
+        self.vocab_file = tokenizer_file
+        self.do_lower_case = None  # Byte-level BPE has no lower casing.
+        self._tokenizer = ByteLevelBpeTokenizer.from_file(tokenizer_file)
+        if self._tokenizer.mask_id is None:
+            raise ValueError(f"tokenizer file {tokenizer_file!r} has no [MASK] (or <mask>) token; "
+                             "masked-LM pre-training needs one (kbert-vocab build --tokenizer=bpe "
+                             "writes one).")
+        self.vocab = self._tokenizer.vocabulary
+        self.cls_id, self.sep_id = self._tokenizer.cls_id, self._tokenizer.sep_id
+        self.mask_id, self.pad_id = self._tokenizer.mask_id, self._tokenizer.pad_id
+        self._traced = tf.function(self._tokenizer.tokenize,
+                                   input_signature=[tf.TensorSpec([None], tf.string)])
+        self._calls = 0
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    def tokenize_to_ids(self, lines: Sequence[str]) -> list[list[int]]:
+        """Tokenizes Python strings (each stripped) to lists of ids (one list per line)."""
+        if not lines:
+            return []
+        ids = self._tokenize(tf.constant([line.strip() for line in lines]))
+        flat = ids.flat_values.numpy().tolist()
+        splits = ids.row_splits.numpy().tolist()
+        return [flat[a:b] for a, b in zip(splits[:-1], splits[1:])]
+
+    def tokenize_text(self, text: bytes, max_line_chars: int = MAX_LINE_CHARS) -> TokenizedLines:
+        """Tokenizes each line of a UTF-8 text, cut to `max_line_chars` characters and stripped.
+
+        Args:
+            text: bytes. UTF-8 text, lines separated by `\\n`.
+            max_line_chars: int. Longer lines are cut to this many
+                characters. Defaults to `MAX_LINE_CHARS`.
+
+        Returns:
+            `TokenizedLines`; a line of only whitespace is blank.
+        """
+        lines = text.decode("utf-8").split("\n")
+        num_truncated = sum(len(line) > max_line_chars for line in lines)
+        lines = [line[:max_line_chars].strip() for line in lines]
+        ids = self._tokenize(tf.constant(lines, tf.string))
+        blank = np.array([not line for line in lines], bool)
+        return TokenizedLines(ids.flat_values.numpy().astype(np.int64), ids.row_splits.numpy(),
+                              blank, int(num_truncated))
+
+    def convert_ids_to_tokens(self, ids: Sequence[int]) -> list[str]:
+        return [self.vocab[i] for i in ids]
+
+    def _tokenize(self, lines: tf.Tensor) -> tf.RaggedTensor:
+        # The first call runs eagerly: tracing costs a few eager calls, so a run
+        # of one chunk (a small held-out file) never traces; later calls share
+        # one trace, a little faster a chunk than eager calls.
+        self._calls += 1
+        return (self._tokenizer.tokenize if self._calls == 1 else self._traced)(lines)
+
+
+def pretraining_tokenizer(tokenizer_file: str,
+                          do_lower_case: bool = True) -> BertTokenizer | BpeTokenizer:
+    """The data tool's tokenizer for a tokenizer file, of the kind its extension says.
+
+    Args:
+        tokenizer_file: str. A WordPiece `vocab.txt` or a byte-level BPE `tokenizer.json`.
+        do_lower_case: bool. WordPiece's lower casing; a byte-level BPE has none.
+
+    Returns:
+        `BertTokenizer` or `BpeTokenizer`.
+
+    Example:
+
+    >>> type(pretraining_tokenizer("bpe/tokenizer.json")).__name__
+    'BpeTokenizer'
+    """
+    if tokenizer_class(tokenizer_file) is ByteLevelBpeTokenizer:
+        return BpeTokenizer(tokenizer_file)
+    return BertTokenizer(tokenizer_file, do_lower_case=do_lower_case)
 
 
 def _truncate(lines: tf.Tensor, max_chars: int, unit: str) -> tuple[tf.Tensor, int]:

@@ -39,6 +39,9 @@ from kbert.export.serving_modules import encoder_serving_module
 from kbert.export.serving_modules import serving_module
 from kbert.export.serving_modules import serving_task
 from kbert.export.serving_modules import task_model_serving_module
+from kbert.export.tokenizer_function import TOKENIZE_FUNCTION
+from kbert.export.tokenizer_function import tokenizer_function
+from kbert.export.warmup_requests import write_warmup_requests
 from kbert.files import atomic_directory
 from kbert.layers.int8_dense import int8_layers
 from kbert.tasks import Task
@@ -48,6 +51,9 @@ from kbert.tasks import get_task
 EXPORT_INFO = "kbert_export.json"
 # `kbert_export.json`'s key of the record kbert-serve reads (`serving_record`).
 SERVING_RECORD = "serving"
+
+# Words of the long warm-up text of a module without a preprocessor (its length unknown).
+DEFAULT_WARMUP_WORDS = 128
 
 log = logging.getLogger("kbert.export")
 
@@ -118,13 +124,20 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
                    write_extra: Callable[[str], None] | None = None) -> None:
     """Saves the SavedModel and its `assets.extra/`, then checks its ops."""
     signatures = module.signatures()
+    preprocessor = getattr(module, "preprocessor", None)
+    if preprocessor is not None:
+        # Tracked as the module's attribute: saved as a function of the root, not a signature.
+        setattr(module, TOKENIZE_FUNCTION, tokenizer_function(preprocessor))
     # Serving computes no gradients: without this, TF traces and stores the
     # gradient function of every custom-gradient op (LayerNorm's, GELU's), about a
-    # tenth of the time an export takes.
+    # tenth of the time an export takes. (Loading such a SavedModel logs that a
+    # gradient "will likely fail"; kbert-serve drops that line, kbert.serving.servable.)
     options = tf.saved_model.SaveOptions(experimental_custom_gradients=False)
     tf.saved_model.save(module, directory, signatures=signatures, options=options)
     extra = os.path.join(directory, "assets.extra")
     os.makedirs(extra, exist_ok=True)
+    write_warmup_requests(extra, signatures, preprocessor.max_seq_length if preprocessor is not None
+                          else DEFAULT_WARMUP_WORDS)
     tf.io.gfile.copy(vocab_file, os.path.join(extra, tokenizer_file_name(vocab_file)),
                      overwrite=True)
     info = dict(info, signatures=sorted(signatures))

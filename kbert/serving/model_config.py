@@ -64,6 +64,11 @@ def read_model_config_file(path: str) -> list[ModelConfig]:
 
     Returns:
         The models, in file order.
+
+    Example:
+
+    >>> [config.name for config in read_model_config_file("serving/models.config")]
+    ['sst2', 'ner']
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"--model_config_file={path} does not exist.")
@@ -74,22 +79,45 @@ def read_model_config_file(path: str) -> list[ModelConfig]:
         text_format.Parse(text, proto)
     except text_format.ParseError as e:
         raise ValueError(f"--model_config_file={path} is not a ModelServerConfig text proto: {e}") from None
-    if not proto.model_config_list.config:
-        raise ValueError(f"--model_config_file={path} lists no model under model_config_list.")
+    return model_configs(proto, f"--model_config_file={path}", os.path.dirname(os.path.abspath(path)))
+
+
+def model_configs(proto: model_server_config_pb2.ModelServerConfig, source: str,
+                  base_dir: str | None = None) -> list[ModelConfig]:
+    """The `ModelConfig`s of a `ModelServerConfig` (a config file's, or a reload request's).
+
+    Args:
+        proto: `ModelServerConfig` with a `model_config_list`.
+        source: str. How errors name where it came from (`--model_config_file=...`).
+        base_dir: str or None. Directory relative `base_path`s are joined to;
+            None refuses them (TF Serving's reload takes absolute paths only).
+
+    Returns:
+        The models, in the proto's order.
+
+    Raises:
+        ValueError: no model, a model without name or base_path, a name twice,
+            another platform, or a relative path without `base_dir`.
+    """
+    if proto.WhichOneof("config") != "model_config_list" or not proto.model_config_list.config:
+        raise ValueError(f"{source} lists no model under model_config_list.")
     configs, names = [], set()
     for entry in proto.model_config_list.config:
         if not entry.name or not entry.base_path:
-            raise ValueError(f"--model_config_file={path}: every config needs name and base_path; "
+            raise ValueError(f"{source}: every config needs name and base_path; "
                              f"got {text_format.MessageToString(entry, as_one_line=True)!r}.")
         if entry.name in names:
-            raise ValueError(f"--model_config_file={path}: model name {entry.name!r} appears twice.")
+            raise ValueError(f"{source}: model name {entry.name!r} appears twice.")
         names.add(entry.name)
         if entry.model_platform not in ("", "tensorflow"):
-            raise ValueError(f"--model_config_file={path}: model {entry.name!r} has model_platform "
+            raise ValueError(f"{source}: model {entry.name!r} has model_platform "
                              f"{entry.model_platform!r}; kbert-serve serves 'tensorflow' SavedModels.")
         base_path = entry.base_path
         if "://" not in base_path and not os.path.isabs(base_path):
-            base_path = os.path.join(os.path.dirname(os.path.abspath(path)), base_path)
+            if base_dir is None:
+                raise ValueError(f"{source}: model {entry.name!r} has the relative base_path "
+                                 f"{base_path!r}; a reload request needs absolute paths (as TF Serving).")
+            base_path = os.path.join(base_dir, base_path)
         config = ModelConfig(entry.name, base_path, version_labels=dict(entry.version_labels))
         policy = entry.model_version_policy.WhichOneof("policy_choice")
         if policy == "all":

@@ -16,6 +16,7 @@ import tensorflow as tf
 from google.protobuf import any_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_management_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
@@ -158,14 +159,17 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
-    """`tensorflow.serving.ModelService`: GetModelStatus.
+    """`tensorflow.serving.ModelService`: GetModelStatus and HandleReloadConfigRequest.
 
     Args:
         manager: `ModelManager`.
+        reloader: `ConfigReloader` or None. Applies reload requests; None
+            answers them UNIMPLEMENTED.
     """
 
-    def __init__(self, manager: ModelManager):
+    def __init__(self, manager: ModelManager, reloader=None):
         self.manager = manager
+        self.reloader = reloader
 
     def GetModelStatus(self, request, context):
         name, version, label = _version_request(request.model_spec)
@@ -178,8 +182,24 @@ class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):
         return status_response(statuses)
 
     def HandleReloadConfigRequest(self, request, context):
-        context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                      "kbert-serve reads its model config at start; restart it to change models.")
+        """Serves the request's `ModelServerConfig` from now on (`ConfigReloader.reload`).
+
+        As in TF Serving, the answer comes once new models have loaded, an
+        error is both the call's status and the response's `status`, and each
+        of `metric_names` is answered (with an increase of 0: kbert-serve's
+        metrics are Prometheus', at `/monitoring/prometheus/metrics`).
+        """
+        if self.reloader is None:
+            _abort(context, ServingError(grpc.StatusCode.UNIMPLEMENTED, "This server takes no reload requests."))
+        try:
+            self.reloader.reload(request.config)
+        except ServingError as e:
+            _abort(context, e)
+        response = model_management_pb2.ReloadConfigResponse()
+        response.status.error_code = 0
+        for name in request.metric_names:
+            response.metric.add(name=name, int64_value_increase=0)
+        return response
 
 
 def status_response(statuses) -> get_model_status_pb2.GetModelStatusResponse:

@@ -7,9 +7,12 @@
          {"signature_name": "...", "context": {...}, "examples": [{"text": "..."}, ...]}
                                    -> {"result": [[[label, score], ...], ...]} | {"result": [value, ...]}
     POST /v1/embeddings            OpenAI's embeddings API (kbert.serving.encoder_apis)
-    POST /rerank                   TEI's rerank API (kbert.serving.encoder_apis)
+    GET  /v1/models                OpenAI's model list (kbert.serving.encoder_apis)
+    POST /embed, /predict, /rerank, /tokenize; GET /info, /health
+                                   TEI's API (kbert.serving.tei_apis)
     GET  /monitoring/prometheus/metrics   Prometheus text exposition (kbert.serving.metrics)
-    GET  /v1/models/<name>[/versions/<v> | /labels/<l>]            model status
+    GET  /v1/models/<name>[/versions/<v> | /labels/<l>]            model status (and, for
+                                   /v1/models/<name>, OpenAI's model object in the same JSON)
     GET  /v1/models/<name>[/versions/<v> | /labels/<l>]/metadata   signature defs
     POST /v1/indexes/<name>:search {"queries": [...], "top_k": 10}
                                    -> {"ids": [[...]], "scores": [[...]], "texts": [[...]]}
@@ -19,7 +22,8 @@ POST paths are one table (`POST_ROUTES`: the path, the `api` label the
 metrics count it under, the handler, the error shape). Errors are
 `{"error": "<message>"}` (OpenAI's and TEI's shapes on their paths,
 `error_body`) with HTTP 400 (bad request, malformed or
-over-deep JSON, a limit passed), 404 (unknown model or version), 413 (over
+over-deep JSON, a limit passed), 401 (no `--api_key` bearer token), 404
+(unknown model or version), 413 (over
 `--max_request_bytes`), 503 (busy: retry) or 504 (deadline passed). Strings may
 be sent as `{"b64": "<base64>"}` (TF Serving's way to send bytes that are not
 UTF-8).
@@ -39,7 +43,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from kbert.serving.encoder_apis import EMBEDDINGS_PATH
-from kbert.serving.encoder_apis import RERANK_PATH
+from kbert.serving.encoder_apis import MODELS_PATH
 from kbert.serving.encoder_apis import EncoderApis
 from kbert.serving.encoder_apis import openai_error
 from kbert.serving.encoder_apis import tei_error
@@ -54,6 +58,13 @@ from kbert.serving.metrics import CONTENT_TYPE
 from kbert.serving.metrics import METRICS_PATH
 from kbert.serving.metrics import status_of_http
 from kbert.serving.prediction_service import status_response
+from kbert.serving.tei_apis import EMBED_PATH
+from kbert.serving.tei_apis import HEALTH_PATH
+from kbert.serving.tei_apis import INFO_PATH
+from kbert.serving.tei_apis import PREDICT_PATH
+from kbert.serving.tei_apis import RERANK_PATH
+from kbert.serving.tei_apis import TOKENIZE_PATH
+from kbert.serving.tei_apis import TeiApis
 
 log = logging.getLogger("kbert.serving")
 
@@ -200,10 +211,18 @@ def _exactly(path: str) -> re.Pattern:
 # Every POST path, in the order they are tried.
 POST_ROUTES = (
     Route(_exactly(EMBEDDINGS_PATH), "embeddings", "_embeddings", openai_error),
-    Route(_exactly(RERANK_PATH), "rerank", "_rerank", tei_error),
+    Route(_exactly(EMBED_PATH), "embed", "_tei", tei_error),
+    Route(_exactly(PREDICT_PATH), "tei_predict", "_tei", tei_error),
+    Route(_exactly(RERANK_PATH), "rerank", "_tei", tei_error),
+    Route(_exactly(TOKENIZE_PATH), "tokenize", "_tei", tei_error),
     Route(_SEARCH, "search", "_index_search"),
     Route(_PREDICT, None, "_model_method"),
 )
+# The TeiApis method answering each TEI POST path.
+_TEI_METHODS = {EMBED_PATH: "embed", PREDICT_PATH: "predict", RERANK_PATH: "rerank",
+                TOKENIZE_PATH: "tokenize"}
+# Paths any client may GET without the --api_key: the health check and the metrics (as TEI).
+PUBLIC_PATHS = frozenset((HEALTH_PATH, METRICS_PATH))
 
 
 def post_route(path: str) -> tuple[Route | None, re.Match | None]:
@@ -225,6 +244,10 @@ def _api_of(path: str) -> str:
 
 def error_body(path: str, error: ServingError) -> dict:
     """The error JSON a client of `path` expects: OpenAI's, TEI's, or TF Serving's `{"error": "..."}`."""
+    if path == MODELS_PATH:
+        return openai_error(error)
+    if path in (INFO_PATH, HEALTH_PATH):
+        return tei_error(error)
     route, _ = post_route(path)
     return (route.error_shape if route is not None else _tf_serving_error)(error)
 
@@ -239,6 +262,9 @@ class RestApi:
             answered at `/v1/indexes/<name>:search`.
         metrics: `ServingMetrics` or None (the predictor's). Every POST is
             counted and timed; GET `/monitoring/prometheus/metrics` shows them.
+        tei_model: str or None. The model TEI's routes answer when a request
+            names none (`--tei_model`).
+        max_batch_tokens: int. `--max_batch_tokens`, which TEI's `/info` reports.
 
     Example:
 
@@ -247,19 +273,29 @@ class RestApi:
     (200, {'predictions': [{'label': 'positive', ...}]})
     """
 
-    def __init__(self, predictor, manager, indexes: dict | None = None, metrics=None):
+    def __init__(self, predictor, manager, indexes: dict | None = None, metrics=None,
+                 tei_model: str | None = None, max_batch_tokens: int = 0):
         self.predictor = predictor
         self.manager = manager
         self.indexes = dict(indexes or {})
         self.metrics = metrics or predictor.metrics
         self.encoder_apis = EncoderApis(predictor)
+        self.tei_apis = TeiApis(predictor, tei_model, max_batch_tokens)
         self.example_apis = ExampleApis(predictor)
 
     def get(self, path: str) -> tuple[int, dict]:
-        """Model status (`/v1/models/<name>[/versions/<v>]`), metadata (`.../metadata`) or the metrics."""
+        """Model status (`/v1/models/<name>[/versions/<v>]`), metadata (`.../metadata`), the metrics,
+        OpenAI's model list, TEI's `/info` and `/health`."""
         if path == METRICS_PATH:
             return 200, RawBody(CONTENT_TYPE, self.metrics.exposition())
+        if path == HEALTH_PATH:
+            status, payload = self.tei_apis.health()
+            return status, payload if payload is not None else RawBody("text/plain; charset=utf-8", b"")
         try:
+            if path == MODELS_PATH:
+                return 200, self.encoder_apis.models()
+            if path == INFO_PATH:
+                return 200, self.tei_apis.info()
             index = _INDEX.match(path)
             if index:
                 return 200, {"index": index[1], "metadata": dataclasses.asdict(
@@ -280,17 +316,21 @@ class RestApi:
             if label:
                 version = self.manager.get(name, label=label).version
             response = status_response(self.manager.status(name, version))
-            return 200, {"model_version_status": [
+            answer = {"model_version_status": [
                 {"version": str(entry.version), "state": type(entry).State.Name(entry.state),
                  "status": {"error_code": _code_name(entry.status.error_code),
                             "error_message": entry.status.error_message}}
                 for entry in response.model_version_status]}
+            if version is None and label is None:
+                # OpenAI's GET /v1/models/<id> is this path too: both clients read their own keys.
+                answer.update(self.encoder_apis.model(name))
+            return 200, answer
         except ServingError as e:
-            return e.http_status, {"error": e.message}
+            return e.http_status, error_body(path, e)
 
     def post(self, path: str, raw: bytes, deadline: float | None = None) -> tuple[int, dict]:
         """Predict, Classify, Regress (`/v1/models/<name>[/versions/<v> | /labels/<l>]:<method>`),
-        `/v1/embeddings`, `/rerank` or an index search; counted and timed in the metrics.
+        `/v1/embeddings`, TEI's routes or an index search; counted and timed in the metrics.
 
         Args:
             path: str. The URL path, without the query.
@@ -310,7 +350,8 @@ class RestApi:
             if route is None:
                 raise not_found(f"Malformed request: POST {path}; predict at "
                                 "/v1/models/<name>[/versions/<v>]:predict (or :classify, :regress), "
-                                f"{EMBEDDINGS_PATH} or {RERANK_PATH}.")
+                                f"{EMBEDDINGS_PATH}, or TEI's {EMBED_PATH}, {PREDICT_PATH}, {RERANK_PATH}, "
+                                f"{TOKENIZE_PATH}.")
             return 200, getattr(self, route.handler)(match, raw, deadline, record)
         except ServingError as e:
             return e.http_status, error_body(path, e)
@@ -320,8 +361,9 @@ class RestApi:
     def _embeddings(self, match, raw: bytes, deadline: float | None, record) -> dict:
         return self.encoder_apis.embeddings(_parse_json(raw), deadline, record)
 
-    def _rerank(self, match, raw: bytes, deadline: float | None, record) -> list:
-        return self.encoder_apis.rerank(_parse_json(raw), deadline, record)
+    def _tei(self, match, raw: bytes, deadline: float | None, record) -> list:
+        method = getattr(self.tei_apis, _TEI_METHODS[match.string])
+        return method(_parse_json(raw), deadline, record)
 
     def _index_search(self, match, raw: bytes, deadline: float | None, record) -> dict:
         return self._search(match[1], _parse_json(raw))

@@ -35,10 +35,12 @@ import tornado.web
 
 from kbert.serving.errors import ServingError
 from kbert.serving.errors import invalid
+from kbert.serving.access import ApiKey
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
 from kbert.serving.limits import RequestSlots
 from kbert.serving.metrics import REFUSALS
+from kbert.serving.rest import PUBLIC_PATHS
 from kbert.serving.rest import RawBody
 from kbert.serving.rest import RestApi
 from kbert.serving.rest import error_body
@@ -124,6 +126,14 @@ class _Handler(tornado.web.RequestHandler):
         self.finish(_json_bytes({"error": message}))
 
     def prepare(self) -> None:
+        api_key = self.server.api_key
+        if (api_key is not None and self.request.path not in PUBLIC_PATHS
+                and not api_key.allows(self.request.headers.get("Authorization"))):
+            # Refused from the headers: the body is never read.
+            self.set_header("WWW-Authenticate", 'Bearer realm="kbert-serve"')
+            self._refuse(ServingError(grpc.StatusCode.UNAUTHENTICATED, "This server needs an API key: send "
+                                      "the header Authorization: Bearer <key> (kbert-serve --api_key)."))
+            return
         if self.request.method != "POST":
             return
         headers = self.request.headers
@@ -204,6 +214,8 @@ class RestServer:
             (`--rest_api_max_connections`).
         slots: `RequestSlots` or None. POST requests in flight at once, shared
             with gRPC (`--max_concurrent_requests`); past it 429 at once.
+        api_key: `ApiKey` or None. Every path but `PUBLIC_PATHS` needs it
+            (`Authorization: Bearer <key>`); others get 401 from their headers.
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -217,8 +229,9 @@ class RestServer:
 
     def __init__(self, address: tuple[str, int], api: RestApi, limits: Limits, budget: ByteBudget,
                  num_threads: int = 16, timeout_seconds: float = 30.0, max_connections: int = 1000,
-                 slots: RequestSlots | None = None):
+                 slots: RequestSlots | None = None, api_key: ApiKey | None = None):
         self.api = api
+        self.api_key = api_key
         self.slots = slots
         self.limits = limits
         self.budget = budget

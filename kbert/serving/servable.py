@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import numpy as np
@@ -19,6 +20,31 @@ from kbert.serving.token_counts import truncation_length
 import grpc
 
 DEFAULT_SIGNATURE = "serving_default"
+# The function kbert-export saves beside the signatures for `POST /tokenize`
+# (kbert.export.tokenizer_function.TOKENIZE_FUNCTION; kbert.serving imports nothing of kbert).
+TOKENIZE_FUNCTION = "tokenize"
+
+_UNSAVED_GRADIENTS = "Importing a function (%s) with ops with unsaved custom gradients"
+
+
+class _UnsavedGradientsFilter(logging.Filter):
+    """Drops TensorFlow's load-time warning about unsaved custom gradients, and nothing else.
+
+    kbert exports save no gradient functions (`SaveOptions(experimental_custom_gradients=False)`:
+    serving computes none, and tracing them costs a tenth of an export), so loading one makes
+    TensorFlow warn, once per function (14 lines for a few models), that a gradient "will likely
+    fail". A server never asks for one: the warning is nobody's to act on. Matched on
+    TensorFlow's own format string, so any other warning still shows.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(_UNSAVED_GRADIENTS))
+
+
+# TensorFlow logs through absl's logger ("absl"), or "tensorflow" in other set-ups.
+for _logger in map(logging.getLogger, ("absl", "tensorflow")):
+    if not any(isinstance(f, _UnsavedGradientsFilter) for f in _logger.filters):
+        _logger.addFilter(_UnsavedGradientsFilter())
 
 
 def _dtype_name(dtype: tf.DType) -> str:
@@ -67,6 +93,8 @@ class Servable:
         # What kbert's export records of the version ({} for other SavedModels).
         self.export_info = read_export_info(path)
         self.truncation_length = truncation_length(self.export_info)  # None: texts may run in windows
+        # The export's tokenizer (`text` -> tokens, offsets), for `POST /tokenize`; None when it has none.
+        self.tokenize = getattr(self._loaded, TOKENIZE_FUNCTION, None)
         self.input_specs = {}
         for signature, function in self.functions.items():
             _, kwargs = function.structured_input_signature
@@ -78,9 +106,10 @@ class Servable:
                                               onnxruntime_threads)
             self.functions.update(replaced)
             self.runtimes = {signature: "onnxruntime" for signature in replaced}
-        self._warm_up()
+        self._check_answers()
 
-    def _warm_up(self) -> None:
+    def _check_answers(self) -> None:
+        # Each signature once on a small input: a version that cannot answer is refused at load.
         for signature, specs in self.input_specs.items():
             inputs = {}
             for input_name, spec in specs.items():
@@ -162,3 +191,27 @@ class Servable:
             raise ServingError(grpc.StatusCode.INTERNAL,
                                f"{self.name} version {self.version} failed: {e}") from None
         return {key: value.numpy() for key, value in outputs.items()}
+
+    def run_tokenize(self, texts: np.ndarray) -> dict[str, np.ndarray]:
+        """Runs the export's `tokenize` function (kbert exports have it; see `tokenize`).
+
+        Args:
+            texts: object array `[batch]` of UTF-8 bytes.
+
+        Returns:
+            dict of `token_ids`, `starts`, `ends`, `texts`, `special` (`[batch,
+            tokens]`, padded) and `num_tokens` (`[batch]`), as numpy arrays.
+
+        Raises:
+            ServingError: INVALID_ARGUMENT without the function, INTERNAL if it fails.
+        """
+        if self.tokenize is None:
+            raise invalid(f"{self.name} version {self.version} was exported without its tokenizer function; "
+                          "re-export it with kbert-export.")
+        try:
+            outputs = self.tokenize(text=tf.constant(texts, dtype=tf.string))
+        except tf.errors.OpError as e:
+            raise ServingError(grpc.StatusCode.INTERNAL, f"{self.name} version {self.version} could not "
+                               f"tokenize: {op_error_cause(e.message)}") from None
+        return {key: value.numpy() for key, value in outputs.items()}
+

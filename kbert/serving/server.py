@@ -8,11 +8,17 @@ import threading
 from concurrent import futures
 
 import grpc
+from grpc_health.v1 import health
+from grpc_health.v1 import health_pb2
+from grpc_health.v1 import health_pb2_grpc
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from kbert.serving.access import ApiKey
+from kbert.serving.access import read_ssl_config
 from kbert.serving.batching import BatchingParameters
 from kbert.serving.batching import BatchScheduler
+from kbert.serving.config_reload import ConfigReloader
 from kbert.serving.limits import ByteBudget
 from kbert.serving.limits import Limits
 from kbert.serving.limits import RequestSlots
@@ -26,6 +32,10 @@ from kbert.serving.rest import RestApi
 from kbert.serving.rest_server import RestServer
 
 log = logging.getLogger("kbert.serving")
+
+# The gRPC health services answered (`--enable_grpc_healthcheck_service`): the whole
+# server (""), and the two service names TF Serving registers.
+HEALTH_SERVICES = ("", "ModelService", "PredictionService")
 
 
 class ModelServer:
@@ -71,6 +81,25 @@ class ModelServer:
             has one (`--onnxruntime`). Defaults to True.
         onnxruntime_threads: int. Threads one ONNX Runtime call may use
             (`--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice.
+        config_file: str or None. The `--model_config_file` `configs` came
+            from, re-read every `config_poll_wait_seconds`.
+        config_poll_wait_seconds: float. `--model_config_file_poll_wait_seconds`;
+            0 reads the file at start only. Reload requests
+            (`HandleReloadConfigRequest`) are taken either way.
+        allow_unavailable_labels: bool. `--allow_version_labels_for_unavailable_models`:
+            version labels may name versions that are not loaded; otherwise such a
+            label stops the start (and a reload). Defaults to False.
+        warmup_iterations: int. Replays of each warm-up request of a version
+            before it serves (`--enable_model_warmup` x
+            `--num_request_iterations_for_warmup`); 0: none. Defaults to 0.
+        enable_grpc_healthcheck_service: bool. Answer `grpc.health.v1.Health`:
+            SERVING while every model has a version loaded. Defaults to False.
+        ssl_config_file: str or None. TF Serving's `SSLConfig` text proto: the
+            gRPC port speaks TLS (`kbert.serving.access`).
+        api_key: str or None. Requests must carry `Authorization: Bearer <key>`
+            (gRPC: `authorization` metadata), health checks excepted.
+        tei_model: str or None. The model TEI's routes answer when a request
+            names none (`kbert.serving.tei_apis`).
 
     Example:
 
@@ -87,7 +116,11 @@ class ModelServer:
                  rest_api_timeout_in_ms: int = 30000, rest_api_max_connections: int = 1000,
                  max_num_load_retries: int = 5, load_retry_interval_seconds: float = 60.0,
                  indexes: dict | None = None, use_onnxruntime: bool = True,
-                 onnxruntime_threads: int = 0):
+                 onnxruntime_threads: int = 0, config_file: str | None = None,
+                 config_poll_wait_seconds: float = 0.0, allow_unavailable_labels: bool = False,
+                 warmup_iterations: int = 0, enable_grpc_healthcheck_service: bool = False,
+                 ssl_config_file: str | None = None, api_key: str | None = None,
+                 tei_model: str | None = None):
         for flag, value in (("grpc_max_threads", grpc_max_threads), ("grpc_max_concurrent_rpcs",
                             grpc_max_concurrent_rpcs), ("rest_api_num_threads", rest_api_num_threads),
                             ("rest_api_timeout_in_ms", rest_api_timeout_in_ms),
@@ -111,9 +144,20 @@ class ModelServer:
         if onnxruntime_threads < 0:
             raise ValueError(f"--onnxruntime_intra_op_parallelism={onnxruntime_threads}; it must be "
                              "0 (ONNX Runtime's choice) or positive.")
+        if tei_model is not None and tei_model not in {config.name for config in configs}:
+            raise ValueError(f"--tei_model={tei_model} is not a served model; they are "
+                             f"{', '.join(config.name for config in configs) or 'none'}.")
+        self.tei_model = tei_model
+        self.max_batch_tokens = max_batch_tokens
+        self.credentials = read_ssl_config(ssl_config_file) if ssl_config_file else None
+        self.api_key = ApiKey(api_key) if api_key is not None else None
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries,
                                     load_retry_interval_seconds, use_onnxruntime,
-                                    onnxruntime_threads)
+                                    onnxruntime_threads, warmup_iterations, allow_unavailable_labels)
+        self.health = health.HealthServicer() if enable_grpc_healthcheck_service else None
+        self.reloader = ConfigReloader(self.manager, config_file, config_poll_wait_seconds,
+                                       on_change=self._update_health)
+        self.manager.after_poll = self._update_health
         self.scheduler = (BatchScheduler(batching, max_batch_tokens) if batching is not None
                           else None)
         # Prometheus metrics of this server (REST GET /monitoring/prometheus/metrics); each
@@ -144,10 +188,15 @@ class ModelServer:
                     for name in empty)
                 raise ValueError(f"no loadable version for {details}. Export one with kbert-export "
                                  "--export_dir=<model_base_path>.")
+            labels = self.manager.label_problems()
+            if labels:
+                raise ValueError(" ".join(labels))
         except BaseException:
             self._unbind()
             raise
         self.manager.start()
+        self.reloader.start()
+        self._update_health()
         self._grpc.start()
         if self._rest is not None:
             self._rest.start()
@@ -156,15 +205,22 @@ class ModelServer:
         options = [("grpc.max_receive_message_length", self.limits.max_request_bytes),
                    ("grpc.max_send_message_length", 1 << 30),
                    ("grpc.so_reuseport", 0)]
+        interceptors = [self.api_key.interceptor()] if self.api_key is not None else []
         self._grpc = grpc.server(futures.ThreadPoolExecutor(max_workers=self.grpc_max_threads,
                                                             thread_name_prefix="kbert-grpc"),
-                                 options=options, maximum_concurrent_rpcs=self.grpc_max_concurrent_rpcs)
+                                 options=options, maximum_concurrent_rpcs=self.grpc_max_concurrent_rpcs,
+                                 interceptors=interceptors)
         prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
             PredictionServicer(self.predictor, self.budget, self.slots), self._grpc)
-        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(self.manager), self._grpc)
+        model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(self.manager, self.reloader),
+                                                                  self._grpc)
+        if self.health is not None:
+            health_pb2_grpc.add_HealthServicer_to_server(self.health, self._grpc)
         _check_port_free(self.host, self.port, "gRPC", "--port")
+        address = f"{self._host_for_grpc()}:{self.port}"
         try:
-            bound = self._grpc.add_insecure_port(f"{self._host_for_grpc()}:{self.port}")
+            bound = (self._grpc.add_secure_port(address, self.credentials) if self.credentials is not None
+                     else self._grpc.add_insecure_port(address))
         except RuntimeError:  # grpcio's way to say the bind failed
             bound = 0
         if bound == 0:
@@ -173,11 +229,13 @@ class ModelServer:
         self.port = bound
         if self.rest_api_port:
             try:
+                api = RestApi(self.predictor, self.manager, self.indexes, tei_model=self.tei_model,
+                              max_batch_tokens=self.max_batch_tokens)
                 self._rest = RestServer(
-                    (self.host, self.rest_api_port), RestApi(self.predictor, self.manager, self.indexes), self.limits,
+                    (self.host, self.rest_api_port), api, self.limits,
                     self.budget, num_threads=self.rest_api_num_threads,
                     timeout_seconds=self.rest_api_timeout_in_ms / 1000,
-                    max_connections=self.rest_api_max_connections, slots=self.slots)
+                    max_connections=self.rest_api_max_connections, slots=self.slots, api_key=self.api_key)
             except OSError as e:
                 self._grpc.stop(0)
                 raise ValueError(f"cannot listen on {self.host}:{self.rest_api_port} (REST): "
@@ -198,13 +256,22 @@ class ModelServer:
         except Exception:
             return []
 
+    def _update_health(self) -> None:
+        """gRPC health: SERVING while every configured model has a version loaded."""
+        if self.health is None:
+            return
+        status = (health_pb2.HealthCheckResponse.NOT_SERVING if self.manager.unavailable_models()
+                  else health_pb2.HealthCheckResponse.SERVING)
+        for service in HEALTH_SERVICES:
+            self.health.set(service, status)
+
     def ready_line(self) -> str:
         """One line saying what is served where."""
         models = ", ".join(f"{name} version {','.join(map(str, self.manager.loaded_versions(name)))}"
                            for name in self.manager.configs)
         models += "".join(f"{', ' if models else ''}index {name} ({index.metadata.count} documents)"
                           for name, index in self.indexes.items())
-        where = f"{self.host}:{self.port} (gRPC)"
+        where = f"{self.host}:{self.port} (gRPC{' with TLS' if self.credentials is not None else ''})"
         if self._rest is not None:
             where += f" and {self.host}:{self._rest.server_address[1]} (REST)"
         return f"kbert-serve: serving {models} on {where}"
@@ -213,6 +280,9 @@ class ModelServer:
         """Stops listening, lets requests in flight finish (up to `grace` seconds), unloads."""
         if self._stopped.is_set():
             return
+        if self.health is not None:
+            self.health.enter_graceful_shutdown()  # NOT_SERVING while requests in flight finish
+        self.reloader.stop()
         if self._rest is not None:
             self._rest.stop(grace)
         if self._grpc is not None:

@@ -206,6 +206,37 @@ def test_freeze_encoder_and_features_flags_train_only_the_head(pretrained, tmp_p
         "and --task=ner.")
 
 
+def test_compare_with_random_init_fine_tunes_a_never_pretrained_twin_and_prints_both(
+        pretrained, tmp_path):
+    """Issue 51, item 5: the same run from an encoder of the same shape that was never
+    pre-trained (same settings and seed), both dev scores and their difference."""
+    model_dir = tmp_path / "mrpc"
+    flags = ["--task=glue", "--task_name=MRPC", f"--init_checkpoint={pretrained}",
+             f"--data_dir={os.path.join(TESTDATA, 'glue', 'MRPC')}", f"--model_dir={model_dir}"]
+    refused = finetune(*flags, "--do_train", "--compare_with_random_init")
+    assert refused.returncode != 0
+    assert refused.stderr.strip().splitlines()[-1].endswith(
+        "--compare_with_random_init compares two fine-tuning runs' dev scores: give "
+        "--do_train --do_eval too.")
+    result = finetune(*flags, "--do_train", "--do_eval", "--compare_with_random_init",
+                      gin_params=["run_finetuning.num_train_epochs = 2"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    ours = json.load(open(model_dir / "eval_results.json"))
+    theirs = json.load(open(model_dir / "random_init" / "eval_results.json"))
+    comparison = json.load(open(model_dir / "random_init_comparison.json"))
+    assert ours["main_metric"] == theirs["main_metric"] == "f1"  # MRPC's
+    assert comparison == {"main_metric": "f1", "pretrained": ours["f1"],
+                          "random_init": theirs["f1"], "difference": ours["f1"] - theirs["f1"]}
+    assert ours["train_steps"] == theirs["train_steps"]  # the same settings
+    assert ours["train_loss"] != theirs["train_loss"]  # from other weights
+    assert (f"dev f1: pre-trained {ours['f1']:.4f}, never pre-trained {theirs['f1']:.4f} "
+            f"(same shape, settings and seed): difference "
+            f"{ours['f1'] - theirs['f1']:+.4f}") in result.stdout
+    config = (model_dir / "operative_config.gin").read_text()
+    assert "run_finetuning.seed = 12345" in config
+    assert (model_dir / "random_init" / "operative_config.gin").read_text() == config
+
+
 def test_classification_of_your_own_file_without_validation_says_nothing_is_reported(
         pretrained, tmp_path):
     from tests.tasks.classification.files import ticket_rows

@@ -22,6 +22,7 @@ from kbert.checkpoints import vocabulary_extension as ve
 from kbert.data import BertTokenizer
 from kbert.data import WordpieceTokenizer
 from kbert.data import read_tokenizer_json
+from kbert.data.vocab import choose_split_words
 from kbert.data.vocab import count_words
 from kbert.data.vocab import frequent_split_words
 from kbert.data.vocabulary import read_vocab
@@ -160,6 +161,34 @@ def test_frequent_split_words_from_corpus(source):
     assert words == ["miss", "taylor", "emma", "weston", "affection"]
 
 
+def test_asking_for_more_words_than_pass_the_floor_says_so(source):
+    _, tokens = source
+    counts = count_words(CORPUS, WordpieceTokenizer(tokens, do_lower_case=True))
+    enough = choose_split_words(counts, max_new_tokens=5, min_count=2)
+    assert enough.words == ["miss", "taylor", "emma", "weston", "affection"]
+    candidates = enough.candidates
+    assert candidates == len([w for w, p in counts.pieces.items()
+                              if len(p) > 1 and counts.counts[w] >= 2])
+    assert enough.report() == [
+        f"{candidates} words of the corpus split into several pieces occur at least "
+        "--min_count=2 times; adding the 5 most frequent (the least frequent seen 4 times)"]
+    # Defect 5: --max_new_tokens=100000 took every candidate down to words seen twice, silently.
+    greedy = choose_split_words(counts, max_new_tokens=100000, min_count=2)
+    assert len(greedy.words) == candidates < 100000 and greedy.least_count == 2
+    report = greedy.report()
+    assert len(report) == 2 and report[0].endswith(
+        f"adding the {candidates} most frequent (the least frequent seen 2 times)")
+    last = ", ".join(repr(word) for word in greedy.words[-3:])
+    assert report[1] == (
+        f"warning: --max_new_tokens=100000 asked for more words than the {candidates} that "
+        f"passed the frequency floor, so all of them are added, down to words seen 2 times "
+        f"({last}); a new row learns little from a word seen a few times: raise --min_count to "
+        "add only words the corpus shows often, or lower --max_new_tokens.")
+    assert choose_split_words(counts, 10, min_count=1000).report()[0].startswith(
+        "0 words of the corpus split into several pieces occur at least --min_count=1000 times; "
+        "adding the 0 most frequent")
+
+
 def test_errors_leave_nothing_behind(source, tmp_path):
     directory, tokens = source
     output = str(tmp_path / "out")
@@ -231,3 +260,21 @@ def test_cli_bad_words_file_is_one_line_and_writes_nothing(source, tmp_path):
         "vocabulary token is one word (BERT splits text at whitespace before WordPiece): put "
         "one word a line."]
     assert sorted(os.listdir(tmp_path)) == ["words.txt"]
+
+
+def test_cli_says_how_many_words_passed_the_floor_before_anything_else(source, tmp_path):
+    directory, _ = source
+    output = tmp_path / "out"
+    # --noappend_rows with 3 free slots refuses the words, after the report: nothing written.
+    result = forked_python.run(
+        ["-m", "kbert.bin.vocab", "extend", f"--model_dir={directory}", f"--corpus={CORPUS}",
+         "--max_new_tokens=100000", "--noappend_rows", f"--output_dir={output}"],
+        timeout=120, env={**os.environ, "PYTHONPATH": REPO}, cwd=REPO)
+    assert result.returncode == 2
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].endswith("occur at least --min_count=2 times; adding the "
+                             f"{lines[0].split()[0]} most frequent (the least frequent seen 2 "
+                             "times)")
+    assert lines[1].startswith("warning: --max_new_tokens=100000 asked for more words than the ")
+    assert "free [unusedN] slots and --noappend_rows" in result.stderr
+    assert os.listdir(tmp_path) == []

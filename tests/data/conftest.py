@@ -39,3 +39,13 @@ def sentence_corpus(tmp_path_factory):
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n\n".join("\n".join(doc) for doc in docs) + "\n")
     return path
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer_file(tmp_path_factory):
+    """A byte-level BPE laid out as ModernBERT's, learned from the Austen and Melville slices."""
+    from kbert.data.vocab import build_bpe_tokenizer
+
+    path = str(tmp_path_factory.mktemp("bpe") / "tokenizer.json")
+    build_bpe_tokenizer([PERSUASION, MOBY_CRLF], path, vocab_size=700)
+    return path

@@ -291,10 +291,61 @@ def test_versions_count_up_and_existing_version_is_refused(exported, tmp_path):
     assert versions(export_dir) == [7, 8]
     assert sorted(os.listdir(path)) == ["assets", "assets.extra", "fingerprint.pb", "saved_model.pb",
                                         "variables"]
-    assert sorted(os.listdir(os.path.join(path, "assets.extra"))) == ["kbert_export.json", "vocab.txt"]
+    assert sorted(os.listdir(os.path.join(path, "assets.extra"))) == ["kbert_export.json", "tf_serving_warmup_requests",
+                                                                       "vocab.txt"]
     with pytest.raises(ValueError, match="already exists"):
         export_saved_model(exported["sst2"]["model_dir"], export_dir, version=8, check=False)
     assert sorted(os.listdir(export_dir)) == [".8.tmp-abc", "7", "8"]  # nothing half-written left
+
+
+def test_the_export_writes_tf_servings_warm_up_requests_for_its_text_signatures(exported, signatures):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from kbert.export.warmup_requests import SHORT_TEXT
+    from kbert.export.warmup_requests import WARMUP_FILE
+    from kbert.export.warmup_requests import long_text
+
+    expected = {"sst2": ["serving_default"], "mrpc": ["serving_default"], "squad": ["serving_default"],
+                "ner": ["serving_default"],  # not `words` ([batch, words]) nor serve_ids (ids)
+                "embed": ["embeddings", "features", "serving_default"]}
+    for name, names in expected.items():
+        path = os.path.join(exported[name]["version_dir"], "assets.extra", WARMUP_FILE)
+        records = [prediction_log_pb2.PredictionLog.FromString(raw)
+                   for raw in tf.data.TFRecordDataset(path).as_numpy_iterator()]
+        assert [r.predict_log.request.model_spec.signature_name for r in records] == names, name
+        length = json.load(open(os.path.join(exported[name]["version_dir"], "assets.extra",
+                                             "kbert_export.json")))
+        length = length.get("max_seq_length") or length["task_config"]["max_seq_length"]
+        for record in records:
+            request = record.predict_log.request
+            function = signatures[name][request.model_spec.signature_name]
+            _, specs = function.structured_input_signature
+            assert sorted(request.inputs) == sorted(specs)
+            inputs = {key: tf.make_ndarray(value) for key, value in request.inputs.items()}
+            for value in inputs.values():
+                assert value.tolist() == [SHORT_TEXT.encode(), long_text(length).encode()]
+                assert len(value[1].split()) == length  # as long as the model reads at once
+            function(**{key: tf.constant(value) for key, value in inputs.items()})  # each one runs
+
+
+def test_the_exports_tokenize_function_is_its_tokenizer_beside_the_signatures(exported, signatures):
+    loaded = tf.saved_model.load(exported["sst2"]["version_dir"])
+    assert "tokenize" not in signatures["sst2"]  # stock TF Serving's clients do not see it
+    texts = [*lib.TEXTS, " ".join(["word"] * 40)]  # the last is longer than the 32 pieces sst2 reads
+    tokens = {key: value.numpy() for key, value in loaded.tokenize(text=tf.constant(texts)).items()}
+    tokenizer = lib.hf_tokenizer()
+    for row, text in enumerate(texts):
+        encoding = tokenizer.encode(text)  # not truncated, as TEI's /tokenize
+        count = tokens["num_tokens"][row]
+        assert count == len(encoding.ids) and tokens["token_ids"][row, :count].tolist() == encoding.ids
+        assert (tokens["token_ids"][row, count:] == -1).all()
+        assert tokens["special"][row, :count].tolist() == [True] + [False] * (count - 2) + [True]
+        assert [tokens["texts"][row, 0], tokens["texts"][row, count - 1]] == [b"[CLS]", b"[SEP]"]
+        assert tokens["starts"][row, 0] == tokens["ends"][row, count - 1] == -1
+        raw = text.encode("utf-8")
+        for column in range(1, count - 1):
+            start, end = tokens["starts"][row, column], tokens["ends"][row, column]
+            assert tokens["texts"][row, column] == raw[start:end]
 
 
 def test_kbert_export_binary_checks_ops_in_a_fresh_process(exported, tmp_path):

@@ -228,7 +228,7 @@ def test_unknown_model_is_404_in_openai_error_shape(server):
     ({"model": "embed", "input": "a", "dimensions": 7}, 400, "dimensions", "cannot shorten"),
     ({"model": "embed", "input": "a", "temperature": 1}, 400, "temperature", "Unrecognized request argument"),
     ({"model": "sst2", "input": "a"}, 400, "model", "does not embed text"),
-    ({"model": "embed", "input": ["a"] * (MAX_BATCH + 1)}, 400, None, "--max_batch_size"),
+    ({"model": "embed", "input": ["a"] * 2049}, 400, "input", "at most 2048 (OpenAI's limit)"),
     ({"model": "embed", "input": ["a" * (MAX_TEXT_BYTES + 1)]}, 400, None, "--max_text_bytes"),
     (b'{"model": "embed", "input": ', 400, None, "Malformed JSON"),
     (["not", "an", "object"], 400, None, "JSON object"),
@@ -275,7 +275,8 @@ def test_rerank_orders_by_the_cross_encoders_score(server, stub):
     ({"query": "q", "texts": ["a"], "raw_scores": "yes"}, 400, "true or false"),
     ({"query": "q", "texts": ["a"], "model": "embed"}, 400, "not a re-ranker"),
     ({"query": "q", "texts": ["a"], "model": "nope"}, 404, "does not exist"),
-    ({"query": "q", "texts": ["a"] * (MAX_BATCH + 1)}, 400, "--max_batch_size"),
+    ({"query": "q", "texts": ["a"] * 2049}, 400, "at most 2048"),
+    ({"query": "q", "texts": ["a"], "truncation_direction": "left"}, 400, "cuts texts from the right"),
     ({"query": "q" * (MAX_TEXT_BYTES + 1), "texts": ["a"]}, 400, "--max_text_bytes"),
 ])
 def test_bad_rerank_requests_get_a_4xx_in_tei_shape(server, body, status, words):
@@ -284,6 +285,149 @@ def test_bad_rerank_requests_get_a_4xx_in_tei_shape(server, body, status, words)
     assert set(answer) == {"error", "error_type"} and words in answer["error"]
     assert answer["error_type"] == "Validation"
     assert _post(server, "/rerank", {"query": "q", "texts": ["a"]})[0] == 200
+
+
+def test_more_texts_than_max_batch_size_run_in_batches_with_the_same_answers(server, stub):
+    texts = [f"{lib.TEXTS[i % len(lib.TEXTS)]} {i}" for i in range(3 * MAX_BATCH - 3)]
+    status, answer = _post(server, "/v1/embeddings", {"model": "embed", "input": texts})
+    assert status == 200
+    expected = np.concatenate([_predict(stub, "embed", {"text": texts[i:i + MAX_BATCH]})["embedding"]
+                               for i in range(0, len(texts), MAX_BATCH)])
+    np.testing.assert_allclose(_check_openai_embedding_response(answer, len(texts), "embed"), expected,
+                               rtol=1e-5, atol=1e-6)
+
+
+# What the official openai client (3.57) sends for `client.embeddings.create(model=..., input=[...])` and
+# `client.models.list()`, recorded from it on loopback: the suite replays it without installing the client.
+OPENAI_CLIENT_HEADERS = {
+    "Accept-Encoding": "gzip, deflate", "authorization": "Bearer sk-anything", "accept": "application/json",
+    "content-type": "application/json", "user-agent": "OpenAI/Python 3.57.0", "x-stainless-lang": "python",
+    "x-stainless-package-version": "3.57.0", "x-stainless-os": "Linux", "x-stainless-arch": "x64",
+    "x-stainless-runtime": "CPython", "x-stainless-runtime-version": "3.11.7", "x-stainless-async": "false",
+    "x-stainless-retry-count": "0", "x-stainless-read-timeout": "600"}
+
+
+def _as_openai_client(server, path, body=None):
+    headers = dict(OPENAI_CLIENT_HEADERS)
+    if body is None:
+        headers.pop("content-type")
+    request = urllib.request.Request(server.rest_url + path, headers=headers, method="GET" if body is None else "POST",
+                                     data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        return reply.status, json.load(reply)
+
+
+def test_the_openai_clients_own_requests_are_answered_in_its_shapes(server, stub):
+    # LangChain's OpenAIEmbeddings sends 1,000 texts a request (its chunk_size); the client asks for base64.
+    texts = [f"text number {i}" for i in range(1000)]
+    status, answer = _as_openai_client(server, "/v1/embeddings",
+                                       {"model": "embed", "input": texts, "encoding_format": "base64"})
+    assert status == 200
+    vectors = _check_openai_embedding_response(answer, len(texts), "embed", "base64")
+    np.testing.assert_allclose(vectors[-MAX_BATCH:], _predict(stub, "embed", {"text": texts[-MAX_BATCH:]})["embedding"],
+                               rtol=1e-5, atol=1e-6)
+    status, listed = _as_openai_client(server, "/v1/models")
+    assert status == 200 and listed["object"] == "list"
+    assert [model["id"] for model in listed["data"]] == ["embed", "sst2", "stsb", "rerank"]
+    for model in listed["data"]:  # the openai client's Model: id, created (int), object "model", owned_by
+        assert set(model) == {"id", "created", "object", "owned_by"} and model["object"] == "model"
+        assert isinstance(model["created"], int) and model["created"] > 1_600_000_000
+    status, one = _as_openai_client(server, "/v1/models/embed")  # client.models.retrieve("embed")
+    assert status == 200 and {key: one[key] for key in listed["data"][0]} == listed["data"][0]
+    assert one["model_version_status"][0]["state"] == "AVAILABLE"  # TF Serving's status, in the same answer
+    status, versioned = _post_get(server, "/v1/models/embed/versions/1")
+    assert status == 200 and set(versioned) == {"model_version_status"}
+
+
+def _post_get(server, path):
+    try:
+        with urllib.request.urlopen(server.rest_url + path, timeout=60) as reply:
+            raw = reply.read()
+            return reply.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e)
+
+
+# ---- TEI's embed, predict, tokenize, info and health ----
+
+def test_tei_embed_is_the_models_vector_l2_normalized_unless_asked_not_to(server):
+    _, openai = _post(server, "/v1/embeddings", {"model": "embed", "input": lib.TEXTS})
+    raw = _check_openai_embedding_response(openai, len(lib.TEXTS), "embed")
+    status, vectors = _post(server, "/embed", {"inputs": lib.TEXTS})  # the only embedding model answers
+    assert status == 200 and len(vectors) == len(lib.TEXTS)
+    np.testing.assert_allclose(vectors, raw / np.linalg.norm(raw, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    status, single = _post(server, "/embed", {"inputs": lib.TEXTS[0], "normalize": False, "truncate": True,
+                                              "truncation_direction": "Right", "model": "embed"})
+    assert status == 200 and len(single) == 1
+    np.testing.assert_allclose(single[0], raw[0], rtol=1e-5, atol=1e-6)
+
+
+def test_tei_embed_with_truncate_false_refuses_a_text_over_the_models_length(server):
+    long_text = " ".join(["word"] * 40)  # 40 pieces + [CLS] and [SEP]; the model reads 32
+    pieces = len(lib.hf_tokenizer().encode(long_text).ids)
+    status, answer = _post(server, "/embed", {"inputs": ["short", long_text], "truncate": False})
+    assert status == 400 and answer["error_type"] == "Validation"
+    assert f"`inputs` must have less than 32 tokens. Given: {pieces} (inputs[1])" in answer["error"]
+    assert _post(server, "/embed", {"inputs": ["short"], "truncate": False})[0] == 200
+    assert _post(server, "/embed", {"inputs": [long_text]})[0] == 200  # cut, as TEI's --auto-truncate does
+
+
+def test_tei_predict_gives_every_labels_probability_highest_first(server, stub):
+    expected = _predict(stub, "sst2", {"text": lib.TEXTS})
+    status, batch = _post(server, "/predict", {"inputs": [[text] for text in lib.TEXTS]})
+    assert status == 200 and len(batch) == len(lib.TEXTS)
+    for row, probabilities in zip(batch, expected["probabilities"]):
+        assert [entry["score"] for entry in row] == sorted((entry["score"] for entry in row), reverse=True)
+        by_label = {entry["label"]: entry["score"] for entry in row}
+        np.testing.assert_allclose([by_label["negative"], by_label["positive"]], probabilities, rtol=1e-5)
+    status, single = _post(server, "/predict", {"inputs": lib.TEXTS[0], "raw_scores": True})
+    assert status == 200 and {entry["label"] for entry in single} == {"negative", "positive"}
+    by_label = {entry["label"]: entry["score"] for entry in single}
+    np.testing.assert_allclose([by_label["negative"], by_label["positive"]], expected["logits"][0], rtol=1e-5)
+
+
+def test_tei_tokenize_gives_the_models_pieces_with_byte_offsets(server):
+    tokenizer = lib.hf_tokenizer()
+    status, answer = _post(server, "/tokenize", {"inputs": lib.TEXTS, "model": "embed"})
+    assert status == 200 and len(answer) == len(lib.TEXTS)
+    for text, tokens in zip(lib.TEXTS, answer):
+        encoding = tokenizer.encode(text)
+        assert [token["id"] for token in tokens] == encoding.ids
+        assert [token["special"] for token in tokens] == [True] + [False] * (len(tokens) - 2) + [True]
+        assert tokens[0] == {"id": lib.CLS, "text": "[CLS]", "special": True, "start": None, "stop": None}
+        raw = text.encode("utf-8")
+        for token, (start, stop) in zip(tokens[1:-1], encoding.offsets[1:-1]):
+            # Hugging Face counts characters; TEI's start/stop slice the text's bytes.
+            assert (token["start"], token["stop"]) == (len(text[:start].encode()), len(text[:stop].encode()))
+            assert token["text"] == raw[token["start"]:token["stop"]].decode("utf-8")
+    status, bare = _post(server, "/tokenize", {"inputs": lib.TEXTS[1], "add_special_tokens": False,
+                                               "model": "sst2"})
+    assert status == 200 and [token["id"] for token in bare[0]] == tokenizer.encode(lib.TEXTS[1]).ids[1:-1]
+
+
+@pytest.mark.parametrize("path, body, words", [
+    ("/tokenize", {"inputs": "a"}, "this server has 4 that /tokenize can run (embed, rerank, sst2, stsb)"),
+    ("/embed", {"inputs": "a", "model": "sst2"}, "is not an embedding model"),
+    ("/embed", {"inputs": "a", "prompt_name": "query"}, "kbert exports have none"),
+    ("/embed", {"inputs": [1, 2]}, "Token ids are not accepted"),
+    ("/embed", {"inputs": "a", "normalize": "yes"}, "true or false"),
+    ("/predict", {"inputs": ["a", "b"]}, "takes one text"),
+    ("/predict", {"inputs": ["a", "b", "c"]}, "a list of 3 strings"),
+    ("/predict", {"inputs": [["a"], []]}, "holds 0 strings"),
+    ("/predict", {"inputs": "a", "model": "stsb"}, "is not a classifier"),
+    ("/predict", {"text": "a"}, "Unrecognized request argument"),
+])
+def test_bad_tei_requests_get_a_4xx_in_teis_shape(server, path, body, words):
+    status, answer = _post(server, path, body)
+    assert status == 400 and set(answer) == {"error", "error_type"}, answer
+    assert words in answer["error"] and answer["error_type"] == "Validation"
+
+
+def test_tei_info_names_the_model_its_routes_answer_and_health_is_200(server):
+    status, answer = _post_get(server, "/info")  # four models and no --tei_model: which one is unknown
+    assert status == 400 and "Name the model" in answer["error"]
+    assert _post_get(server, "/health") == (200, None)
 
 
 # ---- TF Serving's Classify, Regress and MultiInference with tf.Examples ----

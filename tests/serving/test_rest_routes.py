@@ -10,6 +10,9 @@ from kbert.serving.errors import ServingError
 @pytest.mark.parametrize("path, api", [
     ("/v1/embeddings", "embeddings"),
     ("/rerank", "rerank"),
+    ("/embed", "embed"),
+    ("/predict", "tei_predict"),
+    ("/tokenize", "tokenize"),
     ("/v1/indexes/wiki:search", "search"),
     ("/v1/models/sst2:predict", "predict"),
     ("/v1/models/sst2/versions/3:classify", "classify"),
@@ -28,6 +31,8 @@ def test_every_route_has_a_handler_and_its_clients_error_shape():
     assert rest.error_body("/v1/embeddings", error) == {"error": {
         "message": "bad 'input'", "type": "invalid_request_error", "param": None,
         "code": "invalid_argument"}}
-    assert rest.error_body("/rerank", error) == {"error": "bad 'input'", "error_type": "Validation"}
+    for path in ("/rerank", "/embed", "/predict", "/tokenize", "/info", "/health"):
+        assert rest.error_body(path, error) == {"error": "bad 'input'", "error_type": "Validation"}
+    assert rest.error_body("/v1/models", error)["error"]["type"] == "invalid_request_error"
     for path in ("/v1/models/sst2:predict", "/v1/indexes/wiki:search", "/nowhere"):
         assert rest.error_body(path, error) == {"error": "bad 'input'"}

@@ -19,6 +19,7 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_management_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
@@ -152,8 +153,11 @@ def test_model_status_by_grpc_and_rest(server):
     assert [(s.version, s.state) for s in response.model_version_status] == [
         (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)]
     with urllib.request.urlopen(f"{server.rest_url}/v1/models/sst2", timeout=30) as reply:
-        assert json.load(reply) == {"model_version_status": [
-            {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+        answer = json.load(reply)
+    assert answer.pop("model_version_status") == [
+        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]
+    # The same path is OpenAI's GET /v1/models/{id}: its model object shares the answer.
+    assert answer == {"id": "sst2", "object": "model", "created": answer["created"], "owned_by": "kbert"}
 
 
 def _post(server, path, body):
@@ -319,6 +323,57 @@ def test_new_version_is_picked_up_and_a_corrupt_one_is_refused(server, stub, exp
     assert status["status"]["error_code"] != "OK" and "failed" in status["status"]["error_message"]
     response = stub.Predict(_request("reload", inputs), timeout=60)
     assert response.model_spec.version.value == 2  # the old version keeps serving
+
+
+def _reload_request(entries: dict) -> model_management_pb2.ReloadConfigRequest:
+    request = model_management_pb2.ReloadConfigRequest()
+    for name, (path, labels) in entries.items():
+        config = request.config.model_config_list.config.add(name=name, base_path=str(path),
+                                                               model_platform="tensorflow")
+        config.version_labels.update(labels)
+    return request
+
+
+def test_handle_reload_config_request_adds_and_removes_models_while_others_serve(server, stub, exported):
+    models = model_service_pb2_grpc.ModelServiceStub(grpc.insecure_channel(server.grpc_address))
+    served = {name: (exported[name]["export_dir"], {}) for name in MODELS}
+    served["reload"] = (server.reload_dir, {})
+    stop, answered, errors = threading.Event(), [0], []
+
+    def loop():
+        while not stop.is_set():
+            try:
+                stub.Predict(_request("sst2", GOOD), timeout=60)
+                answered[0] += 1
+            except grpc.RpcError as e:
+                errors.append(f"{e.code()}: {e.details()}")
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        added = dict(served, copy=(exported["sst2"]["export_dir"], {"stable": 1}))
+        response = models.HandleReloadConfigRequest(_reload_request(added), timeout=120)
+        assert response.status.error_code == 0
+        labelled = _request("copy", GOOD)
+        labelled.model_spec.version_label = "stable"
+        assert stub.Predict(labelled, timeout=60).model_spec.version.value == 1
+        # Refused whole, nothing changed: a relative path, a label naming a version not on disk.
+        for entries, code, words in (
+                (dict(added, other=("relative/path", {})), grpc.StatusCode.INVALID_ARGUMENT, "absolute paths"),
+                (dict(added, copy=(exported["sst2"]["export_dir"], {"stable": 4})),
+                 grpc.StatusCode.FAILED_PRECONDITION, "names version 4, which is not on disk")):
+            with pytest.raises(grpc.RpcError) as error:
+                models.HandleReloadConfigRequest(_reload_request(entries), timeout=120)
+            assert error.value.code() == code and words in error.value.details()
+        assert stub.Predict(labelled, timeout=60).model_spec.version.value == 1
+        models.HandleReloadConfigRequest(_reload_request(served), timeout=120)
+        with pytest.raises(grpc.RpcError) as error:
+            stub.Predict(_request("copy", GOOD), timeout=60)
+        assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    finally:
+        stop.set()
+        thread.join(timeout=60)
+    assert errors == [] and answered[0] > 5, (errors[:3], answered)
 
 
 def test_sigterm_stops_cleanly(server, stub):

@@ -1,4 +1,5 @@
-"""tools/build_vocab.py and `kbert-vocab build`: two front doors, one run, the same vocab.txt."""
+"""tools/build_vocab.py and `kbert-vocab build`: two front doors, one run, the same vocab.txt
+(or, with --tokenizer=bpe, the same tokenizer.json)."""
 
 import os
 import sys
@@ -6,6 +7,7 @@ import sys
 from tests import forked_python
 from tests.conftest import REPO
 from kbert.data import build_vocab
+from kbert.data.vocab import build_bpe_tokenizer
 
 PERSUASION = os.path.join(REPO, "tests", "testdata", "austen-persuasion-head.txt")
 FLAGS = [f"--input_file={PERSUASION}", "--vocab_size=600", "--nodo_lower_case", "--num_unused=5"]
@@ -52,4 +54,40 @@ def test_kbert_vocab_help_lists_build_s_flags_and_errors_are_one_line(tmp_path):
     # (Its stderr may start with TensorFlow's start-up notices: the tool does not hide them.)
     assert (tool.returncode, tool.stderr.strip().splitlines()[-1]) == (
         1, f"build_vocab: error: {beam}")
+    assert os.listdir(tmp_path) == []
+
+
+def test_bpe_with_output_dir_writes_the_library_s_tokenizer_json(tmp_path):
+    build_bpe_tokenizer(PERSUASION, str(tmp_path / "library.json"), vocab_size=400)
+    for name, command in (("tool", ["tools/build_vocab.py"]),
+                          ("cli", ["-m", "kbert.bin.vocab", "build"])):
+        output_dir = tmp_path / name  # Made by the run.
+        result = _run(command + ["--tokenizer=bpe", f"--input_file={PERSUASION}",
+                                 "--vocab_size=400", f"--output_dir={output_dir}"])
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith(
+            f"Wrote 448 tokens (443 learned, 5 special, 0 [unusedN] to a multiple of 64) to "
+            f"{output_dir}/tokenizer.json in "), result.stdout
+        assert os.listdir(output_dir) == ["tokenizer.json"]
+        assert (output_dir / "tokenizer.json").read_bytes() == (
+            tmp_path / "library.json").read_bytes(), name
+    # WordPiece into a directory: vocab.txt and its lower casing, as a model directory holds them.
+    wordpiece = _run(["-m", "kbert.bin.vocab", "build", *FLAGS, f"--output_dir={tmp_path}/wp"])
+    assert wordpiece.returncode == 0, wordpiece.stderr
+    assert sorted(os.listdir(tmp_path / "wp")) == ["tokenizer_config.json", "vocab.txt"]
+    assert (tmp_path / "wp" / "tokenizer_config.json").read_text() == '{"do_lower_case": false}\n'
+
+
+def test_bpe_refuses_wordpiece_flags_and_wants_one_output(tmp_path):
+    refused = _run(["-m", "kbert.bin.vocab", "build", "--tokenizer=bpe", *FLAGS,
+                    f"--output_dir={tmp_path}/out"])
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2, "vocab.py: error: --do_lower_case, --num_unused shape(s) a WordPiece vocab.txt; a "
+           "byte-level BPE is cased, has every byte and pads with [unusedN] to a multiple of 64 "
+           "ids: drop them or pass --tokenizer=wordpiece.")
+    both = _run(["-m", "kbert.bin.vocab", "build", f"--input_file={PERSUASION}",
+                 f"--output_file={tmp_path}/v.txt", f"--output_dir={tmp_path}/out"])
+    assert (both.returncode, both.stderr.strip()) == (
+        2, "vocab.py: error: kbert-vocab build needs one of --output_file (the file) and "
+           "--output_dir (a directory to write it into).")
     assert os.listdir(tmp_path) == []

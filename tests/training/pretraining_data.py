@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 
@@ -118,7 +119,7 @@ def write_character_data(directory):
     create_pretraining_data(
         os.path.join(TESTDATA, "emma_chapter1.txt"), data_file, vocab_file,
         max_seq_length=RUN["max_seq_length"], max_predictions_per_seq=RUN["max_predictions_per_seq"],
-        dupe_factor=1, num_workers=1, masking="dynamic")
+        dupe_factor=1, num_workers=1, masking="dynamic", next_sentence="none")  # ELECTRA: no NSP
     return data_file, vocab_file
 
 
@@ -174,12 +175,35 @@ def kill_at_line(process, prefix, timeout_s=300.0):
     Raises:
         AssertionError: no such line within `timeout_s` (with the last lines read).
     """
+    signal_at_line(process, prefix, signal.SIGKILL, timeout_s)
+
+
+def signal_at_line(process, prefix, signal_number, timeout_s=300.0, exit_timeout_s=120.0):
+    """Sends `signal_number` to `process` as soon as its stdout prints a line starting with `prefix`.
+
+    The reading thread sends it the moment it reads the line, so the process is
+    at most a step past it. Then waits up to `exit_timeout_s` for it to exit (a
+    signal it handles lets it save first); a process still running then, or
+    that never printed the line within `timeout_s`, is SIGKILLed and the test fails.
+
+    Args:
+        process: `subprocess.Popen` with `stdout=PIPE` in text mode.
+        prefix: str. The line to signal at, e.g. `"step 6/16"`.
+        signal_number: int. `signal.SIGINT`, `signal.SIGTERM` or `signal.SIGKILL`.
+        timeout_s: float. Seconds to wait for that line.
+        exit_timeout_s: float. Seconds to wait for the exit after the signal.
+
+    Raises:
+        AssertionError: no such line within `timeout_s`, or no exit in
+            `exit_timeout_s` (with the last lines read).
+    """
     found, lines = threading.Event(), []
 
     def read():
         for line in process.stdout:  # bounded by the deadline below
             lines.append(line)
             if line.startswith(prefix):
+                process.send_signal(signal_number)
                 found.set()
                 return
 
@@ -188,7 +212,15 @@ def kill_at_line(process, prefix, timeout_s=300.0):
     deadline = time.monotonic() + timeout_s
     while not found.wait(0.2) and reader.is_alive() and time.monotonic() < deadline:
         pass
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=60)
+    try:
+        if not found.is_set():
+            raise subprocess.TimeoutExpired(process.args, timeout_s)
+        process.wait(timeout=exit_timeout_s)
+        exited = True
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        exited = False
     reader.join(timeout=60)
     assert found.is_set(), f"no line starting with {prefix!r} in {timeout_s:g} s; last: {lines[-5:]}"
+    assert exited, f"still running {exit_timeout_s:g} s after signal {signal_number}; last: {lines[-5:]}"

@@ -10,6 +10,7 @@ from kbert.data.pretraining.dataset import pretraining_dataset
 from kbert.data.pretraining.dataset import pretraining_feature_spec
 from kbert.data.pretraining.dynamic_masking import DynamicMasker
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.dynamic_masking import MaskingSchedule
 from kbert.data.pretraining.generator import create_pretraining_data
 from kbert.data.pretraining.generator import format_instance
 from kbert.data.pretraining.instances import InstanceOptions

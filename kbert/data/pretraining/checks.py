@@ -2,14 +2,16 @@
 
 The data's sidecar (`<file>.meta.json`, see `metadata.py`) records how the data
 was made. A run whose `max_seq_length`, `max_predictions_per_seq`, masking or
-vocabulary disagree with it would fail deep inside the first step (a parse
-error naming no file) or, worse, train on the wrong ids; these checks say so
-first, naming the file, both values and the fix.
+tokenizer disagree with it would fail deep inside the first step (a parse
+error naming no file), at the first evaluation, or, worse, train on the wrong
+ids; these checks say so first, naming the file, both values and the fix.
 
-`run_pretraining` calls `check_pretraining_data` before it builds anything and
-`check_data_vocabulary` once its model exists; `pretraining_dataset` reads the
-data on its own and calls `check_masking_mode`, `check_recorded_lengths` and
-`check_recorded_masking` itself. Each comparison is written once here.
+`run_pretraining` calls `check_pretraining_data` and `check_data_tokenizer`
+(for `--input_file` and `--eval_input_file`) before it builds anything, and
+`check_data_vocabulary` and `sentence_task_note` once its model exists;
+`pretraining_dataset` reads the data on its own and calls `check_masking_mode`,
+`check_recorded_lengths` and `check_recorded_masking` itself. Each comparison
+is written once here.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.instances import MASKING_MODES
 from kbert.data.pretraining.metadata import read_pretraining_metadata
 from kbert.data.pretraining.metadata import recorded_masking
+from kbert.data.pretraining.metadata import recorded_tokenizer
 from kbert.data.pretraining.tfrecord_framing import count_records
-from kbert.data.vocabulary import vocab_sha256
+from kbert.data.tokenizers.identity import TokenizerIdentity
+from kbert.data.tokenizers.wordpiece_tokenizer import WordpieceTokenizer
 
 
 def check_pretraining_data(input_file: str | list[str], max_seq_length: int,
@@ -251,18 +255,21 @@ def check_first_record(path: str, max_seq_length: int, max_predictions_per_seq: 
 
 
 def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocabulary_size: int,
-                          next_sentence: bool, vocab_file: str | None) -> None:
-    """Checks the model's vocabulary size, NSP head and vocabulary file against the sidecar.
+                          next_sentence: bool, encoder_name: str = "BertEncoder") -> None:
+    """Checks the model's vocabulary size and NSP head against the sidecar.
+
+    Which tokenizer the data was made with is `check_data_tokenizer`'s
+    question, asked before the model is built.
 
     Args:
         metadata: dict or None. `read_pretraining_metadata`'s result; None
             checks nothing.
         data_file: str. The run's first data file (named in the messages).
-        vocabulary_size: int. The encoder's embedding rows
-            (`BertEncoder.vocabulary_size`).
+        vocabulary_size: int. The encoder's embedding rows.
         next_sentence: bool. Whether the pre-trainer has an NSP head (it
             then needs data with `next_sentence_labels`).
-        vocab_file: str or None. Compared by sha256 with the data's vocabulary.
+        encoder_name: str. The encoder's class, as gin binds it (named in
+            the message). Defaults to "BertEncoder".
 
     Raises:
         ValueError: naming the setting, the sidecar, both values and the fix.
@@ -272,13 +279,14 @@ def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab
     where = _sidecar_of(data_file)
     if "vocab_size" in metadata and metadata["vocab_size"] != vocabulary_size:
         raise ValueError(
-            f"BertEncoder.vocabulary_size={vocabulary_size} does not match vocab_size="
+            f"{encoder_name}.vocabulary_size={vocabulary_size} does not match vocab_size="
             f"{metadata['vocab_size']} recorded in {where}; pass --gin_params="
-            f"'BertEncoder.vocabulary_size = {metadata['vocab_size']}' or regenerate the data."
+            f"'{encoder_name}.vocabulary_size = {metadata['vocab_size']}' or regenerate the data."
         )
     # The sidecar records the data tool's --next_sentence: "nsp" and "sop" data
     # carry next_sentence_labels, "none" data does not. An MLM-only model reads
-    # either kind (the labels are not parsed); an NSP head needs the labels.
+    # either kind (the labels are not parsed; `sentence_task_note` says so); an
+    # NSP head needs the labels.
     if next_sentence and metadata.get("next_sentence") in ("none", False):
         raise ValueError(
             f"BertPretrainer.next_sentence=True needs next_sentence_labels, but {where} records "
@@ -286,59 +294,91 @@ def check_data_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab
             "--next_sentence=none has none); pass --gin_params='BertPretrainer.next_sentence = "
             "False' for MLM-only training or regenerate the data with --next_sentence=nsp or sop."
         )
-    if vocab_file and metadata.get("vocab_sha256"):
-        digest = vocab_sha256(vocab_file)
-        if digest != metadata["vocab_sha256"]:
-            raise ValueError(
-                f"--vocab_file={vocab_file} has sha256 {digest[:12]}... but {where} records "
-                f"vocab_sha256 {metadata['vocab_sha256'][:12]}...; pass the vocabulary the data "
-                "was made with."
-            )
 
 
-def check_same_vocabulary(metadata: dict[str, Any] | None, data_file: str, vocab_file: str,
-                          owner: str) -> None:
-    """Checks that the data was made with `vocab_file` (the same bytes), naming both otherwise.
+def sentence_task_note(metadata: dict[str, Any] | None, data_file: str,
+                       next_sentence: bool) -> str | None:
+    """A warning for sentence-pair data (NSP or SOP) read by a model without an NSP head.
 
-    A vocabulary of the same size but other tokens (another model's, or one
-    before `kbert-vocab extend`) would train the model on ids that mean other
-    words, so the sizes agreeing is not enough.
+    Such a model (ModernBERT's, ELECTRA's, BERT with `next_sentence = False`)
+    trains on the masked tokens alone and never reads the labels, so the data
+    is used, not refused: it may be what the user has. But its instances were
+    laid out for the sentence task (`--next_sentence=nsp`: half of them join a
+    segment to one from another document), which RoBERTa and ModernBERT
+    train without: the note says what is ignored and how to make the data
+    without it.
 
     Args:
-        metadata: dict or None. `read_pretraining_metadata`'s result; without
-            a recorded `vocab_sha256` nothing is checked.
-        data_file: str. The run's first data file (named in the message).
-        vocab_file: str. The vocabulary the model was trained with.
-        owner: str. What `vocab_file` belongs to, as the message names it
-            (e.g. `--init_checkpoint=out/minilm`).
+        metadata: dict or None. The data's sidecar; None says nothing.
+        data_file: str. The data's first file (named).
+        next_sentence: bool. Whether the model has an NSP head.
+
+    Returns:
+        The warning line, or None (no sidecar, an NSP head, or data made with
+        `--next_sentence=none`).
+    """
+    task = (metadata or {}).get("next_sentence")
+    if next_sentence or task not in ("nsp", "sop"):
+        return None
+    layout = ("half of its instances join a segment to a random one from another document"
+              if task == "nsp" else "half of its instances swap their two segments")
+    return (f"warning: {_sidecar_of(data_file)} records next_sentence={task!r}, but the model "
+            f"has no next-sentence head: its next_sentence_labels are ignored and it trains on "
+            f"the masked tokens alone, while {layout}. For masked-LM-only pre-training "
+            "(ModernBERT, RoBERTa, ELECTRA) make the data with tools/create_pretraining_data.py "
+            "--next_sentence=none.")
+
+
+def check_data_tokenizer(metadata: dict[str, Any] | None, data_file: str,
+                         model: TokenizerIdentity | None, source: str,
+                         flag: str = "--input_file") -> None:
+    """Refuses data whose sidecar records another tokenizer than the model's, naming both.
+
+    Tokenizers are compared by the hash of what their ids mean
+    (`kbert.data.tokenizers.tokenizer_sha256`), so a vocabulary of the same
+    size but other tokens (another model's, or one before `kbert-vocab
+    extend`) is refused too: it would train the model on ids that mean other
+    words, or fail at the first evaluation when an id passes the embedding.
+
+    Args:
+        metadata: dict or None. The data's sidecar; None (or one without a
+            tokenizer record) checks nothing.
+        data_file: str. The data's first file (its sidecar is named).
+        model: `TokenizerIdentity` or None. The model's tokenizer; None
+            checks nothing.
+        source: str. Where `model` comes from, as the message names it
+            (e.g. "--init_checkpoint=out/minilm", "--vocab_file").
+        flag: str. The data's flag (`--input_file`, `--eval_input_file`).
 
     Raises:
-        ValueError: the contents differ, naming both files and the fix.
+        ValueError: naming the flag, the sidecar, both tokenizers and the fix.
 
     Example:
 
-    >>> check_same_vocabulary(meta, "data/train.tfrecord", "minilm/vocab.txt",
-    ...                       "--init_checkpoint=minilm")
+    >>> check_data_tokenizer(meta, "data/heldout.tfrecord",
+    ...                      TokenizerIdentity.of_file("bpe/tokenizer.json"), "--vocab_file",
+    ...                      flag="--eval_input_file")
     """
-    if not metadata or not metadata.get("vocab_sha256"):
+    recorded = recorded_tokenizer(metadata)
+    if model is None or recorded is None or recorded.same_as(model):
         return
-    digest = vocab_sha256(vocab_file)
-    if digest != metadata["vocab_sha256"]:
-        made_with = (metadata.get("vocab_file") or (metadata.get("flags") or {}).get("vocab_file")
-                     or "a vocabulary")
-        raise ValueError(
-            f"{_sidecar_of(data_file)} says the data was made with {made_with} (sha256 "
-            f"{metadata['vocab_sha256'][:12]}...) but {owner} has {vocab_file} (sha256 "
-            f"{digest[:12]}...), another vocabulary; make the data with "
-            f"tools/create_pretraining_data.py --vocab_file={vocab_file}.")
+    option = "--tokenizer_file" if model.kind != WordpieceTokenizer.kind else "--vocab_file"
+    fix = (f"make the data with tools/create_pretraining_data.py {option}={model.file}"
+           if model.file else "make the data with the model's tokenizer")
+    raise ValueError(
+        f"{flag}: {_sidecar_of(data_file)} says the data was made with {recorded.describe()}, "
+        f"but the model's tokenizer is {model.describe()}, from {source}: the same ids would "
+        f"mean other tokens. {fix[0].upper() + fix[1:]}.")
 
 
-def named_data_error(files: list[str], error: tf.errors.OpError) -> ValueError:
+def named_data_error(files: list[str], error: tf.errors.OpError,
+                     flag: str = "--input_file") -> ValueError:
     """A clear error naming the corrupt or truncated file (and offset) of a data error.
 
     Args:
         files: list of str. The files that were read.
         error: the `tf.errors.OpError` reading them raised.
+        flag: str. The flag that named them. Defaults to "--input_file".
 
     Returns:
         A ValueError naming the first file whose TFRecord framing is broken
@@ -354,8 +394,8 @@ def named_data_error(files: list[str], error: tf.errors.OpError) -> ValueError:
             return ValueError(
                 f"{path}: corrupt or truncated TFRecord at byte {offset}: {reason}. Regenerate "
                 "the file (e.g. it was copied while being written) or leave it out of "
-                f"--input_file. (TensorFlow: {cause})")
-    return ValueError(f"reading --input_file failed: {cause}; every file's TFRecord framing "
+                f"{flag}. (TensorFlow: {cause})")
+    return ValueError(f"reading {flag} failed: {cause}; every file's TFRecord framing "
                       "checks out, so a record's contents may be bad.")
 
 

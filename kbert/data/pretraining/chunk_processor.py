@@ -39,7 +39,7 @@ from kbert.data.pretraining.instances import layouts_to_arrays
 from kbert.data.pretraining.instances import mask_tokens_batch
 from kbert.data.pretraining.tf_example import ExampleEncoder
 from kbert.data.pretraining.tfrecord_framing import frame_records
-from kbert.data.tokenization import BertTokenizer
+from kbert.data.tokenization import pretraining_tokenizer
 
 DEFAULT_CHUNK_BYTES = 1 << 20
 # The counts of a task (`ChunkResult.counts`), summed over a run.
@@ -64,8 +64,10 @@ class GenerationConfig:
     Args:
         input_files: tuple of str. The text files, in reading order.
         output_files: tuple of str. The TFRecord files, filled round-robin.
-        vocab_file: str. WordPiece `vocab.txt`.
-        do_lower_case: bool. Lower case and strip accents. Defaults to True.
+        vocab_file: str. The tokenizer file: a WordPiece `vocab.txt` or a
+            byte-level BPE `tokenizer.json` (its kind by its extension).
+        do_lower_case: bool. Lower case and strip accents (WordPiece; a
+            byte-level BPE has no lower casing). Defaults to True.
         options: `InstanceOptions`. How instances are cut and masked.
             Defaults to `InstanceOptions()`.
         random_seed: int. Seeds every task's generators. Defaults to 12345.
@@ -171,7 +173,7 @@ class ChunkProcessor:
     same bytes for the same task.
 
     Args:
-        config: `GenerationConfig`. Its vocabulary is loaded here.
+        config: `GenerationConfig`. Its tokenizer is loaded here.
 
     Example:
 
@@ -184,8 +186,8 @@ class ChunkProcessor:
     def __init__(self, config: GenerationConfig):
         self.config = config
         options = config.options
-        self.tokenizer = BertTokenizer(config.vocab_file, do_lower_case=config.do_lower_case)
-        self.vocab = VocabInfo.from_vocab(self.tokenizer.vocab)
+        self.tokenizer = pretraining_tokenizer(config.vocab_file, config.do_lower_case)
+        self.vocab = VocabInfo.from_file(config.vocab_file)
         self.encoder = ExampleEncoder(
             options.max_seq_length,
             options.max_predictions_per_seq,

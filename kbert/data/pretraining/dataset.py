@@ -16,6 +16,7 @@ batch number, so a checkpointed iterator resumes with the same masks); a
 from __future__ import annotations
 
 from typing import Any
+from typing import Callable
 
 import tensorflow as tf
 
@@ -29,8 +30,6 @@ from kbert.data.pretraining.dynamic_masking import MaskingConfig
 from kbert.data.pretraining.instances import VocabInfo
 from kbert.data.pretraining.metadata import list_data_files
 from kbert.data.pretraining.metadata import read_pretraining_metadata
-from kbert.data.vocabulary import PRETRAINING_TOKENS
-from kbert.data.vocabulary import read_vocab
 from kbert.data.pretraining.tf_example import PRETRAINING_FEATURE_NAMES  # noqa: F401  (public here too)
 
 
@@ -80,6 +79,7 @@ def pretraining_dataset(
     masking_config: MaskingConfig | None = None,
     vocab_file: str | None = None,
     packing: PackingConfig | None = None,
+    masking_rate: Callable[[tf.Tensor], tf.Tensor] | None = None,
 ) -> tf.data.Dataset:
     """Reads pre-training TFRecords into `(features, labels, sample_weights)` batches.
 
@@ -111,10 +111,20 @@ def pretraining_dataset(
             to "static".
         masking_config: `MaskingConfig` or None. Rate, split, whole words and
             n-grams of dynamic masking. Defaults to `MaskingConfig()`.
-        vocab_file: str or None. The vocabulary of dynamic masking; defaults
-            to the one the sidecar names.
+        vocab_file: str or None. The tokenizer file (`vocab.txt` or
+            `tokenizer.json`) of dynamic masking; defaults to the one the
+            sidecar names.
         packing: `PackingConfig` or None. Pack several instances per row
             (None: one instance per row, padded). Defaults to None.
+        masking_rate: callable or None. Dynamic masking only: the rate of
+            the instances read next, given the number of batches this
+            pipeline yielded before them (an int64 scalar tensor; packed, the
+            batch their window's first row lands in, so windows are then
+            masked one after another); returns a float scalar tensor
+            replacing `masking_config.masked_lm_prob` (a
+            `dynamic_masking.MaskingSchedule` through the step, as
+            `run_pretraining` builds it). A function of the position in the
+            stream, which a checkpointed iterator keeps. Defaults to None.
 
     Returns:
         A `tf.data.Dataset` of `(features, labels, sample_weights)` where
@@ -140,6 +150,9 @@ def pretraining_dataset(
     if max_predictions_per_seq is None:
         max_predictions_per_seq = (metadata or {}).get("max_predictions_per_seq") or 20
     check_masking_mode(masking)
+    if masking_rate is not None and masking != "dynamic":
+        raise ValueError(f"a masking-rate schedule needs masking='dynamic' (masks drawn while "
+                         f"reading), not masking={masking!r}.")
     check_recorded_lengths(metadata, max_seq_length, packing=packing)
     check_recorded_masking(metadata, masking)
     read = _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence,
@@ -147,8 +160,10 @@ def pretraining_dataset(
     records = _records(files, is_training, shuffle_buffer_size, cycle_length, seed, input_context)
     if packing is None:
         dataset = records.batch(batch_size, drop_remainder=is_training).enumerate()
-        dataset = dataset.map(lambda n, serialized: _to_model_inputs(read(serialized, n)),
-                              num_parallel_calls=tf.data.AUTOTUNE)
+        dataset = dataset.map(
+            lambda n, serialized: _to_model_inputs(
+                read(serialized, n, masking_rate(n) if masking_rate else None)),
+            num_parallel_calls=tf.data.AUTOTUNE)
         if not is_training and not (input_context and input_context.num_input_pipelines > 1):
             # A known length: Keras' evaluate()/fit(validation_data=...) then ends
             # the pass without an "input ran out of data" warning.
@@ -157,12 +172,35 @@ def pretraining_dataset(
     else:
         packing.validate()
         pack = _packer(packing, max_seq_length, max_predictions_per_seq, next_sentence)
-        dataset = records.batch(packing.window_size).enumerate()
-        dataset = dataset.map(lambda n, serialized: pack(read(serialized, n)),
-                              num_parallel_calls=tf.data.AUTOTUNE)
+        windows = records.batch(packing.window_size)
+        if masking_rate is None:
+            dataset = windows.enumerate().map(lambda n, serialized: pack(read(serialized, n)),
+                                              num_parallel_calls=tf.data.AUTOTUNE)
+        else:
+            dataset = _packed_with_rates(windows, read, pack, masking_rate, batch_size)
         dataset = dataset.unbatch().batch(batch_size, drop_remainder=is_training)
         dataset = dataset.map(_to_packed_model_inputs, num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def _packed_with_rates(windows: tf.data.Dataset, read, pack,
+                       masking_rate: Callable[[tf.Tensor], tf.Tensor],
+                       batch_size: int) -> tf.data.Dataset:
+    """Windows masked at the rate of the batch their first row lands in, then packed.
+
+    How many rows a window packs into depends on its masks, so the rows
+    before a window are known only once the windows before it are packed: a
+    `scan` (whose state the iterator's checkpoint keeps) counts them.
+    """
+
+    def pack_next(state, serialized):
+        number, rows_before = state
+        rows = pack(read(serialized, number, masking_rate(rows_before // batch_size)))
+        count = tf.shape(rows["token_ids"], out_type=tf.int64)[0]
+        return (number + 1, rows_before + count), rows
+
+    start = (tf.constant(0, tf.int64), tf.constant(0, tf.int64))
+    return windows.scan(start, pack_next)
 
 
 def _records(files: list[str], is_training: bool, shuffle_buffer_size: int, cycle_length: int,
@@ -206,7 +244,8 @@ def _count_records(files: list[str]) -> int:
 
 def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sentence, masking,
                      masking_config, vocab_file, seed, input_context):
-    """Returns `read(serialized [N], batch_number)`: parsed (and dynamically masked) instances.
+    """Returns `read(serialized [N], batch_number, rate=None)`: parsed (and dynamically masked)
+    instances, at `rate` when given.
 
     The result is a dict of `[N, ...]` tensors: `token_ids`, `segment_ids`,
     `padding_mask`, `mask_positions`, `mlm_ids`, `mlm_weights` and, with
@@ -222,7 +261,7 @@ def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sen
         base_seed = tf.random.experimental.stateless_fold_in(
             tf.constant([0 if seed is None else seed, 0], tf.int64), pipeline)
 
-    def read(serialized, batch_number):
+    def read(serialized, batch_number, rate=None):
         example = tf.io.parse_example(serialized, spec)
         instances = {
             "token_ids": tf.cast(example["input_ids"], tf.int32),
@@ -236,7 +275,7 @@ def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sen
         else:
             masked, positions, labels, weights = masker(
                 instances["token_ids"], tf.reduce_sum(instances["padding_mask"], axis=1),
-                tf.random.experimental.stateless_fold_in(base_seed, batch_number))
+                tf.random.experimental.stateless_fold_in(base_seed, batch_number), rate)
             instances.update(token_ids=masked, mask_positions=positions, mlm_ids=labels,
                              mlm_weights=weights)
         if next_sentence:
@@ -247,14 +286,15 @@ def _instance_reader(metadata, max_seq_length, max_predictions_per_seq, next_sen
 
 
 def _vocab_info(vocab_file: str | None, metadata: dict[str, Any] | None) -> VocabInfo:
-    """The special ids and `##` pieces of the vocabulary dynamic masking uses."""
+    """The special ids and word continuations of the tokenizer dynamic masking uses."""
     vocab_file = vocab_file or (metadata or {}).get("vocab_file")
     if not vocab_file or not tf.io.gfile.exists(vocab_file):
         raise ValueError(
-            f"masking='dynamic' needs the vocabulary ([CLS], [SEP], [MASK] and ## pieces) but "
+            f"masking='dynamic' needs the tokenizer file ([CLS], [SEP], [MASK] and the pieces "
+            f"that continue words) but "
             f"{'none is named' if not vocab_file else repr(vocab_file) + ' does not exist'}; pass "
-            "vocab_file= (kbert-pretrain: --vocab_file).")
-    return VocabInfo.from_vocab(read_vocab(vocab_file, PRETRAINING_TOKENS))
+            "vocab_file= (kbert-pretrain: --vocab_file, a vocab.txt or tokenizer.json).")
+    return VocabInfo.from_file(vocab_file)
 
 
 def _packer(packing: PackingConfig, max_seq_length: int, max_predictions_per_seq: int,

@@ -18,6 +18,11 @@ of `instances.create_masked_lm_predictions` (the static tool):
 - each chosen token (or span) becomes `[MASK]` with `mask_token_rate`, a
   random id from `[0, vocab_size)` with `random_token_rate`, else stays.
 
+A `MaskingSchedule` changes the rate during a run (mmBERT's 30% -> 15% ->
+5%): the reader asks it for the rate of each batch by the batch's place in
+the stream, which the checkpointed iterator keeps, so a resumed run masks as
+an uninterrupted one.
+
 Why not tensorflow-text's `mask_language_model` with `RandomItemSelector` and
 `MaskValuesChooser`: (1) their draws come from stateful random ops
 (`tf.random.shuffle`, `tf.random.uniform`) whose state a tf.data iterator
@@ -36,6 +41,7 @@ tensors here.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 
 import numpy as np
@@ -87,6 +93,67 @@ class MaskingConfig:
             raise ValueError(f"MaskingConfig.max_ngram_size={self.max_ngram_size} must be at least 1.")
 
 
+@dataclasses.dataclass(frozen=True)
+class MaskingSchedule:
+    """`run_pretraining.masking_schedule`: the masking rate falls in steps over a run.
+
+    `rates[0]` until step `round(boundaries[0] * num_train_steps)`, then
+    `rates[1]` until the next boundary, and so on. The defaults are mmBERT's
+    (Marone et al. 2025): 30% for its first 2.3T tokens, 15% for the next
+    600B (with the context extension), 5% for the last 100B (the decay),
+    as shares of its 3T. It replaces `MaskingConfig.masked_lm_prob` in
+    training; held-out evaluation keeps `masked_lm_prob`, so every
+    evaluation of the run is comparable. `max_predictions_per_seq` must hold
+    the largest rate's predictions.
+
+    Args:
+        rates: tuple of float in (0, 1]. Defaults to (0.3, 0.15, 0.05).
+        boundaries: tuple of float, increasing, in (0, 1): where each next
+            rate starts, as a share of `num_train_steps`; one fewer than
+            `rates`. Defaults to (0.767, 0.967).
+
+    Example:
+
+    >>> schedule = kbert.data.MaskingSchedule((0.3, 0.15), (0.5,))
+    >>> float(schedule.rate_at(tf.constant(600), num_train_steps=1000))
+    0.15
+
+    Reference:
+        - [Marone et al., 2025](https://arxiv.org/abs/2509.06888) (mmBERT)
+        - [Ankner et al., 2023](https://arxiv.org/abs/2305.15096)
+    """
+
+    rates: tuple[float, ...] = (0.3, 0.15, 0.05)
+    boundaries: tuple[float, ...] = (0.767, 0.967)
+
+    def validate(self) -> None:
+        """Raises ValueError naming the setting that is out of range."""
+        rates, boundaries = tuple(self.rates), tuple(self.boundaries)
+        if not rates or any(not 0.0 < rate <= 1.0 for rate in rates):
+            raise ValueError(f"MaskingSchedule.rates={rates} must be rates in (0, 1].")
+        if len(boundaries) != len(rates) - 1:
+            raise ValueError(f"MaskingSchedule.boundaries={boundaries} must have one value "
+                             f"fewer than MaskingSchedule.rates={rates}.")
+        if any(not 0.0 < b < 1.0 for b in boundaries) or list(boundaries) != sorted(
+                set(boundaries)):
+            raise ValueError(f"MaskingSchedule.boundaries={boundaries} must increase within "
+                             "(0, 1): shares of num_train_steps.")
+
+    def boundary_steps(self, num_train_steps: int) -> list[int]:
+        """The steps where each next rate starts."""
+        return [round(share * num_train_steps) for share in self.boundaries]
+
+    def rate(self, step: int, num_train_steps: int) -> float:
+        """The rate of step `step` (0-based)."""
+        return self.rates[bisect.bisect_right(self.boundary_steps(num_train_steps), step)]
+
+    def rate_at(self, step: tf.Tensor, num_train_steps: int) -> tf.Tensor:
+        """`rate` in TensorFlow ops: of step `step` (an int tensor), as a float64 scalar tensor."""
+        index = tf.searchsorted(tf.constant(self.boundary_steps(num_train_steps), tf.int64),
+                                tf.reshape(tf.cast(step, tf.int64), [1]), side="right")[0]
+        return tf.gather(tf.constant(self.rates, tf.float64), index)
+
+
 class DynamicMasker:
     """Masks batches of unmasked instances with stateless random ops.
 
@@ -119,13 +186,16 @@ class DynamicMasker:
         continuation[sorted(vocab.continuation_ids)] = True
         self._continuation = tf.constant(continuation)
 
-    def __call__(self, token_ids: tf.Tensor, lengths: tf.Tensor, seed: tf.Tensor):
+    def __call__(self, token_ids: tf.Tensor, lengths: tf.Tensor, seed: tf.Tensor,
+                 masked_lm_prob: tf.Tensor | None = None):
         """Masks a batch.
 
         Args:
             token_ids: int `[N, S]`. Unmasked instances, zero padded.
             lengths: int `[N]`. Tokens per instance (the rest is padding).
             seed: int `[2]`. Stateless seed of this batch.
+            masked_lm_prob: float scalar tensor or None. This batch's rate
+                (a `MaskingSchedule`'s); None: the config's `masked_lm_prob`.
 
         Returns:
             `(masked_ids, positions, labels, weights)`: int32 `[N, S]`, int32
@@ -142,7 +212,7 @@ class DynamicMasker:
         index = tf.range(width)[None, :]
         candidate = ((index < lengths[:, None]) & tf.not_equal(token_ids, vocab.cls_id)
                      & tf.not_equal(token_ids, vocab.sep_id))
-        budget = self._num_to_predict(lengths)
+        budget = self._num_to_predict(lengths, masked_lm_prob)
         if config.do_whole_word_mask or config.max_ngram_size > 1:
             chosen, span_start = self._choose_spans(token_ids, candidate, budget, select_seed)
         else:
@@ -162,9 +232,10 @@ class DynamicMasker:
         labels = tf.gather(token_ids, positions, batch_dims=1) * tf.cast(weights, tf.int32)
         return masked, positions, labels, weights
 
-    def _num_to_predict(self, lengths: tf.Tensor) -> tf.Tensor:
+    def _num_to_predict(self, lengths: tf.Tensor, rate: tf.Tensor | None = None) -> tf.Tensor:
         # float64 and round-half-to-even: Python's `round(len * rate)` exactly.
-        rounded = tf.round(tf.cast(lengths, tf.float64) * self.config.masked_lm_prob)
+        rate = self.config.masked_lm_prob if rate is None else tf.cast(rate, tf.float64)
+        rounded = tf.round(tf.cast(lengths, tf.float64) * rate)
         return tf.cast(tf.clip_by_value(rounded, 1.0, self.max_predictions_per_seq), tf.int32)
 
     def _choose_spans(self, token_ids, candidate, budget, seed):

@@ -41,6 +41,9 @@ class EvalData:
     masking: str
     # Whether the records carry next_sentence_labels (NSP or SOP data).
     next_sentence: bool = True
+    # Their sidecar (`read_pretraining_metadata`), None without one: what they
+    # were made with, which the run checks against the model's tokenizer.
+    metadata: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_files(cls, eval_input_file: str | list[str], max_seq_length: int | None,
@@ -83,7 +86,7 @@ class EvalData:
         next_sentence = (metadata.get("next_sentence") not in ("none", False) if metadata
                          else bool(lengths["next_sentence"]))
         return cls(tuple(files), lengths["max_seq_length"], max_predictions_per_seq or 20, masking,
-                   next_sentence)
+                   next_sentence, metadata)
 
     def dataset(self, batch_size: int, next_sentence: bool,
                 masking_config: MaskingConfig | None = None,

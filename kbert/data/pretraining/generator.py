@@ -1,7 +1,7 @@
 """`create_pretraining_data`: raw text to pre-training TFRecords, in parallel.
 
 The front door: it checks the arguments into a `GenerationConfig`
-(`_check_settings`, `_output_files`, `_check_vocab`) and hands it to a runner:
+(`_check_settings`, `_output_files`, `_tokenizer_file`) and hands it to a runner:
 
 - `local_runner.run_generation` (the default): the (dupe, chunk) tasks in
   this process or a process pool, streamed, with the tokens of later dupes
@@ -47,18 +47,18 @@ from kbert.data.pretraining.chunk_processor import DEFAULT_CHUNK_BYTES
 from kbert.data.pretraining.chunk_processor import GenerationConfig
 from kbert.data.pretraining.instances import InstanceOptions
 from kbert.data.pretraining.instances import TrainingInstance
-from kbert.data.tokenization import PRETRAINING_PURPOSE
-from kbert.data.vocabulary import PRETRAINING_TOKENS
-from kbert.data.vocabulary import read_vocab
+from kbert.data.pretraining.instances import VocabInfo
 
 
-def _default_flags(config: GenerationConfig, input_file: str | Sequence[str]) -> dict[str, Any]:
+def _default_flags(config: GenerationConfig, input_file: str | Sequence[str],
+                   vocab_file: str | None, tokenizer_file: str | None) -> dict[str, Any]:
     """The flags a sidecar records when the caller passes none: the arguments as given."""
     options = config.options
     return {
         "input_file": input_file if isinstance(input_file, str) else ",".join(input_file),
         "output_file": ",".join(config.output_files),
-        "vocab_file": config.vocab_file,
+        "vocab_file": vocab_file,
+        "tokenizer_file": tokenizer_file,
         "do_lower_case": config.do_lower_case,
         "do_whole_word_mask": options.do_whole_word_mask,
         "max_seq_length": options.max_seq_length,
@@ -122,8 +122,14 @@ def _check_outputs(output_files: Sequence[str]) -> None:
             )
 
 
-def _check_vocab(vocab_file: str) -> list[str]:
-    return read_vocab(vocab_file, PRETRAINING_TOKENS, PRETRAINING_PURPOSE)
+def _tokenizer_file(vocab_file: str | None, tokenizer_file: str | None) -> tuple[str, int]:
+    """The one tokenizer file of `--vocab_file` / `--tokenizer_file`, checked, and its size."""
+    if bool(vocab_file) == bool(tokenizer_file):
+        raise ValueError("pass one of --vocab_file (a WordPiece vocab.txt) and --tokenizer_file "
+                         "(a vocab.txt or a byte-level BPE tokenizer.json, e.g. from kbert-vocab "
+                         "build --tokenizer=bpe)" + ("; got both." if vocab_file else "."))
+    path = tokenizer_file or vocab_file
+    return path, VocabInfo.from_file(path).vocab_size  # Refuses a file lacking [MASK], ...
 
 
 def format_instance(instance: TrainingInstance, vocab: Sequence[str]) -> str:
@@ -152,7 +158,7 @@ def format_instance(instance: TrainingInstance, vocab: Sequence[str]) -> str:
 def create_pretraining_data(
     input_file: str | Sequence[str],
     output_file: str | Sequence[str],
-    vocab_file: str,
+    vocab_file: str | None = None,
     do_lower_case: bool = True,
     do_whole_word_mask: bool = False,
     max_seq_length: int = 128,
@@ -173,6 +179,7 @@ def create_pretraining_data(
     progress_callback: Callable[[dict[str, Any]], None] | None = None,
     runner: str | None = None,
     pipeline_args: Sequence[str] = (),
+    tokenizer_file: str | None = None,
 ) -> dict[str, Any]:
     """Writes masked-LM (+NSP/SOP) pre-training TFRecords from raw text.
 
@@ -186,10 +193,13 @@ def create_pretraining_data(
     Args:
         input_file: str or list of str. Comma-separated file names or globs.
         output_file: str or list of str. Comma-separated output files.
-        vocab_file: str. WordPiece `vocab.txt` with `[UNK]`, `[CLS]`,
-            `[SEP]`, `[MASK]`.
-        do_lower_case: bool. Lower case and strip accents. Defaults to True.
-        do_whole_word_mask: bool. Mask whole words. Defaults to False.
+        vocab_file: str or None. WordPiece `vocab.txt` with `[UNK]`, `[CLS]`,
+            `[SEP]`, `[MASK]`; or pass `tokenizer_file`.
+        do_lower_case: bool. Lower case and strip accents (WordPiece; a
+            byte-level BPE has no lower casing and ignores it). Defaults to True.
+        do_whole_word_mask: bool. Mask whole words: a piece with the pieces
+            that continue it (WordPiece's `##` pieces; a byte-level BPE's
+            pieces without a leading space). Defaults to False.
         max_seq_length: int. Defaults to 128.
         max_predictions_per_seq: int. Defaults to 20.
         random_seed: int. Defaults to 12345.
@@ -225,6 +235,11 @@ def create_pretraining_data(
         pipeline_args: list of str. Beam's own pipeline options with
             `runner`, such as `["--direct_num_workers=2",
             "--direct_running_mode=multi_processing"]`.
+        tokenizer_file: str or None. Instead of `vocab_file`: a byte-level BPE
+            `tokenizer.json` with `[CLS]`, `[SEP]` and `[MASK]` (from
+            `kbert-vocab build --tokenizer=bpe`, ModernBERT's), or a
+            `vocab.txt`; its kind by its extension. Each line is stripped and
+            tokenized on its own (`kbert.data.tokenization.BpeTokenizer`).
 
     Returns:
         The metadata dict written to the sidecars (without the per-file keys).
@@ -239,6 +254,9 @@ def create_pretraining_data(
     >>> kbert.data.create_pretraining_data(
     ...     "corpus/*.txt", "data/train-0.tfrecord,data/train-1.tfrecord",
     ...     "vocab.txt", dupe_factor=5)
+    >>> kbert.data.create_pretraining_data(
+    ...     "corpus/*.txt", "data/train.tfrecord", tokenizer_file="bpe/tokenizer.json",
+    ...     next_sentence="none", masking="dynamic", dupe_factor=1)
     """
     start = time.time()
     options = InstanceOptions(
@@ -254,11 +272,11 @@ def create_pretraining_data(
     num_workers = _check_settings(options, dupe_factor, chunk_bytes, input_encoding, num_workers)
     input_files = text_files.expand_file_patterns(input_file, "input_file")
     output_files = _output_files(output_file)
-    vocab_size = len(_check_vocab(vocab_file))
+    path, vocab_size = _tokenizer_file(vocab_file, tokenizer_file)
     config = GenerationConfig(
         input_files=tuple(input_files),
         output_files=tuple(output_files),
-        vocab_file=vocab_file,
+        vocab_file=path,
         do_lower_case=do_lower_case,
         options=options,
         random_seed=random_seed,
@@ -268,7 +286,7 @@ def create_pretraining_data(
         num_verbose_examples=num_verbose_examples,
     )
     if flags is None:
-        flags = _default_flags(config, input_file)
+        flags = _default_flags(config, input_file, vocab_file, tokenizer_file)
     if runner:
         beam_support.check_beam_installed(runner)
         from kbert.data.pretraining import beam_pipeline  # Imports apache_beam.

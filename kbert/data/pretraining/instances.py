@@ -35,6 +35,15 @@ from typing import Sequence
 
 import numpy as np
 
+from kbert.data.tokenizers.byte_level_bpe import ByteLevelBpeTokenizer
+from kbert.data.tokenizers.byte_level_bpe import special_ids
+from kbert.data.tokenizers.byte_level_bpe import word_continuations
+from kbert.data.tokenizers.loading import tokenizer_class
+from kbert.data.tokenizers.tokenizer_json import read_tokenizer_json
+from kbert.data.tokenization import PRETRAINING_PURPOSE
+from kbert.data.vocabulary import PRETRAINING_TOKENS
+from kbert.data.vocabulary import read_vocab
+
 NEXT_SENTENCE_MODES = ("nsp", "sop", "none")
 # "static": masked here, once per dupe (google-research/bert); "dynamic": written
 # unmasked and masked anew for every batch by the reader (RoBERTa).
@@ -110,8 +119,10 @@ class VocabInfo:
         cls_id: int. Id of `[CLS]`.
         sep_id: int. Id of `[SEP]`.
         mask_id: int. Id of `[MASK]`.
-        continuation_ids: frozenset of int. Ids of `##` pieces (whole-word
-            masking).
+        continuation_ids: frozenset of int. Ids of the pieces that continue
+            the word before them (whole-word masking): WordPiece's `##`
+            pieces, a byte-level BPE's pieces without a leading space
+            (`kbert.data.Tokenizer.continues_word`).
     """
 
     vocab_size: int
@@ -130,6 +141,37 @@ class VocabInfo:
             mask_id=index["[MASK]"],
             continuation_ids=frozenset(i for i, t in enumerate(vocab) if t.startswith("##")),
         )
+
+    @classmethod
+    def from_file(cls, path: str) -> "VocabInfo":
+        """Reads a WordPiece `vocab.txt` or a byte-level BPE `tokenizer.json` (kind by extension).
+
+        Args:
+            path: str. The tokenizer file the data was made with.
+
+        Returns:
+            The `VocabInfo`; a byte-level BPE's `[CLS]` and `[SEP]` are its
+            post-processor's, its continuations the pieces without a leading space.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: it lacks what masked-LM pre-training needs (named).
+
+        Example:
+
+        >>> VocabInfo.from_file("bpe/tokenizer.json").mask_id
+        1019
+        """
+        if tokenizer_class(path) is not ByteLevelBpeTokenizer:
+            return cls.from_vocab(read_vocab(path, PRETRAINING_TOKENS, PRETRAINING_PURPOSE))
+        spec = read_tokenizer_json(path)
+        _, cls_id, sep_id, mask_id = special_ids(spec)
+        if mask_id is None:
+            raise ValueError(f"tokenizer file {path!r} has no [MASK] (or <mask>) token; "
+                             "masked-LM pre-training needs one (kbert-vocab build "
+                             "--tokenizer=bpe writes one).")
+        return cls(vocab_size=len(spec.vocabulary), cls_id=cls_id, sep_id=sep_id, mask_id=mask_id,
+                   continuation_ids=frozenset(np.flatnonzero(word_continuations(spec)).tolist()))
 
 
 @dataclasses.dataclass

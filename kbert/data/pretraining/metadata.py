@@ -1,10 +1,12 @@
 """The JSON sidecar written next to each pre-training TFRecord file.
 
 `<output_file>.meta.json` records how the file was made: every flag, the
-vocabulary's sha256 and size, and the run's counts. The trainer reads it with
-`read_pretraining_metadata` to refuse data whose `max_seq_length`,
-`max_predictions_per_seq` or vocabulary disagree with its config. Files made by
-other tools have no sidecar and read as `None`.
+tokenizer (`tokenizer_kind`, `vocab_file`, `vocab_size` and `vocab_sha256`, the
+hash of what its ids mean: `kbert.data.tokenizers.tokenizer_sha256`), and the
+run's counts. The trainer reads it with `read_pretraining_metadata` to refuse
+data whose `max_seq_length`, `max_predictions_per_seq` or tokenizer disagree
+with its config (`recorded_tokenizer`). Files made by other tools have no
+sidecar and read as `None`.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from kbert.data.tokenizers.identity import TokenizerIdentity
+from kbert.data.tokenizers.wordpiece_tokenizer import WordpieceTokenizer
 from kbert.files import read_json
 from kbert.files import write_text
 
@@ -25,6 +29,7 @@ CONSISTENT_KEYS = (
     "max_predictions_per_seq",
     "next_sentence",
     "masking",
+    "tokenizer_kind",
     "vocab_sha256",
     "vocab_size",
     "do_lower_case",
@@ -133,5 +138,27 @@ def recorded_masking(metadata: dict[str, Any] | None) -> str:
     return _value(metadata or {}, "masking")
 
 
+def recorded_tokenizer(metadata: dict[str, Any] | None) -> TokenizerIdentity | None:
+    """The tokenizer a sidecar records the data was made with, None without a sidecar.
+
+    Sidecars from before byte-level BPE data record no `tokenizer_kind`: their
+    data is WordPiece.
+
+    Args:
+        metadata: dict or None. `read_pretraining_metadata`'s result.
+
+    Returns:
+        The `TokenizerIdentity` (its `sha256` and `size` None where not recorded).
+    """
+    if not metadata:
+        return None
+    flags = metadata.get("flags") or {}
+    return TokenizerIdentity(_value(metadata, "tokenizer_kind"),
+                             metadata.get("vocab_file") or flags.get("vocab_file")
+                             or flags.get("tokenizer_file"),
+                             metadata.get("vocab_sha256"), metadata.get("vocab_size"))
+
+
 def _value(metadata: dict[str, Any], key: str) -> Any:
-    return metadata.get(key, "static") if key == "masking" else metadata.get(key)
+    defaults = {"masking": "static", "tokenizer_kind": WordpieceTokenizer.kind}
+    return metadata.get(key, defaults[key]) if key in defaults else metadata.get(key)

@@ -27,7 +27,8 @@ from kbert.data.pretraining.chunk_processor import GenerationConfig
 from kbert.data.pretraining.metadata import METADATA_FORMAT
 from kbert.data.pretraining.metadata import write_metadata
 from kbert.data.pretraining.output_file import OutputFile
-from kbert.data.vocabulary import vocab_sha256
+from kbert.data.tokenizers.identity import tokenizer_sha256
+from kbert.data.tokenizers.loading import tokenizer_class
 
 # The sidecar's `runner` for runs of the local runner (this process or its pool).
 LOCAL_RUNNER = "local"
@@ -223,6 +224,7 @@ def run_summary(
         `num_instances_in_file`.
     """
     options, counts = config.options, totals.counts
+    kind = tokenizer_class(config.vocab_file)
     return {
         "format": METADATA_FORMAT,
         "runner": runner,
@@ -230,9 +232,13 @@ def run_summary(
         "max_predictions_per_seq": options.max_predictions_per_seq,
         "next_sentence": options.next_sentence,
         "masking": options.masking,
-        "do_lower_case": config.do_lower_case,
+        # The tokenizer: its kind, file, size and the hash of what its ids mean
+        # (a vocab.txt's bytes; a tokenizer.json's tokens and merges), which
+        # kbert-pretrain compares with the model's.
+        "tokenizer_kind": kind.kind,
+        "do_lower_case": config.do_lower_case if kind.lower_casing else None,
         "vocab_file": config.vocab_file,
-        "vocab_sha256": vocab_sha256(config.vocab_file),
+        "vocab_sha256": tokenizer_sha256(config.vocab_file),
         "vocab_size": vocab_size,
         "input_files": list(config.input_files),
         "output_files": list(config.output_files),

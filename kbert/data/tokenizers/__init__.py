@@ -8,11 +8,15 @@ casing and `word_prefix`, the files it owns), `wordpiece_tokenizer.py`
 normalization and tensorflow-text's WordPiece, also what pre-training data
 uses), `byte_level_bpe.py` (`ByteLevelBpeTokenizer`: a Hugging Face byte-level
 BPE `tokenizer.json`, ModernBERT's) over `tokenizer_json.py`
-(`read_tokenizer_json`), and `loading.py` (`load_tokenizer`, `TOKENIZERS`).
+(`read_tokenizer_json`), `loading.py` (`load_tokenizer`, `TOKENIZERS`) and
+`identity.py` (`TokenizerIdentity`: a file's kind, size and the hash of what
+its ids mean, which pre-training data records).
 """
 
 from kbert.data.tokenizers.bert_wordpiece_tokenizer import BertWordpieceTokenizer
 from kbert.data.tokenizers.byte_level_bpe import ByteLevelBpeTokenizer
+from kbert.data.tokenizers.identity import TokenizerIdentity
+from kbert.data.tokenizers.identity import tokenizer_sha256
 from kbert.data.tokenizers.loading import TOKENIZERS
 from kbert.data.tokenizers.loading import load_tokenizer
 from kbert.data.tokenizers.loading import recorded_lower_case

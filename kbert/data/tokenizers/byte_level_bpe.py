@@ -28,6 +28,7 @@ in learned order, which `read_tokenizer_json` checks).
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.regex_split_ops import gen_regex_split_ops
@@ -90,16 +91,9 @@ class ByteLevelBpeTokenizer(Tokenizer):
         # tokenized on its own (NER's words) gets that space so that its pieces
         # are those of running text, as RoBERTa's `add_prefix_space` does.
         self.word_prefix = " "
-        self.pad_id = _pad_id(spec)
-        single = spec.single
-        if len(single) != 3 or single[1][0] != "A":
-            raise ValueError(f"{spec.path}: the post-processor's single template is "
-                             f"{[item for item, _ in single]}; kbert packs one special token "
-                             "before the text and one after it ([CLS] $A [SEP]).")
-        self.cls_id, self.sep_id = single[0][0], single[2][0]
+        self.pad_id, self.cls_id, self.sep_id, self.mask_id = special_ids(spec)
         self.unk_id = None
-        self.mask_id = next((i for i in map(spec.token_id, ("[MASK]", "<mask>")) if i is not None),
-                            None)
+        self._continues_word = word_continuations(spec)
         self.templates = tuple(
             tuple((True, "AB".index(item), type_id) if isinstance(item, str)
                   else (False, item, type_id) for item, type_id in template)
@@ -144,6 +138,16 @@ class ByteLevelBpeTokenizer(Tokenizer):
     @classmethod
     def read_vocabulary(cls, path: str) -> list[str]:
         return read_tokenizer_json(path).vocabulary
+
+    def continues_word(self) -> np.ndarray:
+        """The pieces that begin with no whitespace byte ("world" in "Ġhello world" is "Ġworld").
+
+        A word of running text begins with its space ("Ġworld"), so a piece
+        without one continues the word before it: "ing" after "Ġwalk", and
+        punctuation after its word ("!" after "Ġworld"). Added tokens
+        (`[MASK]`, ...) stand alone.
+        """
+        return self._continues_word.copy()
 
     # Plain TensorFlow ops with no Python control flow on tensors, so
     # AutoGraph has nothing to convert; skipping it halves tracing time.
@@ -265,7 +269,11 @@ class ByteLevelBpeTokenizer(Tokenizer):
             texts = tf.where(prefix, tf.strings.join([" ", texts]), texts)
         runs = _split_whitespace(texts)
         words = _regex_split(runs.flat_values, _WORD_PATTERN)
-        ids = self._merge(words.flat_values)
+        # Each distinct word is merged once: running text repeats its words
+        # (a page of prose holds each distinct word several times), and the
+        # merge loop's work grows with the bytes it holds.
+        distinct, index = tf.unique(words.flat_values, out_idx=tf.int64)
+        ids = tf.gather(self._merge(distinct), index)
         first = tf.equal(tf.range(tf.size(ids.flat_values, out_type=tf.int64)),
                          tf.gather(ids.row_splits, ids.value_rowids()))
         ids = runs.with_flat_values(words.with_flat_values(ids).merge_dims(1, 2)).merge_dims(1, 2)
@@ -356,13 +364,53 @@ class _AddedTokens(tf.Module):
         return pieces.with_flat_values(tf.where(is_added, "", flat)), ids, flat
 
 
-def _pad_id(spec: TokenizerJson) -> int:
-    """The padding id of a `tokenizer.json`: its `[PAD]`, `<pad>` or `<|padding|>`."""
-    for token in ("[PAD]", "<pad>", "<|padding|>"):
-        token_id = spec.token_id(token)
-        if token_id is not None:
-            return token_id
-    raise ValueError(f"{spec.path} has none of [PAD], <pad>, <|padding|>; padding needs one.")
+def special_ids(spec: TokenizerJson) -> tuple[int, int, int, int | None]:
+    """`(pad, cls, sep, mask)` ids of a byte-level BPE `tokenizer.json`.
+
+    Padding is its `[PAD]`, `<pad>` or `<|padding|>`; `[CLS]` and `[SEP]` are
+    the special tokens its post-processor puts before and after one text;
+    mask is its `[MASK]` or `<mask>` (None without one).
+
+    Args:
+        spec: `TokenizerJson` from `read_tokenizer_json`.
+
+    Returns:
+        The four ids.
+
+    Raises:
+        ValueError: no padding token, or a single template other than
+            one special token, the text, one special token.
+    """
+    pad = next((i for i in map(spec.token_id, ("[PAD]", "<pad>", "<|padding|>")) if i is not None),
+               None)
+    if pad is None:
+        raise ValueError(f"{spec.path} has none of [PAD], <pad>, <|padding|>; padding needs one.")
+    single = spec.single
+    if len(single) != 3 or single[1][0] != "A":
+        raise ValueError(f"{spec.path}: the post-processor's single template is "
+                         f"{[item for item, _ in single]}; kbert packs one special token "
+                         "before the text and one after it ([CLS] $A [SEP]).")
+    mask = next((i for i in map(spec.token_id, ("[MASK]", "<mask>")) if i is not None), None)
+    return pad, single[0][0], single[2][0], mask
+
+
+def word_continuations(spec: TokenizerJson) -> np.ndarray:
+    """Per id of a byte-level BPE `tokenizer.json`: the piece begins with no whitespace byte.
+
+    What `ByteLevelBpeTokenizer.continues_word` says, read from the file alone
+    (pre-training data's whole-word masking needs no TensorFlow tables).
+
+    Args:
+        spec: `TokenizerJson` from `read_tokenizer_json`.
+
+    Returns:
+        bool array `[len(spec.vocabulary)]`: False for added tokens and for
+        pieces whose first byte is whitespace ("Ġ" space, "Ċ" line feed, ...).
+    """
+    spaces = {BYTE_SYMBOLS[b] for b in b" \t\n\r\x0b\x0c"}
+    continues = np.array([token[:1] not in spaces for token in spec.vocabulary], bool)
+    continues[[token.id for token in spec.added_tokens]] = False
+    return continues
 
 
 def _split_whitespace(texts: tf.Tensor) -> tf.RaggedTensor:

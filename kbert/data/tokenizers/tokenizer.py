@@ -14,6 +14,7 @@ import abc
 import os
 from typing import ClassVar
 
+import numpy as np
 import tensorflow as tf
 
 from kbert.files import copy_file
@@ -141,6 +142,20 @@ class Tokenizer(tf.Module, abc.ABC):
             ids (`tokenize`'s), int64 byte offsets `[start, end)` of each
             piece in its text as given, and bool: the piece begins a word.
         """
+
+    def continues_word(self) -> np.ndarray:
+        """Per id, whether a piece of that id continues the word of the piece before it.
+
+        What whole-word masking of pre-training data groups by, from ids alone
+        (the data holds no text): a piece that continues a word is masked with
+        the pieces before it. WordPiece: the `##` pieces; byte-level BPE: the
+        pieces that do not begin with a space or other whitespace byte. This
+        default makes every piece a word of its own.
+
+        Returns:
+            bool array `[vocabulary_size]`.
+        """
+        return np.zeros(self.vocabulary_size, bool)
 
     def save(self, directory: str) -> None:
         """Writes the files this tokenizer owns into a model directory.

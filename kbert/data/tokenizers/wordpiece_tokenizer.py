@@ -100,6 +100,10 @@ class WordpieceTokenizer(Tokenizer):
         starts_word = tf.ragged.map_flat_values(tf.gather, self._starts_word, pieces)
         return pieces, starts, ends, starts_word
 
+    def continues_word(self) -> np.ndarray:
+        """The `##` pieces: they continue the word before them."""
+        return ~self.starts_word
+
     def save(self, directory: str) -> None:
         """Writes `vocab.txt` and `tokenizer_config.json` (`{"do_lower_case": ...}`)."""
         super().save(directory)

@@ -1,8 +1,9 @@
 """How a WordPiece vocabulary covers a corpus: each word's count and pieces (`count_words`).
 
 What `kbert-vocab extend` chooses its words from (`frequent_split_words`: the
-frequent words the vocabulary splits into several pieces) and how it measures
-tokens per word before and after. Words are BERT's, found by the tokenizer
+frequent words the vocabulary splits into several pieces; `choose_split_words`
+also says how many passed the frequency floor) and how it measures tokens per
+word before and after. Words are BERT's, found by the tokenizer
 pre-training and serving use, so a word here is a word there.
 
 Example:
@@ -106,11 +107,85 @@ def frequent_split_words(counts: WordCounts, max_new_tokens: int, min_count: int
     Returns:
         The words, most frequent first (ties in alphabetical order).
     """
+    return _split_words(counts, min_count)[:max_new_tokens]
+
+
+@dataclasses.dataclass(frozen=True)
+class SplitWordChoice:
+    """The words `kbert-vocab extend --corpus` adds, and how many could have been.
+
+    Args:
+        words: list of str. `frequent_split_words`' choice, most frequent first.
+        candidates: int. Split words seen at least `min_count` times: what
+            `max_new_tokens` chose from.
+        max_new_tokens: int. How many were asked for.
+        min_count: int. The frequency floor.
+        least_count: int. How often the least frequent word added occurs (0: none added).
+    """
+
+    words: list[str]
+    candidates: int
+    max_new_tokens: int
+    min_count: int
+    least_count: int
+
+    def report(self) -> list[str]:
+        """Lines for the user: the candidates, and a warning when fewer than asked.
+
+        Example:
+
+        >>> for line in choose_split_words(counts, max_new_tokens=100000).report():
+        ...     print(line)
+        4756 words of the corpus split into several pieces occur at least --min_count=2 ...
+        warning: --max_new_tokens=100000 asked for more words than the 4756 that passed ...
+        """
+        lines = [f"{self.candidates} words of the corpus split into several pieces occur at "
+                 f"least --min_count={self.min_count} times; adding the {len(self.words)} most "
+                 f"frequent" + (f" (the least frequent seen {self.least_count} times)"
+                                if self.words else "")]
+        if self.candidates < self.max_new_tokens:
+            last = ", ".join(repr(word) for word in self.words[-3:])
+            lines.append(
+                f"warning: --max_new_tokens={self.max_new_tokens} asked for more words than the "
+                f"{self.candidates} that passed the frequency floor, so all of them are added"
+                + (f", down to words seen {self.least_count} times ({last})" if self.words else "")
+                + "; a new row learns little from a word seen a few times: raise --min_count to "
+                "add only words the corpus shows often, or lower --max_new_tokens.")
+        return lines
+
+
+def choose_split_words(counts: WordCounts, max_new_tokens: int,
+                       min_count: int = 2) -> SplitWordChoice:
+    """`frequent_split_words` with how many words passed `min_count` (what the choice was from).
+
+    Args:
+        counts: `WordCounts` of the domain corpus under the current vocabulary.
+        max_new_tokens: int. How many words at most.
+        min_count: int. Occurrences a word needs. Defaults to 2.
+
+    Returns:
+        The `SplitWordChoice`; its `report()` says when fewer words than
+        `max_new_tokens` passed the floor.
+
+    Example:
+
+    >>> choice = choose_split_words(counts, max_new_tokens=100000)
+    >>> len(choice.words), choice.candidates
+    (4756, 4756)
+    """
+    candidates = _split_words(counts, min_count)
+    words = candidates[:max_new_tokens]
+    return SplitWordChoice(words, len(candidates), max_new_tokens, min_count,
+                           counts.counts[words[-1]] if words else 0)
+
+
+def _split_words(counts: WordCounts, min_count: int) -> list[str]:
+    """Every split word seen at least `min_count` times, most frequent first (ties alphabetical)."""
     candidates = [word for word, pieces in counts.pieces.items()
                   if len(pieces) > 1 and counts.counts[word] >= min_count
                   and len(word.encode("utf-8")) <= MAX_WORD_BYTES]
     candidates.sort(key=lambda word: (-counts.counts[word], word))
-    return candidates[:max_new_tokens]
+    return candidates
 
 
 class WordCounter:

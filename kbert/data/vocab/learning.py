@@ -157,19 +157,12 @@ def learn_vocab(
     >>> learn_vocab(words.items(), count_characters(b"Hello world."), "vocab.txt", vocab_size=200)
     """
 
-    def replayed() -> Iterator[str]:
-        for word, count in word_counts:
-            while count > 0:
-                n = min(count, _REPLAY_BATCH)
-                yield (word + " ") * n
-                count -= n
-
     def train(trainer: trainers.Trainer) -> Tokenizer:
         tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
         # The words are normalized and pre-tokenized already, and hold no
         # whitespace (BertPreTokenizer splits on it): split only there.
         tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-        tokenizer.train_from_iterator(replayed(), trainer=trainer)
+        tokenizer.train_from_iterator(replay_counts(word_counts), trainer=trainer)
         return tokenizer
 
     return _learn(char_counts, output_file, train, None, vocab_size=vocab_size,
@@ -223,6 +216,26 @@ def _learn(
     except (tf.errors.OpError, OSError) as e:
         raise ValueError(f"--output_file={output_file!r} cannot be written: {e}") from None
     return len(ordered)
+
+
+def replay_counts(word_counts: Iterable[tuple[str, int]]) -> Iterator[str]:
+    """Each word `count` times, space-separated, in strings of at most 65,536 repetitions.
+
+    How counted words reach Hugging Face's trainers, which take text only
+    (huggingface/tokenizers#760): with a `WhitespaceSplit` pre-tokenizer the
+    trainer counts each word `count` times, splitting and counting on all cores.
+
+    Args:
+        word_counts: iterable of `(word, count)`; no word holds whitespace.
+
+    Yields:
+        str: `"word word ... "`.
+    """
+    for word, count in word_counts:
+        while count > 0:
+            n = min(count, _REPLAY_BATCH)
+            yield (word + " ") * n
+            count -= n
 
 
 def bert_normalizer(do_lower_case: bool) -> normalizers.Normalizer:

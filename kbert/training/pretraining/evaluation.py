@@ -47,6 +47,12 @@ from kbert.training.pretraining.settings import PretrainingSettings
 
 EVAL_HISTORY_FILE = "eval_history.jsonl"
 EVAL_RESULTS_FILE = "eval_results.json"
+# `--nodo_train --do_eval` appends here (and to TensorBoard's eval_only/), never to a
+# training run's history.
+EVAL_ONLY_HISTORY_FILE = "eval_only_history.jsonl"
+# Baselines counted on the held-out set itself (no training data given) carry this prefix:
+# its own frequencies flatter them, so they are not printed as the model's baseline.
+HELD_OUT_BASELINE_PREFIX = "heldout_"
 
 
 class PretrainingEvaluator:
@@ -115,7 +121,7 @@ class PretrainingEvaluator:
                 batches += 1
         except tf.errors.OpError as e:
             if isinstance(e, (tf.errors.DataLossError, tf.errors.InvalidArgumentError)):
-                raise named_data_error(list(self.data.files), e) from None
+                raise named_data_error(list(self.data.files), e, "--eval_input_file") from None
             raise
         finally:
             for v, value in zip(self._rng_states, saved):
@@ -218,6 +224,12 @@ def format_evaluation(step: int, results: dict[str, Any]) -> str:
     if "eval_masked_tokens" in results:
         parts.append(f"[{results['eval_masked_tokens']} masked tokens, "
                      f"{results.get('eval_seconds', 0.0):.1f}s]")
+    held_out = results.get(HELD_OUT_BASELINE_PREFIX + "unigram_masked_lm_loss")
+    if held_out is not None:
+        accuracy = results[HELD_OUT_BASELINE_PREFIX + "unigram_masked_lm_accuracy"]
+        parts.append(f"[no training data given: the held-out set's own unigram (loss "
+                     f"{held_out:.4f}, accuracy {accuracy:.4f}) is no baseline to compare with; "
+                     "pass --input_file=<training data> for the training text's]")
     return "  ".join(parts)
 
 
@@ -227,15 +239,19 @@ class PeriodicEvaluation:
     `eval_history.jsonl` holds one line per evaluation; on resume the lines
     after the checkpoint's step are dropped (they are evaluated again, with the
     same weights, data and masks), so a resumed run ends with the history of an
-    uninterrupted one.
+    uninterrupted one. An evaluation-only run (`resumed_from_step=None`) appends
+    to `eval_only_history.jsonl` and TensorBoard's `eval_only/` instead, so it
+    never changes a training run's history.
 
     Args:
         settings: the run's `PretrainingSettings` (`eval_*`, `model_dir`, strategy).
         pretrainer: the model being trained (or evaluated).
         train_files: list of str. The training data (the unigram baseline's counts);
-            empty: the eval files are counted instead.
+            empty: the eval files are counted instead, and those figures are written
+            as `heldout_unigram_*` and printed apart, not as the model's baseline.
         eval_data: `EvalData`.
-        resumed_from_step: int. History lines after it are dropped.
+        resumed_from_step: int or None. History lines after it are dropped; None:
+            evaluation only (its own history file, appended to).
 
     Example:
 
@@ -244,22 +260,27 @@ class PeriodicEvaluation:
     """
 
     def __init__(self, settings: PretrainingSettings, pretrainer: keras.Model,
-                 train_files: list[str], eval_data: EvalData, resumed_from_step: int):
+                 train_files: list[str], eval_data: EvalData, resumed_from_step: int | None):
         self.settings = settings
         batch_size = settings.eval_batch_size or settings.train_batch_size
         self.evaluator = PretrainingEvaluator(
             pretrainer, eval_data, batch_size, settings.max_eval_steps, settings.strategy,
             settings.masking_config, settings.vocab_file)
-        self.baselines = DataBaselines.compute(
+        baselines = DataBaselines.compute(
             train_files or list(eval_data.files), eval_data, pretrainer.encoder.vocabulary_size,
             pretrainer.next_sentence, settings.max_eval_steps, batch_size,
             settings.masking_config, settings.vocab_file).as_dict()
-        self.history_path = os.path.join(settings.model_dir, EVAL_HISTORY_FILE)
+        self.baselines = baselines if train_files else {
+            HELD_OUT_BASELINE_PREFIX + name: value for name, value in baselines.items()}
+        evaluation_only = resumed_from_step is None
+        self.history_path = os.path.join(
+            settings.model_dir, EVAL_ONLY_HISTORY_FILE if evaluation_only else EVAL_HISTORY_FILE)
         self.lines = [line for _, line in iter_jsonl(self.history_path)
-                      if line.get("step", 0) <= resumed_from_step] if (
+                      if evaluation_only or line.get("step", 0) <= resumed_from_step] if (
             tf.io.gfile.exists(self.history_path)) else []
         self.last = self.lines[-1] if self.lines else None
-        self.writer = (tf.summary.create_file_writer(os.path.join(settings.model_dir, "eval"))
+        summary_dir = os.path.join(settings.model_dir, "eval_only" if evaluation_only else "eval")
+        self.writer = (tf.summary.create_file_writer(summary_dir)
                        if settings.chief else tf.summary.create_noop_writer())
         self.train_seconds = 0.0
 

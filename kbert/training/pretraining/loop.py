@@ -29,6 +29,7 @@ loss and summable statistics of a micro-batch), `pretraining_metrics`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -44,12 +45,15 @@ from kbert.data import PackingConfig
 from kbert.data.pretraining.checks import check_pretraining_data
 from kbert.data.pretraining.checks import named_data_error
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.dynamic_masking import MaskingSchedule
 from kbert.data.pretraining.eval_data import EvalData
 from kbert.files import read_json
 from kbert.files import write_text
+from kbert.training.pretraining.data_tokenizer import check_data_tokenizers
 from kbert.training.pretraining.progress import Interval
 from kbert.training.pretraining.progress import Progress
 from kbert.training.pretraining.progress import current_learning_rate
+from kbert.training.pretraining.progress import write_scalar
 from kbert.training.pretraining.progress import write_step_losses
 from kbert.training.pretraining.evaluation import EVAL_RESULTS_FILE
 from kbert.training.pretraining.evaluation import PeriodicEvaluation
@@ -61,6 +65,10 @@ from kbert.training.pretraining.state import continued_settings
 from kbert.training.pretraining.state import pretrainer_with_heads
 from kbert.training.pretraining.state import restore_checkpoint
 from kbert.training.pretraining.step import make_train_loop
+from kbert.training.batch_size_warmup import BatchSizeWarmup
+from kbert.training.interruption import StopSignals
+from kbert.training.interruption import TrainingInterrupted
+from kbert.training.optimizer import OptimizerConfig
 from kbert.training.warmup_stable_decay import StableDecay
 
 SUMMARY_FILE = "summary.json"
@@ -92,6 +100,9 @@ def run_pretraining(
     masking_config: MaskingConfig | None = None,
     packing: PackingConfig | None = None,
     stable_decay: StableDecay | None = None,
+    optimizer_config: OptimizerConfig | None = None,
+    batch_size_warmup: BatchSizeWarmup | None = None,
+    masking_schedule: MaskingSchedule | None = None,
     init_checkpoint: str | None = None,
     vocab_file: str | None = None,
     do_lower_case: bool | None = None,
@@ -109,9 +120,11 @@ def run_pretraining(
     Every `save_checkpoints_steps` the model, optimizer, step, dropout RNG state
     and input-pipeline position are checkpointed into `model_dir`; calling
     again with the same arguments after a crash resumes from the last
-    checkpoint and stops at `num_train_steps`. At the end the chief writes a
-    pre-trained directory into `model_dir` (see `kbert.checkpoints.save_pretrained`)
-    and `summary.json`.
+    checkpoint and stops at `num_train_steps`. SIGINT (Ctrl-C) or SIGTERM
+    stops it after the current call with a checkpoint and raises
+    `kbert.training.TrainingInterrupted` (a `KeyboardInterrupt`); calling again
+    resumes there. At the end the chief writes a pre-trained directory into
+    `model_dir` (see `kbert.checkpoints.save_pretrained`) and `summary.json`.
 
     Args:
         input_file: str or list of str. TFRecord files or globs, comma-separated.
@@ -128,7 +141,8 @@ def run_pretraining(
         num_train_steps: int. Optimizer steps in total. Defaults to 100000.
         num_warmup_steps: int. Linear warmup steps. Defaults to 10000.
         learning_rate: float. Peak learning rate. Defaults to 5e-5.
-        optimizer: str. `"adamw"` or `"lamb"`. Defaults to `"adamw"`.
+        optimizer: str. `"adamw"`, `"lamb"` or `"stable_adamw"` (ModernBERT's,
+            `kbert.training.StableAdamW`). Defaults to `"adamw"`.
         weight_decay_rate: float. Defaults to 0.01.
         save_checkpoints_steps: int. Checkpoint interval. Defaults to 1000.
         keep_checkpoint_max: int. Checkpoints kept. Defaults to 5.
@@ -157,8 +171,21 @@ def run_pretraining(
             (the peak rate held, then a linear or 1-sqrt decay over the last
             `decay_fraction` of the steps). Defaults to None: BERT's linear
             decay from step 0.
+        optimizer_config: `OptimizerConfig` or None. Betas, epsilon, gradient
+            clipping and fully decoupled weight decay (ModernBERT: 0.9/0.98,
+            1e-6, no clipping, decoupled). Defaults to None: 0.9/0.999, 1e-6,
+            global norm 1.0, decay times the rate.
+        batch_size_warmup: `BatchSizeWarmup` or None. Start with
+            `min_batch_size` rows and grow a micro-batch at a time to
+            `train_batch_size` over `warmup_tokens` tokens (ModernBERT).
+            Defaults to None (the full batch from the first step).
+        masking_schedule: `MaskingSchedule` or None. Dynamic masking's rate
+            over the run (mmBERT: 30% -> 15% -> 5%), in place of
+            `masking_config.masked_lm_prob` for training. Defaults to None.
         init_checkpoint: str or None. Pre-trained directory to start from
-            (weights only); ignored when `model_dir` has a checkpoint.
+            (weights only); ignored when `model_dir` has a checkpoint. With
+            `eval_input_file` the directory is evaluated before the first
+            step: step 0 of the history, the "before" figure.
         vocab_file: str or None. Copied into `model_dir` at the end. Defaults
             to the vocabulary named by the data's sidecar, when it exists.
         do_lower_case: bool or None. Recorded in `model_dir`. Defaults to the
@@ -210,7 +237,9 @@ def run_pretraining(
         gradient_accumulation_steps=gradient_accumulation_steps, dtype_policy=dtype_policy,
         jit_compile=jit_compile, shuffle_buffer_size=shuffle_buffer_size, seed=seed,
         masking=masking, masking_config=masking_config, packing=packing,
-        stable_decay=stable_decay, init_checkpoint=init_checkpoint, vocab_file=vocab_file,
+        stable_decay=stable_decay, optimizer_config=optimizer_config,
+        batch_size_warmup=batch_size_warmup, masking_schedule=masking_schedule,
+        init_checkpoint=init_checkpoint, vocab_file=vocab_file,
         do_lower_case=do_lower_case, print_fn=print_fn, eval_input_file=eval_input_file,
         eval_every_steps=eval_every_steps, max_eval_steps=max_eval_steps,
         eval_batch_size=eval_batch_size, do_train=do_train)
@@ -224,8 +253,9 @@ def run_pretraining(
                                                  max_predictions_per_seq, masking)
     eval_data = (EvalData.from_files(eval_input_file, max_seq_length, max_predictions_per_seq,
                                      masking) if settings.evaluates else None)
+    check_data_tokenizers(settings, files, metadata, eval_data)  # Before anything is built.
     if init_checkpoint and do_train:
-        settings = continued_settings(settings, files, metadata)
+        settings = continued_settings(settings)
     _check_writable(model_dir)
     settings = settings.with_sidecar_defaults(metadata)
     if not do_train:
@@ -262,7 +292,8 @@ def run_pretraining(
         summary["eval_results"] = evaluation.last
     if settings.chief:
         save_pretrained(model_dir, state.pretrainer.encoder, vocab_file=settings.vocab_file,
-                        do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer)
+                        do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer,
+                        sentence_config=settings.sentence_config)
         write_text(os.path.join(model_dir, SUMMARY_FILE),
                    json.dumps(summary, indent=2, sort_keys=True) + "\n")
         state.writer.flush()
@@ -276,14 +307,25 @@ def _evaluate_only(settings: PretrainingSettings, train_files: list[str],
 
     The weights are `model_dir`'s latest training checkpoint (the gin-built
     pre-trainer, as the periodic evaluation saw it) or, without one, the
-    pre-trained directory `init_checkpoint` with its masked-LM head.
+    pre-trained directory `init_checkpoint` with its masked-LM head. The line is
+    appended to `eval_only_history.jsonl`, never to a training run's history; the
+    unigram baseline is the training data's (`input_file`) or, without it, the
+    held-out set's own, written as `heldout_unigram_*`.
     """
     latest = tf.train.latest_checkpoint(settings.model_dir)
     if latest:
         pretrainer = build_pretrainer_in_scope(settings)
         checkpoint_step = tf.Variable(0, dtype=tf.int64)
-        tf.train.Checkpoint(model=pretrainer, step=checkpoint_step).restore(
-            latest).expect_partial()
+        try:
+            tf.train.Checkpoint(model=pretrainer, step=checkpoint_step).restore(
+                latest).expect_partial()
+        except (ValueError, tf.errors.InvalidArgumentError) as e:
+            first_line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(
+                f"--nodo_train --do_eval: {latest} does not fit the model the gin config builds "
+                f"({first_line}); evaluate a training run's checkpoint with its own "
+                f"{settings.model_dir}/operative_config.gin (read when no --gin_file or "
+                "--gin_params changes the model's sizes).") from None
         step, source = int(checkpoint_step.numpy()), latest
     elif settings.init_checkpoint:
         pretrainer = pretrainer_with_heads(settings.init_checkpoint, eval_data.next_sentence,
@@ -299,7 +341,7 @@ def _evaluate_only(settings: PretrainingSettings, train_files: list[str],
                          "pass --init_checkpoint=<pre-trained directory>.")
     settings.print_fn(f"evaluating {source} on {', '.join(eval_data.files)}")
     evaluation = PeriodicEvaluation(settings, pretrainer, train_files, eval_data,
-                                    resumed_from_step=-1)
+                                    resumed_from_step=None)
     results = {**evaluation(step), "checkpoint": source,
                "wall_seconds": time.time() - start}
     if settings.chief:
@@ -324,54 +366,114 @@ def _train(settings: PretrainingSettings, state: TrainingState,
            resumed_from_step: int, evaluation: PeriodicEvaluation | None = None) -> Progress:
     """Steps to `num_train_steps`, checkpointing, writing scalars and printing progress lines.
 
-    Only `state` holds the input, the checkpoint and the traced loop (no local
+    Only `state` holds the input, the checkpoint and the traced loops (no local
     here does), so that `state.release()` frees them even while an error's
-    traceback holds this frame.
+    traceback holds this frame. SIGINT or SIGTERM ends the run after the
+    current call with a checkpoint (`kbert.training.interruption`).
     """
-    state.train_loop, layout = make_train_loop(
-        settings.strategy, state.pretrainer, state.optimizer, state.global_step,
-        settings.gradient_accumulation_steps, settings.jit_compile, state.next_batch)
     state.writer = (tf.summary.create_file_writer(settings.model_dir) if settings.chief
                     else tf.summary.create_noop_writer())
-    num_train_steps, batch_size = settings.num_train_steps, settings.train_batch_size
+    num_train_steps = settings.num_train_steps
     save_every, log_every = settings.save_checkpoints_steps, settings.log_every_steps
+    batches = settings.batch_schedule
+    layout = _train_loop(settings, state, batches.micro_batches(resumed_from_step))
     progress = Progress(step=resumed_from_step)
-    step, interval, first_call = resumed_from_step, Interval(state.pretrainer, layout), True
-    # A run killed between a checkpoint and its evaluation evaluates it on resume.
-    if evaluation is not None and step > 0 and evaluation.due(step):
+    step, interval, traced = resumed_from_step, Interval(state.pretrainer, layout), set()
+    # A continued run's held-out figure before its first step ("before" in the
+    # history); a run killed between a checkpoint and its evaluation evaluates it on resume.
+    if evaluation is not None and (step > 0 or settings.init_checkpoint) and evaluation.due(step):
         evaluation(step)
-    while step < num_train_steps:
-        next_save = (step // save_every + 1) * save_every
-        next_stop = next_save
-        if evaluation is not None:
-            next_stop = min(next_save, (step // settings.eval_interval + 1) * settings.eval_interval)
-        num_steps = min(settings.steps_per_execution, next_stop - step, num_train_steps - step)
-        call_start = time.time()
-        losses, statistics = (t.numpy() for t in state.train_loop(tf.constant(num_steps, tf.int32)))
-        seconds = time.time() - call_start
-        if evaluation is not None:
-            evaluation.train_seconds += seconds
-        if not first_call:  # The first call traces the step function.
-            progress.timed_examples += num_steps * batch_size
-            progress.timed_seconds += seconds
-        first_call = False
-        _check_finite(losses, step, state.manager.latest_checkpoint)
-        write_step_losses(state.writer, losses, step + 1)
-        interval.add(losses, statistics, num_steps * batch_size, seconds)
-        step += num_steps
-        if step % save_every == 0 or step == num_train_steps:
-            state.manager.save(checkpoint_number=step)
-        if step // log_every > (step - num_steps) // log_every or step == num_train_steps:
-            progress.last = interval.report(step, num_train_steps,
-                                            float(current_learning_rate(state.optimizer)),
-                                            state.writer, settings.print_fn)
-            interval = Interval(state.pretrainer, layout)
-        if evaluation is not None and evaluation.due(step):
-            evaluation(step)
+    with _stop_signals(settings) as stop:
+        while step < num_train_steps and stop.received is None:
+            next_save = (step // save_every + 1) * save_every
+            next_stop = next_save
+            if evaluation is not None:
+                next_stop = min(next_save,
+                                (step // settings.eval_interval + 1) * settings.eval_interval)
+            micro_batches = batches.micro_batches(step)
+            num_steps = min(settings.steps_per_execution, next_stop - step,
+                            num_train_steps - step, batches.steps_at_this_size(step))
+            _train_loop(settings, state, micro_batches)
+            call_start = time.time()
+            losses, statistics = (t.numpy() for t in state.train_loops[micro_batches](
+                tf.constant(num_steps, tf.int32)))
+            seconds = time.time() - call_start
+            examples = num_steps * micro_batches * settings.micro_batch_size
+            if evaluation is not None:
+                evaluation.train_seconds += seconds
+            if micro_batches in traced:  # A loop's first call traces it.
+                progress.timed_examples += examples
+                progress.timed_seconds += seconds
+            traced.add(micro_batches)
+            _check_finite(losses, step, state.manager.latest_checkpoint)
+            write_step_losses(state.writer, losses, step + 1)
+            _write_schedules(settings, state.writer, step, num_steps)
+            interval.add(losses, statistics, examples, seconds)
+            step += num_steps
+            if step % save_every == 0 or step == num_train_steps:
+                state.manager.save(checkpoint_number=step)
+            if step // log_every > (step - num_steps) // log_every or step == num_train_steps:
+                progress.last = interval.report(step, num_train_steps,
+                                                float(current_learning_rate(state.optimizer)),
+                                                state.writer, settings.print_fn)
+                interval = Interval(state.pretrainer, layout)
+            if evaluation is not None and evaluation.due(step):
+                evaluation(step)
+        if stop.received is not None:
+            raise _interrupted(state, step, stop)
     if evaluation is not None and evaluation.due(step):  # num_train_steps = 0
         evaluation(step)
     progress.step = step
     return progress
+
+
+def _write_schedules(settings: PretrainingSettings, writer: tf.summary.SummaryWriter,
+                     step: int, num_steps: int) -> None:
+    """TensorBoard's `batch_size` and `masked_lm_prob` of steps `step + 1 ...`, when scheduled."""
+    batches, masking = settings.batch_schedule, settings.masking_schedule
+    if not batches.warmup_steps and masking is None:
+        return
+    with writer.as_default():
+        for s in range(step, step + num_steps):
+            if batches.warmup_steps:
+                write_scalar("batch_size", batches.micro_batches(s) * settings.micro_batch_size,
+                             s + 1)
+            if masking is not None:
+                write_scalar("masked_lm_prob", masking.rate(s, settings.num_train_steps), s + 1)
+
+
+def _train_loop(settings: PretrainingSettings, state: TrainingState,
+                micro_batches: int) -> list[tuple[str, tuple[int, ...]]]:
+    """Makes (once) the loop whose steps take `micro_batches` micro-batches; returns its layout."""
+    if micro_batches not in state.train_loops:
+        state.train_loops[micro_batches], layout = make_train_loop(
+            settings.strategy, state.pretrainer, state.optimizer, state.global_step,
+            micro_batches, settings.jit_compile, state.next_batch)
+        state.layouts[micro_batches] = layout
+    return state.layouts[micro_batches]
+
+
+def _stop_signals(settings: PretrainingSettings) -> contextlib.AbstractContextManager:
+    # Workers of a multi-worker run save together: one worker stopping alone
+    # would wait for the others for ever, so there the signals act as usual.
+    if isinstance(settings.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return contextlib.nullcontext(StopSignals())
+    return StopSignals()
+
+
+def _interrupted(state: TrainingState, step: int, stop: StopSignals) -> TrainingInterrupted:
+    """Saves a checkpoint at `step` unless one holds it; returns the exception to raise."""
+    latest = state.manager.latest_checkpoint
+    if latest is None and step == 0:
+        return TrainingInterrupted(
+            stop.received, f"interrupted by {stop.name} before the first step: nothing to save; "
+            "rerun the same command to start")
+    if latest is None or int(latest.rsplit("-", 1)[1]) != step:
+        latest = state.manager.save(checkpoint_number=step)
+    state.writer.flush()
+    return TrainingInterrupted(
+        stop.received, f"interrupted by {stop.name} at step {step}: checkpoint saved to {latest}; "
+        "rerun the same command to resume")
 
 
 def _check_finite(losses: np.ndarray, step: int, last_checkpoint: str | None) -> None:

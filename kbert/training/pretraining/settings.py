@@ -18,6 +18,10 @@ import tensorflow as tf
 
 from kbert.data.packing import PackingConfig
 from kbert.data.pretraining.dynamic_masking import MaskingConfig
+from kbert.data.pretraining.dynamic_masking import MaskingSchedule
+from kbert.training.batch_size_warmup import BatchSizeSchedule
+from kbert.training.batch_size_warmup import BatchSizeWarmup
+from kbert.training.optimizer import OptimizerConfig
 from kbert.training.strategy import is_chief
 from kbert.training.warmup_stable_decay import StableDecay
 
@@ -60,6 +64,9 @@ class PretrainingSettings:
     masking_config: MaskingConfig | None
     packing: PackingConfig | None
     stable_decay: StableDecay | None
+    optimizer_config: OptimizerConfig | None
+    batch_size_warmup: BatchSizeWarmup | None
+    masking_schedule: MaskingSchedule | None
     init_checkpoint: str | None
     vocab_file: str | None
     do_lower_case: bool | None
@@ -69,6 +76,8 @@ class PretrainingSettings:
     max_eval_steps: int | None
     eval_batch_size: int | None
     do_train: bool
+    # The pooling `init_checkpoint` records (`sentence_config.json`), carried to the output.
+    sentence_config: dict | None = None
 
     def validate(self) -> None:
         """Refuses settings that are wrong whatever the data: counts, dtype policy, batch split.
@@ -103,6 +112,14 @@ class PretrainingSettings:
                 f"{replicas} replica(s) x gradient_accumulation_steps={accumulation}; use a "
                 f"multiple of {replicas * accumulation}."
             )
+        self.batch_schedule  # pylint: disable=pointless-statement  (checks batch_size_warmup)
+        if self.masking_schedule is not None:
+            if self.masking != "dynamic":
+                raise ValueError(
+                    "run_pretraining.masking_schedule changes the rate of masks drawn while "
+                    f"reading: it needs run_pretraining.masking = \"dynamic\" (and data made "
+                    f"with --masking=dynamic), not {self.masking!r}.")
+            self.masking_schedule.validate()
 
     def with_sidecar_defaults(self, metadata: dict[str, Any] | None) -> PretrainingSettings:
         """These settings, with `vocab_file` and `do_lower_case` from the data's sidecar if unset.
@@ -135,6 +152,17 @@ class PretrainingSettings:
     def chief(self) -> bool:
         """Whether this worker writes the summaries and the final files."""
         return is_chief(self.strategy)
+
+    @property
+    def batch_schedule(self) -> BatchSizeSchedule:
+        """Micro-batches per step (`batch_size_warmup`), and which step a micro-batch feeds."""
+        return BatchSizeSchedule(self.train_batch_size, self.gradient_accumulation_steps,
+                                 self.max_seq_length, self.batch_size_warmup)
+
+    @property
+    def optimizer_settings(self) -> OptimizerConfig:
+        """`optimizer_config`, or BERT's values when None."""
+        return self.optimizer_config or OptimizerConfig()
 
     @property
     def micro_batch_size(self) -> int:

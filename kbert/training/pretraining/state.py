@@ -26,7 +26,7 @@ from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data import pretraining_dataset
 from kbert.data.pretraining.checks import check_data_vocabulary
-from kbert.data.pretraining.checks import check_same_vocabulary
+from kbert.data.pretraining.checks import sentence_task_note
 from kbert.models import MaskedLMPretrainer
 from kbert.models import encoder_sizes
 from kbert.models.encoder import Encoder
@@ -49,8 +49,10 @@ class TrainingState:
     manager: tf.train.CheckpointManager | None
     # The checkpoint in model_dir this run resumes from, or None.
     latest: str | None
-    # Made by the driver's loop: the traced loop and the TensorBoard writer.
-    train_loop: Callable[[tf.Tensor], Any] | None = None
+    # Made by the driver's loop: the traced loops (one per number of micro-batches a
+    # step takes, which batch-size warmup changes) and the TensorBoard writer.
+    train_loops: dict[int, Callable[[tf.Tensor], Any]] = dataclasses.field(default_factory=dict)
+    layouts: dict[int, list[tuple[str, tuple[int, ...]]]] = dataclasses.field(default_factory=dict)
     writer: tf.summary.SummaryWriter | None = None
 
     def release(self) -> None:
@@ -61,7 +63,8 @@ class TrainingState:
         # this state may hold them. An iterator left for the interpreter's exit
         # is destroyed there, and its tf.data threads, busy until then, can
         # hold up the exit for minutes.
-        self.train_loop = self.next_batch = self.iterator = None
+        self.train_loops = {}
+        self.next_batch = self.iterator = None
         self.checkpoint = self.manager = None
         gc.collect()
 
@@ -81,7 +84,10 @@ def build_state(settings: PretrainingSettings, files: list[str],
     """
     pretrainer, optimizer, global_step = _build_in_scope(settings)
     check_data_vocabulary(metadata, files[0], pretrainer.encoder.vocabulary_size,
-                          pretrainer.next_sentence, settings.vocab_file)
+                          pretrainer.next_sentence, type(pretrainer.encoder).__name__)
+    note = sentence_task_note(metadata, files[0], pretrainer.next_sentence)
+    if note and settings.chief:
+        settings.print_fn(note)
     latest = tf.train.latest_checkpoint(settings.model_dir)
     iterator, next_batch = _make_input(settings, files, pretrainer.next_sentence, latest)
     # Keras keeps each Dropout's RNG in a SeedGenerator whose state variable is
@@ -102,32 +108,27 @@ def build_state(settings: PretrainingSettings, files: list[str],
                          manager, latest)
 
 
-def continued_settings(settings: PretrainingSettings, files: list[str],
-                       metadata: dict[str, Any] | None) -> PretrainingSettings:
-    """A continued run's vocabulary and case: the `init_checkpoint` directory's.
+def continued_settings(settings: PretrainingSettings) -> PretrainingSettings:
+    """A continued run's vocabulary, case and pooling: the `init_checkpoint` directory's.
 
-    The data must have been made with the directory's `vocab.txt` (the same
-    content: after `kbert-vocab extend`, the extended one); the directory's
-    vocabulary and `do_lower_case` are what the run writes into `model_dir`
-    unless `vocab_file` / `do_lower_case` were given.
+    The directory's tokenizer file and `do_lower_case` are what the run writes
+    into `model_dir` unless `vocab_file` / `do_lower_case` were given. (That
+    the data was made with it, after `kbert-vocab extend` the extended one,
+    `data_tokenizer.check_data_tokenizers` checked before.) Its
+    `sentence_config.json` (a converted sentence-transformers model's pooling)
+    is carried on too.
 
     Args:
         settings: the run's `PretrainingSettings`, with `init_checkpoint`.
-        files: list of str. The training data files.
-        metadata: dict or None. Their sidecar.
 
     Returns:
-        The settings with the directory's vocabulary and case filled in.
-
-    Raises:
-        ValueError: the data's vocabulary is not the directory's, naming both.
+        The settings with the directory's vocabulary, case and pooling filled in.
     """
     directory = open_init_checkpoint(settings.init_checkpoint)
+    settings = dataclasses.replace(settings, sentence_config=directory.sentence_config)
     vocab_file = directory.vocab_file
     if vocab_file is None:
         return settings
-    if files:
-        check_same_vocabulary(metadata, files[0], vocab_file, directory.where)
     return dataclasses.replace(
         settings, vocab_file=settings.vocab_file or vocab_file,
         do_lower_case=(directory.do_lower_case if settings.do_lower_case is None
@@ -227,7 +228,8 @@ def _build_in_scope(settings: PretrainingSettings
             optimizer = create_optimizer(
                 settings.learning_rate, steps, min(settings.num_warmup_steps, steps),
                 settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
-                dtype_policy=dtype_policy, stable_decay=settings.stable_decay)
+                dtype_policy=dtype_policy, stable_decay=settings.stable_decay,
+                **dataclasses.asdict(settings.optimizer_settings))
             optimizer.build(pretrainer.trainable_variables)
             global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                       aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
@@ -254,9 +256,30 @@ def _make_input(settings: PretrainingSettings, files: list[str], next_sentence: 
             shuffle_buffer_size=settings.shuffle_buffer_size, seed=data_seed,
             input_context=context, masking=settings.masking,
             masking_config=settings.masking_config, vocab_file=settings.vocab_file,
-            packing=settings.packing)
+            packing=settings.packing, masking_rate=_masking_rate(settings, context))
 
     return distributed_input(settings.strategy, dataset_fn)
+
+
+def _masking_rate(settings: PretrainingSettings, context: tf.distribute.InputContext
+                  ) -> Callable[[tf.Tensor], tf.Tensor] | None:
+    """`masking_schedule`'s rate of a pipeline's n-th batch: the rate of the step it feeds.
+
+    Each step takes, from each input pipeline, one batch per replica it
+    serves for each of its micro-batches (`batch_schedule`), so the batch
+    number gives the step exactly, batch-size warmup included.
+    """
+    schedule = settings.masking_schedule
+    if schedule is None:
+        return None
+    batches = settings.batch_schedule
+    replicas = max(1, context.num_replicas_in_sync // context.num_input_pipelines)
+
+    def masking_rate(batch_number: tf.Tensor) -> tf.Tensor:
+        step = batches.step_of_micro_batch(tf.cast(batch_number, tf.int64) // replicas)
+        return schedule.rate_at(step, settings.num_train_steps)
+
+    return masking_rate
 
 
 def restore_checkpoint(settings: PretrainingSettings, state: TrainingState) -> int:

@@ -10,12 +10,15 @@ from tests.training.pretraining_data import write_pretraining_data
 from kbert.data import PackingConfig
 from kbert.data import pretraining_dataset
 from kbert.data import read_pretraining_metadata
+from kbert.data.pretraining.checks import check_data_tokenizer
 from kbert.data.pretraining.checks import check_data_vocabulary
 from kbert.data.pretraining.checks import check_first_record
 from kbert.data.pretraining.checks import check_pretraining_data
 from kbert.data.pretraining.checks import check_recorded_lengths
 from kbert.data.pretraining.checks import list_input_files
 from kbert.data.pretraining.checks import named_data_error
+from kbert.data.pretraining.checks import sentence_task_note
+from kbert.data.tokenizers import TokenizerIdentity
 
 # write_pretraining_data's records: input_ids of 16, masked_lm_positions of 3.
 SIDECAR = {"max_seq_length": 16, "max_predictions_per_seq": 3, "masking": "static"}
@@ -108,26 +111,65 @@ def test_without_a_sidecar_the_first_record_tells(tmp_path):
         check_first_record(empty, 16, 3)
 
 
-def test_the_models_vocabulary_and_nsp_head_are_checked_against_the_sidecar(tmp_path):
-    vocab_file = tmp_path / "vocab.txt"
-    vocab_file.write_text("[PAD]\n[UNK]\n")
-    digest = hashlib.sha256(vocab_file.read_bytes()).hexdigest()
-    metadata = {"vocab_size": 99, "next_sentence": "none", "vocab_sha256": digest}
+def test_the_models_vocabulary_size_and_nsp_head_are_checked_against_the_sidecar():
+    metadata = {"vocab_size": 99, "next_sentence": "none"}
     where = r"the data's sidecar \(d.tfrecord.meta.json\)"
-    check_data_vocabulary(metadata, "d.tfrecord", 99, False, str(vocab_file))
-    check_data_vocabulary(None, "d.tfrecord", 5, True, None)
+    check_data_vocabulary(metadata, "d.tfrecord", 99, False)
+    check_data_vocabulary(None, "d.tfrecord", 5, True)
     with pytest.raises(ValueError, match=r"BertEncoder.vocabulary_size=98 does not match "
                                          rf"vocab_size=99 recorded in {where}"):
-        check_data_vocabulary(metadata, "d.tfrecord", 98, False, str(vocab_file))
+        check_data_vocabulary(metadata, "d.tfrecord", 98, False)
+    with pytest.raises(ValueError, match=r"ModernBertEncoder.vocabulary_size=98 does not match "
+                                         rf"vocab_size=99 recorded in {where}; pass --gin_params="
+                                         r"'ModernBertEncoder.vocabulary_size = 99'"):
+        check_data_vocabulary(metadata, "d.tfrecord", 98, False, "ModernBertEncoder")
     with pytest.raises(ValueError, match=r"BertPretrainer.next_sentence=True needs "
                                          rf"next_sentence_labels, but {where} records "
                                          r"next_sentence='none'"):
-        check_data_vocabulary(metadata, "d.tfrecord", 99, True, str(vocab_file))
-    other = tmp_path / "other.txt"
-    other.write_text("[UNK]\n[PAD]\n")
-    with pytest.raises(ValueError, match=rf"--vocab_file=.*other.txt has sha256 .* but {where} "
-                                         rf"records vocab_sha256 {digest[:12]}\.\.\."):
-        check_data_vocabulary(metadata, "d.tfrecord", 99, False, str(other))
+        check_data_vocabulary(metadata, "d.tfrecord", 99, True)
+
+
+def test_data_of_another_tokenizer_is_refused_by_its_hash_naming_both(tmp_path):
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("[PAD]\n[UNK]\n")
+    same_size = tmp_path / "other.txt"
+    same_size.write_text("[UNK]\n[PAD]\n")
+    digest = hashlib.sha256(vocab_file.read_bytes()).hexdigest()
+    metadata = {"vocab_size": 2, "vocab_sha256": digest, "vocab_file": str(vocab_file)}
+    check_data_tokenizer(metadata, "d.tfrecord", TokenizerIdentity.of_file(str(vocab_file)),
+                         "--vocab_file")
+    check_data_tokenizer(None, "d.tfrecord", TokenizerIdentity.of_file(str(same_size)), "x")
+    check_data_tokenizer(metadata, "d.tfrecord", None, "x")
+    with pytest.raises(ValueError) as refused:
+        check_data_tokenizer(metadata, "d.tfrecord", TokenizerIdentity.of_file(str(same_size)),
+                             "--vocab_file", flag="--eval_input_file")
+    other = hashlib.sha256(same_size.read_bytes()).hexdigest()
+    assert str(refused.value) == (
+        f"--eval_input_file: the data's sidecar (d.tfrecord.meta.json) says the data was made "
+        f"with the WordPiece {vocab_file} (2 ids, sha256 {digest[:12]}...), but the model's "
+        f"tokenizer is the WordPiece {same_size} (2 ids, sha256 {other[:12]}...), from "
+        "--vocab_file: the same ids would mean other tokens. Make the data with "
+        f"tools/create_pretraining_data.py --vocab_file={same_size}.")
+    # A sidecar of another tool without a hash is compared by kind and size.
+    check_data_tokenizer({"vocab_size": 2}, "d.tfrecord",
+                         TokenizerIdentity.of_file(str(same_size)), "x")
+    with pytest.raises(ValueError, match=r"made with the WordPiece tokenizer \(3 ids\), but "):
+        check_data_tokenizer({"vocab_size": 3}, "d.tfrecord",
+                             TokenizerIdentity.of_file(str(same_size)), "x")
+
+
+def test_sentence_pair_data_for_a_model_without_an_nsp_head_gets_a_warning():
+    assert sentence_task_note({"next_sentence": "nsp"}, "d.tfrecord", True) is None
+    assert sentence_task_note({"next_sentence": "none"}, "d.tfrecord", False) is None
+    assert sentence_task_note(None, "d.tfrecord", False) is None
+    note = sentence_task_note({"next_sentence": "nsp"}, "d.tfrecord", False)
+    assert note == (
+        "warning: the data's sidecar (d.tfrecord.meta.json) records next_sentence='nsp', but the "
+        "model has no next-sentence head: its next_sentence_labels are ignored and it trains on "
+        "the masked tokens alone, while half of its instances join a segment to a random one "
+        "from another document. For masked-LM-only pre-training (ModernBERT, RoBERTa, ELECTRA) "
+        "make the data with tools/create_pretraining_data.py --next_sentence=none.")
+    assert "swap their two segments" in sentence_task_note({"next_sentence": "sop"}, "d", False)
 
 
 def test_a_data_error_names_the_truncated_file_or_says_the_framing_is_fine(tmp_path):
@@ -142,6 +184,9 @@ def test_a_data_error_names_the_truncated_file_or_says_the_framing_is_fine(tmp_p
     assert str(named_data_error([good], error)) == (
         "reading --input_file failed: truncated record at 123; every file's TFRecord framing "
         "checks out, so a record's contents may be bad.")
+    # Held-out data is named by its own flag.
+    assert str(named_data_error([good], error, "--eval_input_file")).startswith(
+        "reading --eval_input_file failed: ")
 
 
 def test_two_sidecars_that_disagree_are_refused_before_any_length_check(tmp_path):

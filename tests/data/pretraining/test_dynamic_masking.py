@@ -180,6 +180,68 @@ def test_the_reader_masks_every_batch_anew_and_repeats_with_the_seed(dynamic_fil
     assert labels["nsp"].shape == (8, 1) and weights["mlm"].dtype == tf.float32
 
 
+def _expected_predictions(lengths, rate, width):
+    """The original's `min(max_predictions, max(1, round(len * rate)))` per instance."""
+    return [min(width, max(1, round(int(n) * rate))) for n in lengths]
+
+
+def _rate_from_batch(boundary):
+    """30% for the batches before `boundary`, then 5% (the reader's batch numbers are int64)."""
+    return lambda n: tf.where(n < boundary, tf.constant(0.3, tf.float64), 0.05)
+
+
+def test_the_reader_masks_each_batch_at_the_rate_it_is_given(dynamic_file):
+    width = 20  # round(64 * 0.3) = 19 predictions fit
+    scheduled = pretraining_dataset(dynamic_file, 8, L, width, masking="dynamic", seed=3,
+                                    is_training=False, masking_rate=_rate_from_batch(2))
+    for n, (features, _, weights) in enumerate(scheduled):
+        lengths = features["padding_mask"].numpy().sum(axis=1)
+        assert weights["mlm"].numpy().sum(axis=1).tolist() == _expected_predictions(
+            lengths, 0.3 if n < 2 else 0.05, width), n
+    # A rate equal to MaskingConfig's draws the masks the reader draws without one.
+    def inputs(**rate):
+        return [f["token_ids"].numpy() for f, _, _ in pretraining_dataset(
+            dynamic_file, 8, L, width, masking="dynamic", seed=3, is_training=False, **rate)]
+
+    for a, b in zip(inputs(), inputs(masking_rate=lambda n: tf.constant(0.15, tf.float64))):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="a masking-rate schedule needs masking='dynamic'"):
+        pretraining_dataset(dynamic_file, 8, L, width, masking_rate=_rate_from_batch(2))
+
+
+def test_packed_windows_take_the_rate_of_the_batch_their_first_row_lands_in(dynamic_file):
+    from kbert.data import PackingConfig
+
+    width, rows_per_batch, window = 20, 4, 8
+    packing = PackingConfig(max_instances_per_row=3, window_size=window)
+
+    def rows(**rate):
+        dataset = pretraining_dataset(dynamic_file, rows_per_batch, L, width, masking="dynamic",
+                                      seed=3, is_training=False, packing=packing, **rate)
+        return [(f["instance_ids"].numpy(), f["token_ids"].numpy(), w["mlm"].numpy())
+                for f, _, w in dataset.take(8)]
+
+    # The same rate as MaskingConfig's: the same rows as the reader packs without a schedule.
+    for a, b in zip(rows(), rows(masking_rate=lambda n: tf.constant(0.15, tf.float64))):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    # 30% until batch 3, then 5%: each row's predictions are one rate's, and the rate falls
+    # at the first window starting in batch 3 or later (at most a window's rows past it).
+    rates = []
+    for instance_ids, _, weights in rows(masking_rate=_rate_from_batch(3)):
+        for ids, row_weights in zip(instance_ids, weights):
+            lengths = [(ids == i).sum() for i in range(1, ids.max() + 1)]
+            count = int(row_weights.sum())
+            matches = [rate for rate in (0.3, 0.05)
+                       if count == sum(_expected_predictions(lengths, rate, width))]
+            assert matches, (count, lengths)
+            rates.append(matches[0] if len(matches) == 1 else None)
+    first_low = next(i for i, rate in enumerate(rates) if rate == 0.05)
+    assert 3 * rows_per_batch <= first_low < 3 * rows_per_batch + window
+    assert all(rate in (0.3, None) for rate in rates[:first_low])
+    assert all(rate in (0.05, None) for rate in rates[first_low:])
+
+
 def test_static_and_dynamic_data_are_not_read_as_each_other(tmp_path, vocab_file, dynamic_file):
     static = str(tmp_path / "static.tfrecord")
     create_pretraining_data(PERSUASION, static, vocab_file, max_seq_length=L,
@@ -200,9 +262,16 @@ def test_dynamic_masking_needs_a_vocabulary(tmp_path, dynamic_file):
     metadata["vocab_file"] = str(tmp_path / "gone.txt")
     with open(copy + ".meta.json", "w") as f:
         json.dump(metadata, f)
-    with pytest.raises(ValueError, match=r"needs the vocabulary .* '.*gone.txt' does not exist; "
-                                         r"pass vocab_file="):
+    with pytest.raises(ValueError, match=r"needs the tokenizer file .* '.*gone.txt' does not "
+                                         r"exist; pass vocab_file="):
         pretraining_dataset(copy, 8, L, P, masking="dynamic")
+
+
+def test_the_masker_takes_a_rate_per_batch(vocab_file, instances):
+    ids, lengths = instances
+    masker = DynamicMasker(_vocab(vocab_file), 20, MaskingConfig())
+    _, _, _, weights = masker(ids, lengths, tf.constant([1, 2]), tf.constant(0.3, tf.float64))
+    assert weights.numpy().sum(axis=1).tolist() == _expected_predictions(lengths, 0.3, 20)
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from kbert.data import build_vocab
+from kbert.data.vocab import build_bpe_tokenizer
 from kbert.data.vocab import beam as vocab_beam
 from tests import forked_python
 from tests.conftest import REPO
@@ -27,6 +28,18 @@ def test_direct_runner_gives_the_local_vocab_txt(vocab_file, tmp_path, monkeypat
     assert open(out, "rb").read() == open(vocab_file, "rb").read()
     assert result["vocab_size"] == VOCAB_SIZE and result["lines"] > 1000
     assert os.listdir(tmp_path) == ["vocab.txt"]  # The counts' work directory is gone.
+
+
+def test_direct_runner_gives_the_local_bpe_tokenizer_json(bpe_tokenizer_file, tmp_path,
+                                                          monkeypatch):
+    # The session's BPE is learned locally from these files with these arguments.
+    monkeypatch.setattr(vocab_beam, "BLOCK_BYTES", 7000)
+    out = str(tmp_path / "tokenizer.json")
+    result = build_bpe_tokenizer([PERSUASION, MOBY_CRLF], out, vocab_size=700,
+                                 runner="DirectRunner")
+    assert open(out, "rb").read() == open(bpe_tokenizer_file, "rb").read()
+    assert (result["vocab_size"], result["learned"]) == (704, 699) and result["lines"] > 500
+    assert os.listdir(tmp_path) == ["tokenizer.json"]
 
 
 def test_tool_with_runner_gives_the_local_vocab_txt(tmp_path):

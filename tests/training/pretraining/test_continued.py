@@ -6,6 +6,7 @@ five words of Emma's first chapter; pre-training data made from that chapter
 with the extended `vocab.txt`, held out: the opening of Moby Dick.
 """
 
+import json
 import math
 import os
 
@@ -142,12 +143,41 @@ def test_run_starts_at_the_extended_models_loss_and_heldout_loss_falls(dirs, tmp
     before = evaluate_pretrainer(extended, dirs["heldout"], batch_size=16)["masked_lm_loss"]
     after = summary["eval_results"]["masked_lm_loss"]
     assert after < before - 0.5, (before, after)
+    # The "before" figure: the directory evaluated ahead of the first step, step 0 of the history.
+    history = [json.loads(line) for line in open(tmp_path / "run" / "eval_history.jsonl")]
+    assert [line["step"] for line in history] == [0, 8]
+    assert history[0]["masked_lm_loss"] == pytest.approx(before, rel=1e-5)
+    assert [line for line in lines if line.startswith("eval step ")][0].startswith(
+        f"eval step 0  masked_lm_loss {before:.4f}")
     # The written directory is the extended model's: its vocabulary and numerics.
     assert read_vocab(str(tmp_path / "run" / "vocab.txt")) == read_vocab(
         os.path.join(dirs["extended"], "vocab.txt"))
     trained = load_pretrainer(str(tmp_path / "run"), next_sentence=False).encoder
     assert (trained.activation, trained.layer_norm_epsilon) == ("gelu_exact", 1e-6)
     assert math.isfinite(after)
+
+
+def test_the_directorys_pooling_and_tokenizer_are_carried_on(dirs, tmp_path):
+    """Issue 51, defect 6: a converted sentence-transformers model's sentence_config.json (and
+    its vocab.txt and case) are in the continued run's output, as they were in the input."""
+    import shutil
+
+    source = tmp_path / "sentence_model"
+    shutil.copytree(dirs["extended"], source)
+    pooling = {"pooling": "cls", "normalize": False, "max_seq_length": SEQ}
+    (source / "sentence_config.json").write_text(json.dumps(pooling))
+    configurables.parse_gin(["pretrain.gin"], ["BertPretrainer.next_sentence = False"])
+    configurables.encoder_from_directory(str(source))
+    run_pretraining(dirs["train"], str(tmp_path / "run"), configurables.pretrainer,
+                    init_checkpoint=str(source), print_fn=lambda _: None, train_batch_size=4,
+                    max_seq_length=SEQ, max_predictions_per_seq=PREDICTIONS, num_train_steps=1,
+                    num_warmup_steps=0)
+    assert json.load(open(tmp_path / "run" / "sentence_config.json")) == json.load(
+        open(source / "sentence_config.json"))
+    assert open_init_checkpoint(str(tmp_path / "run")).sentence_config == open_init_checkpoint(
+        str(source)).sentence_config
+    assert (tmp_path / "run" / "vocab.txt").read_text() == (source / "vocab.txt").read_text()
+    assert json.load(open(tmp_path / "run" / "tokenizer_config.json")) == {"do_lower_case": True}
 
 
 def test_data_of_another_vocabulary_stops_naming_both(dirs, tmp_path):
@@ -157,8 +187,9 @@ def test_data_of_another_vocabulary_stops_naming_both(dirs, tmp_path):
     configurables.parse_gin(["pretrain.gin"], ["BertPretrainer.next_sentence = False"])
     configurables.encoder_from_directory(dirs["extended"])
     with pytest.raises(ValueError, match=r"old\.tfrecord\.meta\.json\) says the data was made "
-                                         r"with .*source/vocab\.txt .* but --init_checkpoint=.*"
-                                         r"extended has .*extended/vocab\.txt"):
+                                         r"with the WordPiece .*source/vocab\.txt .* but the "
+                                         r"model's tokenizer is the WordPiece .*extended/vocab\.txt"
+                                         r" .*, from --init_checkpoint=.*extended: "):
         run_pretraining(other, str(tmp_path / "run"), configurables.pretrainer,
                         init_checkpoint=dirs["extended"], print_fn=lambda _: None,
                         train_batch_size=4, max_seq_length=SEQ,
@@ -214,12 +245,12 @@ def test_a_modernbert_context_extension_sets_length_and_theta_but_no_size(tmp_pa
                                 local_attention_window=8, global_rope_theta=10000.0)
     save_pretrained(directory, encoder,
                     vocab_file=os.path.join(TESTDATA, "bpe_tokenizer.json"))
-    configurables.parse_gin(["continue_pretraining.gin"], [
-        "ModernBertEncoder.max_sequence_length = 8192",
-        "ModernBertEncoder.global_rope_theta = 160000.0"])
+    # The documented phase: gin/modernbert_context_extension.gin (8,192 tokens, theta 160,000).
+    configurables.parse_gin(["modernbert_context_extension.gin"])
     bound = configurables.encoder_from_directory(directory)
     continued = configurables.pretrainer().encoder
     assert (continued.max_sequence_length, continued.global_rope_theta) == (8192, 160000.0)
+    assert gin.query_parameter("run_pretraining.max_seq_length") == 8192
     assert "max_sequence_length" not in bound and bound["num_layers"] == 3
     assert (continued.num_layers, continued.hidden_dim, continued.local_attention_window) == (
         3, 16, 8)

@@ -9,6 +9,7 @@ tested in tests/data/pretraining/test_baselines.py.
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -229,7 +230,56 @@ def test_eval_only_on_a_directory_equals_the_periodic_evaluation(runs, data, tmp
     for key in ("masked_lm_loss", "masked_lm_accuracy", "perplexity", "next_sentence_loss",
                 "next_sentence_accuracy", "eval_masked_tokens"):
         assert results[key] == pytest.approx(periodic[key], rel=1e-6), key
-    assert sorted(os.listdir(out)) == ["eval", "eval_history.jsonl", "eval_results.json"]
+    assert sorted(os.listdir(out)) == ["eval_only", "eval_only_history.jsonl", "eval_results.json"]
+
+
+def test_eval_only_leaves_a_training_run_as_it_was_and_labels_a_held_out_baseline(
+        runs, data, tmp_path):
+    """Issue 51, defects 2 and 3: `--nodo_train --do_eval` on a training run's own model_dir
+    needs no --gin_file (the run's operative_config.gin builds the model), appends to
+    eval_only_history.jsonl and leaves eval_history.jsonl and the config byte for byte; without
+    --input_file the unigram figures are the held-out set's own, written as such and printed
+    apart; with it, they are the training run's baseline."""
+    import gin
+    import tensorflow as tf
+
+    from kbert import configurables
+
+    _, evaluated, _, _ = runs
+    train, heldout = data
+    run_dir = tmp_path / "run"
+    shutil.copytree(evaluated, run_dir)
+    configurables.parse_gin(["tiny.gin"], gin_params(tiny_encoder_kwargs(dropout=0.1)))
+    with tf.Graph().as_default():
+        configurables.pretrainer()
+    config = gin.operative_config_str() + "\n" + "\n".join(
+        f"run_pretraining.{k} = {v!r}" for k, v in {**RUN, "eval_batch_size": EVAL_BATCH}.items())
+    gin.clear_config()
+    (run_dir / "operative_config.gin").write_text(config)
+    history = (run_dir / "eval_history.jsonl").read_text()
+    periodic = [json.loads(line) for line in history.splitlines()]
+    result = forked_python.run(
+        ["-m", "kbert.bin.pretrain", "--nodo_train", "--do_eval", f"--model_dir={run_dir}",
+         f"--eval_input_file={heldout}"], cwd=REPO, env=subprocess_env(), timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert (run_dir / "eval_history.jsonl").read_text() == history
+    assert (run_dir / "operative_config.gin").read_text() == config
+    [line] = [json.loads(text) for text in open(run_dir / "eval_only_history.jsonl")]
+    assert line["step"] == 16 and len(periodic) == 4
+    assert line["masked_lm_loss"] == pytest.approx(periodic[-1]["masked_lm_loss"], rel=1e-6)
+    assert "unigram_masked_lm_loss" not in line
+    assert line["heldout_unigram_instances"] == 30  # the held-out set, not the training data
+    # The fixture's two sets draw tokens alike, so the two unigram losses differ little.
+    assert abs(line["heldout_unigram_masked_lm_loss"]
+               - periodic[-1]["unigram_masked_lm_loss"]) > 1e-3
+    assert "(unigram " not in result.stdout and "no baseline to compare with" in result.stdout
+    results = run_pretraining(train, str(run_dir), _build, print_fn=lambda _: None,
+                              do_train=False, eval_input_file=heldout,
+                              eval_batch_size=EVAL_BATCH, **RUN)
+    for key in ("unigram_masked_lm_loss", "unigram_masked_lm_accuracy", "unigram_instances"):
+        assert results[key] == pytest.approx(periodic[-1][key], rel=1e-6), key
+    assert len((run_dir / "eval_only_history.jsonl").read_text().splitlines()) == 2
+    assert (run_dir / "eval_history.jsonl").read_text() == history
 
 
 def test_zero_steps_write_the_never_pretrained_baseline(data, tmp_path):

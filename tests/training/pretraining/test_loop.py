@@ -4,8 +4,10 @@ The distributed step (accumulation, strategies) is tested in test_step.py,
 the data checks alone in tests/data/pretraining/test_checks.py.
 """
 
+import concurrent.futures
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from tests.training.pretraining_data import build_vocab
 from tests.training.pretraining_data import gin_params
 from tests.training.pretraining_data import kill_at_line
 from tests.training.pretraining_data import read_losses
+from tests.training.pretraining_data import signal_at_line
 from tests.training.pretraining_data import subprocess_env
 from tests.training.pretraining_data import write_pretraining_data
 
@@ -88,6 +91,47 @@ def test_loss_falls_and_outputs_are_written(reference):
     assert tf.train.latest_checkpoint(str(model_dir)).endswith("ckpt-16")
     encoder = load_encoder(str(model_dir))
     assert encoder.num_layers == 1 and encoder.hidden_dim == 32
+
+
+@pytest.mark.slow
+def test_sigint_and_sigterm_save_a_checkpoint_print_one_line_and_the_rerun_resumes_exactly(
+        reference, data_file, tmp_path):
+    """kbert-pretrain sent Ctrl-C's SIGINT and, in a second process at the same time, SIGTERM
+    after its 3rd step: each finishes the step it is in, saves a checkpoint there, says so in
+    one line and exits 128 + the signal; the SIGINT run, resumed in this process, repeats the
+    uninterrupted losses."""
+    processes = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        model_dir = tmp_path / number.name
+        command = [sys.executable, "-m", "kbert.bin.pretrain", "--gin_file=gin/tiny.gin",
+                   f"--input_file={data_file}", f"--model_dir={model_dir}"]
+        command += [f"--gin_params={p}" for p in gin_params(tiny_encoder_kwargs(),
+                                                             log_every_steps=1)]
+        with open(tmp_path / f"{number.name}.txt", "w") as stderr:
+            processes[number] = subprocess.Popen(command, cwd=REPO, env=subprocess_env(),
+                                                 stdout=subprocess.PIPE, stderr=stderr, text=True)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(signal_at_line, process, "step 3/16", number)
+                       for number, process in processes.items()]:
+            future.result(timeout=600)
+    stopped_at = {}
+    for number, process in processes.items():
+        stderr = open(tmp_path / f"{number.name}.txt").read()
+        assert process.returncode == 128 + number, stderr
+        assert "Traceback" not in stderr and stderr.count("interrupted") == 1, stderr
+        last = stderr.strip().splitlines()[-1]
+        found = re.fullmatch(rf"pretrain\.py: interrupted by {number.name} at step (\d+): "
+                             rf"checkpoint saved to (.*ckpt-(\d+)); rerun the same command to "
+                             r"resume", last)
+        assert found and found[1] == found[3], last
+        stopped_at[number] = int(found[1])
+        assert 3 <= stopped_at[number] < 16
+        assert tf.train.latest_checkpoint(str(tmp_path / number.name)) == found[2]
+    summary, lines = _run(data_file, tmp_path / "SIGINT")
+    assert summary["resumed_from_step"] == stopped_at[signal.SIGINT]
+    losses, steps = read_losses(str(tmp_path / "SIGINT"))
+    assert steps == list(range(1, 17))
+    np.testing.assert_allclose(losses, read_losses(str(reference[0]))[0], atol=1e-5)
 
 
 def test_rerun_after_the_end_does_not_train_again(reference, data_file):
@@ -209,8 +253,11 @@ def test_beam_output_is_checked_by_its_sidecar_and_trains(tool_data, tmp_path):
         _run(beam, tmp_path / "refused", max_seq_length=32)
     other_vocab = tmp_path / "other_vocab.txt"
     other_vocab.write_text("\n".join(reversed(build_vocab(V)[0])) + "\n")
-    with pytest.raises(ValueError, match=r"--vocab_file=.*other_vocab.txt has sha256 .* but the "
-                                         r"data's sidecar \(.*beam.tfrecord.meta.json\) records"):
+    with pytest.raises(ValueError, match=r"--input_file: the data's sidecar \(.*beam.tfrecord."
+                                         r"meta.json\) says the data was made with the WordPiece "
+                                         r".*vocab.txt \(99 ids, sha256 .*\), but the model's "
+                                         r"tokenizer is the WordPiece .*other_vocab.txt \(99 ids, "
+                                         r"sha256 .*\), from --vocab_file"):
         _run(beam, tmp_path / "refused", vocab_file=str(other_vocab))
     steps = dict(num_train_steps=2, save_checkpoints_steps=2, log_every_steps=1)
     summary, _ = _run(beam, tmp_path / "model", **steps)
