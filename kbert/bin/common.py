@@ -125,14 +125,18 @@ def quantization_line(version_dir: str) -> str:
             f"(limit {found['max_drop_points']:g}) on {found['num_examples']} examples of "
             f"{found['data']}")
     onnx = found.get("onnxruntime")
-    if onnx and onnx.get("written", True):
-        line += (f"; ONNX Runtime {onnx['format']} (what kbert-serve runs) {onnx['quantized']:.4f}, "
-                 f"drop {onnx['drop_points']:+.2f} points")
-    elif onnx:
-        line += (f"; ONNX Runtime {onnx['format']} {onnx['quantized']:.4f}, drop "
-                 f"{onnx['drop_points']:+.2f} points: over the limit, not written (kbert-serve "
-                 "runs TensorFlow int8)")
-    return line
+    if not onnx:
+        return line
+    batches = ""
+    if onnx.get("batch_difference") is not None:
+        batches = (f" (batch 1 {onnx['quantized_batch1']:.4f}; answers alone vs in a padded batch "
+                   f"differ by at most {onnx['batch_difference']:.3g}, limit {onnx['max_batch_difference']:g})")
+    if onnx.get("written", True):
+        return line + (f"; ONNX Runtime {onnx['format']} (what kbert-serve runs) {onnx['quantized']:.4f}"
+                       f"{batches}, drop {onnx['drop_points']:+.2f} points")
+    return line + (f"; ONNX Runtime {onnx['format']} {onnx['quantized']:.4f}{batches}, drop "
+                   f"{onnx['drop_points']:+.2f} points: over the limit, not written (kbert-serve "
+                   "runs TensorFlow int8)")
 
 
 def start_tensorflow_quietly() -> None:

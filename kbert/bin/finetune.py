@@ -84,13 +84,14 @@ flags.DEFINE_list("search_epochs", ["2", "3", "4"], "Epoch counts of --hparam_se
 flags.DEFINE_float("search_time_budget_minutes", 60.0, "--hparam_search starts no trial that "
                    "would end past this (estimated from the trials so far).")
 flags.DEFINE_bool("freeze_encoder", None, "Feature-based fine-tuning (the BERT paper, 5.3): the "
-                  "encoder's weights stay fixed and only the head learns; glue, classification "
-                  "and ner. Same as binding GlueConfig.freeze_encoder (ClassificationConfig., "
-                  "NerConfig.).")
+                  "encoder's weights stay fixed and only the head learns; glue, classification, "
+                  "ner and token_classification. Same as binding GlueConfig.freeze_encoder "
+                  "(ClassificationConfig., NerConfig., TokenClassificationConfig.).")
 flags.DEFINE_enum("features", None, ["last", "sum_last_4", "concat_last_4", "weighted"],
                   "What the head reads instead of the default output: a mix of the encoder's "
-                  "layers (weighted = ELMo's learned softmax mix); glue, classification and ner. "
-                  "Same as binding GlueConfig.features (ClassificationConfig., NerConfig.).")
+                  "layers (weighted = ELMo's learned softmax mix); glue, classification, ner and "
+                  "token_classification. Same as binding GlueConfig.features "
+                  "(ClassificationConfig., NerConfig., TokenClassificationConfig.).")
 flags.DEFINE_bool("compare_with_random_init", False, "After fine-tuning, fine-tune a "
                   "never-pre-trained encoder of --init_checkpoint's shape with the same settings "
                   "and seed (into --model_dir/random_init) and print both dev scores and the "
@@ -201,7 +202,7 @@ def _with_feature_flags(options):
     for name in given:
         if name not in fields:
             raise ValueError(f"--{name}: --task={FLAGS.task} has no feature-based mode; it "
-                             "applies to --task=glue, classification and ner.")
+                             "applies to --task=glue, classification, ner and token_classification.")
     return dataclasses.replace(options, **given)
 
 

@@ -79,10 +79,9 @@ flags.DEFINE_bool("onnxruntime", True, "Run a version's ONNX Runtime int8 model 
                   "Serving does.")
 flags.DEFINE_integer("onnxruntime_intra_op_parallelism", 0, "Threads one ONNX Runtime model call "
                      "may use (TF Serving's --tensorflow_intra_op_parallelism, for the ONNX Runtime "
-                     "int8 models); 0: ONNX Runtime's choice, one per physical core. With "
-                     "--enable_batching and num_batch_threads about the number of cores, 1 "
-                     "serves more requests at 8 and 32 clients and fewer at one "
-                     "(serving/README.md).")
+                     "int8 models); 0: with --enable_batching, the CPU count divided by "
+                     "num_batch_threads (at least 1), else ONNX Runtime's choice, one per physical "
+                     "core. Idle ONNX Runtime threads sleep instead of spinning (serving/README.md).")
 flags.DEFINE_integer("max_num_load_retries", 5, "Timed retries of a model version that failed to load (any "
                      "change of a file under it also retries it).")
 flags.DEFINE_integer("load_retry_interval_micros", 60_000_000, "Microseconds between those retries.")

@@ -13,7 +13,8 @@ answer-making halves (`ServingModule.split_signatures`), so raw text in,
 answers out stay the same.
 
 `convert_int8(model, path)` converts the float32 model of a serving module
-with tf2onnx and quantizes it with ONNX Runtime's own dynamic quantizer;
+with tf2onnx and rewrites its matmuls as int8 with one activation range per
+token (`quantize_per_token`: a text's answer does not depend on its batch);
 `write_onnxruntime_files` puts it into a version's `assets.extra/onnxruntime/`
 (which TF Serving ignores):
 
@@ -30,9 +31,7 @@ task's own evaluation.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -76,7 +75,7 @@ def attach_split_functions(module) -> dict:
 
 
 def convert_int8(model, path: str, timeout_s: float = 3600) -> int:
-    """Writes `model` (float32 Keras, the three encoder inputs) as a dynamic int8 ONNX model.
+    """Writes `model` (float32 Keras, the three encoder inputs) as a per-token int8 ONNX model.
 
     The model is saved as a temporary SavedModel, and a child process converts
     it (tf2onnx), folds its constants and quantizes it (ONNX Runtime), with
@@ -141,9 +140,6 @@ def _convert_saved_model(saved_dir: str, path: str) -> int:
     """The child's work (`convert_int8`): the SavedModel's `forward` to an int8 ONNX file."""
     import onnx
     import tf2onnx
-    from onnxruntime.quantization import QuantType
-    from onnxruntime.quantization import quantize_dynamic
-
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
     loaded = tf.saved_model.load(saved_dir)  # holds the variables `forward` reads
     work = os.path.dirname(path)
@@ -160,13 +156,9 @@ def _convert_saved_model(saved_dir: str, path: str) -> int:
     _fold_constants(float32, folded)
     folded_model = onnx.load(folded)
     gemm_to_matmul(folded_model)
-    matmuls = os.path.join(work, "matmuls.onnx")
-    onnx.save(folded_model, matmuls)
-    del folded_model
-    with _without_preprocessing_advice():
-        quantize_dynamic(matmuls, path, weight_type=QuantType.QInt8, per_channel=True,
-                         op_types_to_quantize=["MatMul"])
-    return sum(node.op_type == "MatMulInteger" for node in onnx.load(path).graph.node)
+    count = quantize_per_token(folded_model)
+    onnx.save(folded_model, path)
+    return count
 
 
 def write_onnxruntime_files(extra_dir: str, model_path: str, entries: dict,
@@ -237,21 +229,6 @@ class OnnxRuntimeModel:
         return outputs
 
 
-@contextlib.contextmanager
-def _without_preprocessing_advice():
-    """Hides the quantizer's root-logger advice to run its pre-processing: `_fold_constants`
-    does the part of it that matters here (the rest is shape inference)."""
-    def advice(record: logging.LogRecord) -> bool:
-        return "pre-processing before quantization" not in record.getMessage()
-
-    root = logging.getLogger()
-    root.addFilter(advice)
-    try:
-        yield
-    finally:
-        root.removeFilter(advice)
-
-
 def erfc_as_erf(ctx, node, name, args):
     """tf2onnx handler for TensorFlow's Erfc (Keras' exact GELU), which tf2onnx 1.17 lacks:
     ONNX has Erf, and erfc(x) = 1 - erf(x)."""
@@ -301,8 +278,8 @@ def gemm_to_matmul(model) -> int:
     """Rewrites each Gemm with a constant weight as MatMul (+ Add of its bias), in place.
 
     tf2onnx writes the attention projections (Keras EinsumDense on a reshaped
-    input) as Gemm, and ONNX Runtime's dynamic quantizer quantizes MatMul but
-    not Gemm: without this, half of each block's weights would stay float32.
+    input) as Gemm, and `quantize_per_token` (like ONNX Runtime's quantizers) rewrites
+    MatMul, not Gemm: without this, half of each block's weights would stay float32.
     Neither tf2onnx nor ONNX Runtime has this rewrite. Returns the number rewritten.
     """
     from onnx import helper
@@ -334,6 +311,100 @@ def gemm_to_matmul(model) -> int:
     del graph.node[:]
     graph.node.extend(nodes)
     return rewritten
+
+
+# Weights are int8 in [-WEIGHT_LEVELS, WEIGHT_LEVELS], activations uint8 in [0, 255]: on a CPU
+# without VNNI, MatMulInteger multiplies with AVX2's vpmaddubsw, which adds two uint8 x int8
+# products into an int16 and saturates; 2 x 255 x 64 = 32,640 fits in it, 2 x 255 x 127 does not
+# (BENCHMARKS.md, "int8 on a CPU without VNNI").
+WEIGHT_LEVELS = 64
+ACTIVATION_LEVELS = 255
+_MIN_WIDTH = 16  # a matmul narrower than this (a 2-class output layer) stays float32
+
+
+def quantize_per_token(model) -> int:
+    """Rewrites each MatMul with a constant 2-D weight as int8, one activation range per token.
+
+    Each row (token) of a matmul's input gets its own uint8 range (its min and
+    max, widened to hold 0); weights are int8 per output column. So a text's
+    answer does not depend on the other texts of its batch or on their padding,
+    and the int32 sums of `MatMulInteger` are exact. ONNX Runtime's
+    `quantize_dynamic` takes one range over the whole `[batch, length, hidden]`
+    input (`DynamicQuantizeLinear`), padding included, which moved SST-2
+    probabilities by up to 0.35 between batch 1 and batch 32, and has no
+    per-row option: hence this rewrite (BENCHMARKS.md measures both).
+
+    For a row x with range [lo, lo + 255 step] and q = round((x - lo) / step):
+    x @ W ~ (q @ Wq) * step * w_scale + lo * colsum(Wq) * w_scale.
+
+    Args:
+        model: an `onnx.ModelProto`, changed in place (float weights of the
+            rewritten matmuls are dropped).
+
+    Returns:
+        int. How many matmuls were rewritten.
+
+    Example:
+
+    >>> quantize_per_token(onnx.load("model.onnx"))
+    37
+    """
+    from onnx import helper
+    from onnx import numpy_helper
+
+    graph = model.graph
+    weights = {w.name: w for w in graph.initializer}
+    nodes, constants, quantized, count = [], [], {}, 0
+
+    def constant(name: str, value, dtype=np.float32) -> str:
+        constants.append(numpy_helper.from_array(np.asarray(value, dtype), name))
+        return name
+
+    def op(kind: str, inputs: list, output: str, **attrs) -> str:
+        nodes.append(helper.make_node(kind, inputs, [output], name=output, **attrs))
+        return output
+
+    for node in graph.node:
+        weight = (numpy_helper.to_array(weights[node.input[1]]).astype(np.float32)
+                  if node.op_type == "MatMul" and node.input[1] in weights else None)
+        if weight is None or weight.ndim != 2 or min(weight.shape) < _MIN_WIDTH:
+            nodes.append(node)
+            continue
+        count += 1
+        name, x = f"kbert_int8_{count}", node.input[0]
+        if x not in quantized:  # the query, key and value projections share their input's
+            quantized[x] = _quantize_rows(x, f"{name}_x", op, constant)
+        codes, low, step = quantized[x]
+        w_scale = np.maximum(np.abs(weight).max(0), 1e-30) / WEIGHT_LEVELS
+        w_int8 = np.clip(np.round(weight / w_scale), -WEIGHT_LEVELS, WEIGHT_LEVELS).astype(np.int8)
+        sums = op("Cast", [op("MatMulInteger", [codes, constant(f"{name}_w", w_int8, np.int8)],
+                              f"{name}_int32")], f"{name}_sums", to=1)  # to float32
+        scaled = op("Mul", [op("Mul", [sums, step], f"{name}_stepped"),
+                            constant(f"{name}_scale", w_scale)], f"{name}_scaled")
+        offset = op("Mul", [low, constant(f"{name}_offset", w_int8.sum(0, dtype=np.float64) * w_scale)],
+                    f"{name}_low")
+        nodes.append(helper.make_node("Add", [scaled, offset], [node.output[0]], name=f"{name}_y"))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    read = {name for node in graph.node for name in node.input}
+    kept = [w for w in graph.initializer if w.name in read] + constants
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return count
+
+
+def _quantize_rows(x: str, name: str, op, constant) -> tuple[str, str, str]:
+    """uint8 codes of `x` with one range per row (last axis): `(codes, low, step)`."""
+    low = op("Min", [op("ReduceMin", [x], f"{name}_min", axes=[-1], keepdims=1),
+                     constant(f"{name}_zero", 0.0)], f"{name}_low")
+    width = op("Max", [op("Sub", [op("ReduceMax", [x], f"{name}_max", axes=[-1], keepdims=1), low],
+                          f"{name}_range"), constant(f"{name}_tiny", 1e-30)], f"{name}_width")
+    inverse = op("Div", [constant(f"{name}_levels", float(ACTIVATION_LEVELS)), width], f"{name}_inverse")
+    rounded = op("Floor", [op("Add", [op("Mul", [op("Sub", [x, low], f"{name}_shifted"), inverse],
+                                          f"{name}_steps"), constant(f"{name}_half", 0.5)],
+                              f"{name}_halfway")], f"{name}_rounded")
+    step = op("Mul", [width, constant(f"{name}_unit", 1.0 / ACTIVATION_LEVELS)], f"{name}_step")
+    return op("Cast", [rounded], f"{name}_codes", to=2), low, step  # to uint8
 
 
 # The child of `convert_int8`: this file loaded on its own, not as part of the kbert

@@ -41,9 +41,14 @@ import tensorflow as tf
 from kbert.checkpoints.model_dir import ModelDir
 from kbert.export.serving_modules import serving_task
 from kbert.tasks import TaskData
+from kbert.tasks.base import encoder_inputs
 from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 
 DEFAULT_MAX_DROP = 1.0
+# Largest change of any model output (a logit, a token vector's entry) allowed between a text
+# run alone and inside a padded batch of 32, for a runtime that must answer both alike
+# (ONNX Runtime int8; measured at 0 on SST-2's dev set: BENCHMARKS.md).
+MAX_BATCH_DIFFERENCE = 1e-4
 EMBEDDING_METRIC = "embedding_agreement"
 _BATCH_SIZE = 32
 _AGREEMENT_TEXTS = 256
@@ -67,6 +72,10 @@ class QuantizationReport:
         quantized_layers: int. Layers switched to int8 (matmuls, for ONNX Runtime).
         runtime: str. What runs the quantized model: `tensorflow` (the
             SavedModel's int8 graph) or `onnxruntime` (kbert-serve's ONNX model).
+        quantized_batch1: float or None. The metric with one example a call
+            (ONNX Runtime; `quantized` is at 32 a call).
+        batch_difference: float or None. `batch_difference`'s figure.
+        max_batch_difference: float or None. Its limit (`MAX_BATCH_DIFFERENCE`).
     """
 
     format: str
@@ -79,10 +88,19 @@ class QuantizationReport:
     data: str
     quantized_layers: int
     runtime: str = "tensorflow"
+    quantized_batch1: float | None = None
+    batch_difference: float | None = None
+    max_batch_difference: float | None = None
 
     @property
     def ok(self) -> bool:
-        return self.drop_points <= self.max_drop_points
+        return self.drop_points <= self.max_drop_points and self.batch_consistent
+
+    @property
+    def batch_consistent(self) -> bool:
+        """Whether no output moved more than `max_batch_difference` between a text alone and
+        in its padded batch (True where not checked)."""
+        return self.batch_difference is None or self.batch_difference <= self.max_batch_difference
 
     def to_dict(self) -> dict[str, Any]:
         return dict(dataclasses.asdict(self), ok=self.ok)
@@ -90,9 +108,14 @@ class QuantizationReport:
     def message(self) -> str:
         """One line: the metric both ways, the drop and the verdict."""
         verdict = ("within" if self.ok else "OVER") + f" --max_quantization_drop={self.max_drop_points:g}"
+        batches = ""
+        if self.batch_difference is not None:
+            batches = (f"; at batch 1 {self.quantized_batch1:.4f}, batch 32 {self.quantized:.4f}, "
+                       f"largest output change alone vs in a padded batch {self.batch_difference:.3g} "
+                       f"({'within' if self.batch_consistent else 'OVER'} {self.max_batch_difference:g})")
         return (f"{self.format} ({self.runtime}) check on {self.num_examples} examples of {self.data}: "
                 f"{self.metric} float32 {self.float32:.4f}, {self.format} {self.quantized:.4f}, "
-                f"drop {self.drop_points:+.2f} points ({verdict}); "
+                f"drop {self.drop_points:+.2f} points ({verdict}){batches}; "
                 f"{self.quantized_layers} layers in {self.format}.")
 
 
@@ -143,7 +166,8 @@ def quality_data(model_dir: ModelDir, data_dir: str | None = None) -> QualityDat
 
 def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantized_module,
                   quantize: str, max_drop: float, quantized_layers: int,
-                  runtime: str = "tensorflow", float32: float | None = None) -> QuantizationReport:
+                  runtime: str = "tensorflow", float32: float | None = None,
+                  batch_size: int = _BATCH_SIZE) -> QuantizationReport:
     """Scores the float32 and the quantized serving module on the same dev data.
 
     Args:
@@ -158,6 +182,7 @@ def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantize
         runtime: str. `tensorflow` or `onnxruntime` (reported).
         float32: float or None. The float32 model's score from an earlier check
             on the same data, so a task model is not scored twice.
+        batch_size: int. Examples a model call. Defaults to 32.
 
     Returns:
         The `QuantizationReport` (the caller refuses or warns when not `ok`).
@@ -170,10 +195,11 @@ def check_quality(model_dir: ModelDir, data: QualityData, float_module, quantize
     """
     if model_dir.is_finetuned:
         modules = [quantized_module] if float32 is not None else [float_module, quantized_module]
-        metric, scores = _task_scores(model_dir, data.examples, modules)
+        metric, scores = _task_scores(model_dir, data.examples, modules, batch_size)
         before, after = (float32, scores[0]) if float32 is not None else scores
     else:
-        metric, before, after = _embedding_scores(data.examples, float_module, quantized_module)
+        metric, before, after = _embedding_scores(data.examples, float_module, quantized_module,
+                                                  batch_size)
     return QuantizationReport(quantize, metric, float(before), float(after),
                               float(before - after), float(max_drop), len(data.examples),
                               data.where, quantized_layers, runtime)
@@ -191,12 +217,57 @@ def onnxruntime_arm(model_dir: ModelDir, float_module, model):
     return SentenceEmbeddingServingModule(model, float_module.preprocessor)
 
 
-def _task_scores(model_dir: ModelDir, examples: list, modules: list) -> tuple[str, list[float]]:
+def batch_difference(model_dir: ModelDir, data: QualityData, float_module, model) -> float:
+    """Largest change of `model`'s output between a text alone and in its padded batch of 32.
+
+    The batches are what the check scores (a task's evaluation batches; an
+    embedding model's texts packed as its `serving_default` packs them). Each
+    row is run again alone, cut to its own tokens, and compared on them.
+
+    Args:
+        model_dir: `ModelDir` being exported.
+        data: `QualityData`.
+        float_module: the float32 `ServingModule` (its preprocessor and halves).
+        model: `OnnxRuntimeModel` (anything with `run(inputs) -> np.ndarray`).
+
+    Returns:
+        float. The largest absolute difference (0.0: bit-identical answers).
+
+    Example:
+
+    >>> batch_difference(directory, data, float_module, OnnxRuntimeModel(path))
+    0.0
+    """
+    largest = 0.0
+    for inputs in _encoder_batches(model_dir, data, float_module):
+        together = model.run(inputs)
+        for row, length in enumerate(inputs["padding_mask"].sum(-1)):
+            alone = model.run({name: value[row:row + 1, :length] for name, value in inputs.items()})[0]
+            mine = together[row] if together.ndim == 2 else together[row, :length]
+            largest = max(largest, float(np.max(np.abs(mine - alone))))
+    return largest
+
+
+def _encoder_batches(model_dir: ModelDir, data: QualityData, float_module):
+    """The check's batches of 32 as numpy encoder inputs."""
+    if model_dir.is_finetuned:
+        task = serving_task(model_dir)
+        for batch in task.evaluation_dataset(data.examples, float_module.preprocessor, _BATCH_SIZE):
+            yield {name: value.numpy() for name, value in encoder_inputs(batch).items()}
+        return
+    before, _ = float_module.split_signatures()["serving_default"]
+    for i in range(0, len(data.examples), _BATCH_SIZE):
+        inputs = before(text=tf.constant(data.examples[i:i + _BATCH_SIZE]))
+        yield {name: inputs[name].numpy() for name in ("token_ids", "segment_ids", "padding_mask")}
+
+
+def _task_scores(model_dir: ModelDir, examples: list, modules: list,
+                 batch_size: int = _BATCH_SIZE) -> tuple[str, list[float]]:
     """The task's main metric, in points, of each module's model on `examples`."""
     task = serving_task(model_dir)
     scores = []
     for module in modules:
-        evaluation = task.evaluate(module.model, examples, module.preprocessor, _BATCH_SIZE)
+        evaluation = task.evaluate(module.model, examples, module.preprocessor, batch_size)
         scores.append(evaluation.metrics)
     metric = task.main_metric or next(iter(scores[0]))
     scale = 1.0 if task.metrics_in_percent else 100.0  # a fraction counts 100 points to 1.0
@@ -225,12 +296,12 @@ def _dev_data(model_dir: ModelDir, data_dir: str | None) -> TaskData:
                     validation_file=recorded.get("validation_file"))
 
 
-def _embedding_scores(texts: list[str], float_module, quantized_module):
+def _embedding_scores(texts: list[str], float_module, quantized_module, batch_size: int = _BATCH_SIZE):
     embeddings = []
     for module in (float_module, quantized_module):
         run = module.signatures()["serving_default"]
-        rows = [run(text=tf.constant(texts[i:i + _BATCH_SIZE]))["embedding"].numpy()
-                for i in range(0, len(texts), _BATCH_SIZE)]
+        rows = [run(text=tf.constant(texts[i:i + batch_size]))["embedding"].numpy()
+                for i in range(0, len(texts), batch_size)]
         embeddings.append(np.concatenate(rows))
     return EMBEDDING_METRIC, 100.0, embedding_agreement(*embeddings)
 

@@ -12,6 +12,7 @@ its texts are cut to.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -32,6 +33,8 @@ from kbert.export.onnxruntime_int8 import attach_split_functions
 from kbert.export.onnxruntime_int8 import convert_int8
 from kbert.export.onnxruntime_int8 import write_onnxruntime_files
 from kbert.export.quantization import DEFAULT_MAX_DROP
+from kbert.export.quantization import MAX_BATCH_DIFFERENCE
+from kbert.export.quantization import batch_difference
 from kbert.export.quantization import check_quality
 from kbert.export.quantization import onnxruntime_arm
 from kbert.export.quantization import quality_data
@@ -326,10 +329,14 @@ def _onnxruntime_int8(directory, data, float_module, report, path: str):
     if not float_module.split_signatures():
         return None
     matmuls = convert_int8(float_module.model, path)
-    arm = onnxruntime_arm(directory, float_module, OnnxRuntimeModel(path))
-    return check_quality(directory, data, float_module, arm, report.format,
-                         report.max_drop_points, matmuls, runtime="onnxruntime",
-                         float32=report.float32)
+    model = OnnxRuntimeModel(path)
+    arm = onnxruntime_arm(directory, float_module, model)
+    scored = [check_quality(directory, data, float_module, arm, report.format, report.max_drop_points,
+                            matmuls, runtime="onnxruntime", float32=report.float32, batch_size=size)
+              for size in (32, 1)]  # kbert-serve runs a text alone or batched with others
+    return dataclasses.replace(scored[0], quantized_batch1=scored[1].quantized,
+                               batch_difference=batch_difference(directory, data, float_module, model),
+                               max_batch_difference=MAX_BATCH_DIFFERENCE)
 
 
 def serving_record(task: Task | type[Task], module) -> dict:

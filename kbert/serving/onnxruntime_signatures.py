@@ -114,6 +114,12 @@ def onnxruntime_signatures(path: str, loaded, signatures: list[str],
                          "SavedModel's TensorFlow int8 graph).") from None
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1  # the graph runs in order (ORT_SEQUENTIAL): no second pool
+    # ONNX Runtime's idle pool threads spin, waiting for work, by default: on a CPU shared with
+    # other processes (or with this server's other sessions and batch threads) they take the
+    # cores the work needs (BENCHMARKS.md, "int8 under contention"). Off, idle threads sleep.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     with tf.io.gfile.GFile(model_file, "rb") as f:
         session = onnxruntime.InferenceSession(f.read(), options,
                                                providers=["CPUExecutionProvider"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from concurrent import futures
@@ -80,7 +81,9 @@ class ModelServer:
         use_onnxruntime: bool. Run a version's ONNX Runtime int8 model where it
             has one (`--onnxruntime`). Defaults to True.
         onnxruntime_threads: int. Threads one ONNX Runtime call may use
-            (`--onnxruntime_intra_op_parallelism`); 0: ONNX Runtime's choice.
+            (`--onnxruntime_intra_op_parallelism`); 0: with `batching`, the
+            CPU count divided by its `num_batch_threads` (at least 1), else
+            ONNX Runtime's choice (one per physical core).
         config_file: str or None. The `--model_config_file` `configs` came
             from, re-read every `config_poll_wait_seconds`.
         config_poll_wait_seconds: float. `--model_config_file_poll_wait_seconds`;
@@ -151,6 +154,10 @@ class ModelServer:
         self.max_batch_tokens = max_batch_tokens
         self.credentials = read_ssl_config(ssl_config_file) if ssl_config_file else None
         self.api_key = ApiKey(api_key) if api_key is not None else None
+        if onnxruntime_threads == 0 and batching is not None:
+            # num_batch_threads batches run at once: one call's threads share the cores with
+            # theirs instead of each taking them all (BENCHMARKS.md, "int8 under contention").
+            onnxruntime_threads = max(1, (os.cpu_count() or 1) // batching.num_batch_threads)
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries,
                                     load_retry_interval_seconds, use_onnxruntime,
                                     onnxruntime_threads, warmup_iterations, allow_unavailable_labels)

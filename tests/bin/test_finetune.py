@@ -202,8 +202,8 @@ def test_freeze_encoder_and_features_flags_train_only_the_head(pretrained, tmp_p
                        "--freeze_encoder")
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].endswith(
-        "--freeze_encoder: --task=squad has no feature-based mode; it applies to --task=glue "
-        "and --task=ner.")
+        "--freeze_encoder: --task=squad has no feature-based mode; it applies to --task=glue, "
+        "classification, ner and token_classification.")
 
 
 def test_compare_with_random_init_fine_tunes_a_never_pretrained_twin_and_prints_both(

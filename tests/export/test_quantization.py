@@ -136,7 +136,7 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
 
     onnxruntime_score = [recorded["onnxruntime"]["quantized"]]
 
-    def recorded_scores(model_dir, examples, modules):
+    def recorded_scores(model_dir, examples, modules, batch_size=32):
         scored.append((len(examples), len(modules)))
         if len(modules) == 2:  # float32 and TensorFlow int8
             return recorded["metric"], [recorded["float32"], recorded["quantized"]]
@@ -162,7 +162,7 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
     # Warned, not refused: both forms are written, each recorded as over the limit.
     path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8",
                               max_quantization_drop=-0.5, quantization_drop_is_error=False)
-    assert scored[1:] == [(48, 2), (48, 1)]
+    assert scored[1:] == [(48, 2), (48, 1), (48, 1)]  # ONNX Runtime at batch 32 and at batch 1
     info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
     assert info["quantization"]["ok"] is False
     assert (info["quantization"]["onnxruntime"]["ok"], info["quantization"]["onnxruntime"]["written"]) \
@@ -180,6 +180,18 @@ def test_guard_refuses_a_drop_over_the_budget_and_warns_when_asked(exports, capl
         == (False, False)
     assert not os.path.exists(os.path.join(path, "assets.extra", "onnxruntime"))
     assert "Not written: kbert-serve will run the SavedModel's TensorFlow int8 graph" in caplog.text
+    # Within the drop, but a text's answer alone differs from its answer in a padded batch of 32
+    # by more than MAX_BATCH_DIFFERENCE (1e-4): refused too.
+    onnxruntime_score[0] = recorded["float32"]
+    monkeypatch.setattr(saved_model, "batch_difference", lambda *args: 2e-4)
+    caplog.clear()
+    path = export_saved_model(exports["model_dir"], export_dir, check=False, quantize="int8")
+    info = json.loads(open(os.path.join(path, "assets.extra", "kbert_export.json")).read())
+    onnx = info["quantization"]["onnxruntime"]
+    assert (onnx["drop_points"], onnx["batch_difference"], onnx["max_batch_difference"]) == (0.0, 2e-4, 1e-4)
+    assert (onnx["ok"], onnx["written"]) == (False, False)
+    assert not os.path.exists(os.path.join(path, "assets.extra", "onnxruntime"))
+    assert "alone vs in a padded batch 0.0002 (OVER 0.0001)" in caplog.text
 
 
 def test_a_directory_without_recorded_dev_data_names_the_flag(tmp_path):
@@ -207,12 +219,16 @@ def test_int8_export_writes_an_onnxruntime_model_scored_on_dev_like_the_tensorfl
     manifest = json.loads((version / "assets.extra" / "onnxruntime" / "kbert_onnxruntime.json").read_text())
     assert manifest["model"] == "model.int8.onnx" and manifest["output"] == "outputs"
     assert sorted(manifest["signatures"]) == ["serve_ids", "serving_default"]
-    # All 14 matmuls (the 13 TensorFlow quantizes and the 2-wide output layer) are in int8.
-    assert manifest["int8_matmuls"] == 14
+    # The 13 matmuls TensorFlow quantizes are in int8; the 2-wide output layer stays float32.
+    assert manifest["int8_matmuls"] == 13
     found = json.loads((version / "assets.extra" / "kbert_export.json").read_text())["quantization"]
     onnx = found["onnxruntime"]
     assert (onnx["runtime"], onnx["metric"], onnx["num_examples"]) == ("onnxruntime", "accuracy", 48)
-    assert onnx["float32"] == found["float32"] and onnx["quantized_layers"] == 14
+    assert onnx["float32"] == found["float32"] and onnx["quantized_layers"] == 13
+    # Scored at batch 32 and at batch 1, and each dev text's logits alone equal its logits
+    # inside its padded batch of 32.
+    assert onnx["quantized_batch1"] == onnx["quantized"]
+    assert onnx["batch_difference"] <= onnx["max_batch_difference"] == 1e-4
     assert f"ONNX Runtime int8 (what kbert-serve runs) {onnx['quantized']:.4f}" in exports["result"].stdout
     # What the export scored is what the ONNX path answers on the dev set.
     texts = tf.constant([text for text, _ in exports["rows"]])
@@ -264,19 +280,31 @@ def test_kbert_serve_answers_the_int8_model_as_in_process(exports):
 
 
 def test_onnxruntime_intra_op_parallelism_reaches_the_session_and_keeps_the_answers(exports):
+    from kbert.serving.batching import BatchingParameters
     from kbert.serving.model_config import ModelConfig
     from kbert.serving.server import ModelServer
     from kbert.serving.servable import Servable
 
     texts = np.array([text for text, _ in exports["rows"][:8]], object)
     default, one = (Servable("sst2", 1, exports["int8"], onnxruntime_threads=n) for n in (0, 1))
-    session = one.functions["serving_default"].session
-    assert session.get_session_options().intra_op_num_threads == 1
-    np.testing.assert_allclose(one.run("serving_default", {"text": texts})["logits"],
-                               default.run("serving_default", {"text": texts})["logits"], atol=1e-6)
-    # kbert-serve's flag goes through the server to every version it loads.
+    options = one.functions["serving_default"].session.get_session_options()
+    assert (options.intra_op_num_threads, options.inter_op_num_threads) == (1, 1)
+    # Idle pool threads sleep instead of spinning (they took the cores of a shared CPU).
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    # Per-token int8: a text's logits alone equal its logits in the batch, bit for bit.
+    batched = one.run("serving_default", {"text": texts})["logits"]
+    np.testing.assert_allclose(batched, default.run("serving_default", {"text": texts})["logits"], atol=1e-6)
+    for row in range(len(texts)):
+        np.testing.assert_array_equal(one.run("serving_default", {"text": texts[row:row + 1]})["logits"][0],
+                                      batched[row])
+    # kbert-serve's flag goes through the server to every version it loads; without it, batching's
+    # num_batch_threads share the cores.
     configs = [ModelConfig("sst2", str(exports["root"] / "int8"))]
     assert ModelServer(configs, onnxruntime_threads=1).manager.onnxruntime_threads == 1
+    batching = BatchingParameters(num_batch_threads=max(1, (os.cpu_count() or 1) // 2))
+    assert ModelServer(configs, batching=batching).manager.onnxruntime_threads == \
+        (os.cpu_count() or 1) // batching.num_batch_threads
+    assert ModelServer(configs).manager.onnxruntime_threads == 0  # ONNX Runtime's choice
     with pytest.raises(ValueError, match=r"--onnxruntime_intra_op_parallelism=-1; it must be 0"):
         ModelServer(configs, onnxruntime_threads=-1)
 

@@ -328,7 +328,7 @@ def test_the_openai_clients_own_requests_are_answered_in_its_shapes(server, stub
                                rtol=1e-5, atol=1e-6)
     status, listed = _as_openai_client(server, "/v1/models")
     assert status == 200 and listed["object"] == "list"
-    assert [model["id"] for model in listed["data"]] == ["embed", "sst2", "stsb", "rerank"]
+    assert [model["id"] for model in listed["data"]] == ["embed", "sst2", "stsb", "rerank", "tickets"]
     for model in listed["data"]:  # the openai client's Model: id, created (int), object "model", owned_by
         assert set(model) == {"id", "created", "object", "owned_by"} and model["object"] == "model"
         assert isinstance(model["created"], int) and model["created"] > 1_600_000_000
@@ -375,13 +375,13 @@ def test_tei_embed_with_truncate_false_refuses_a_text_over_the_models_length(ser
 
 def test_tei_predict_gives_every_labels_probability_highest_first(server, stub):
     expected = _predict(stub, "sst2", {"text": lib.TEXTS})
-    status, batch = _post(server, "/predict", {"inputs": [[text] for text in lib.TEXTS]})
+    status, batch = _post(server, "/predict", {"inputs": [[text] for text in lib.TEXTS], "model": "sst2"})
     assert status == 200 and len(batch) == len(lib.TEXTS)
     for row, probabilities in zip(batch, expected["probabilities"]):
         assert [entry["score"] for entry in row] == sorted((entry["score"] for entry in row), reverse=True)
         by_label = {entry["label"]: entry["score"] for entry in row}
         np.testing.assert_allclose([by_label["negative"], by_label["positive"]], probabilities, rtol=1e-5)
-    status, single = _post(server, "/predict", {"inputs": lib.TEXTS[0], "raw_scores": True})
+    status, single = _post(server, "/predict", {"inputs": lib.TEXTS[0], "raw_scores": True, "model": "sst2"})
     assert status == 200 and {entry["label"] for entry in single} == {"negative", "positive"}
     by_label = {entry["label"]: entry["score"] for entry in single}
     np.testing.assert_allclose([by_label["negative"], by_label["positive"]], expected["logits"][0], rtol=1e-5)
@@ -407,16 +407,17 @@ def test_tei_tokenize_gives_the_models_pieces_with_byte_offsets(server):
 
 
 @pytest.mark.parametrize("path, body, words", [
-    ("/tokenize", {"inputs": "a"}, "this server has 4 that /tokenize can run (embed, rerank, sst2, stsb)"),
+    ("/tokenize", {"inputs": "a"}, "this server has 5 that /tokenize can run (embed, rerank, sst2, stsb, tickets)"),
     ("/embed", {"inputs": "a", "model": "sst2"}, "is not an embedding model"),
     ("/embed", {"inputs": "a", "prompt_name": "query"}, "kbert exports have none"),
     ("/embed", {"inputs": [1, 2]}, "Token ids are not accepted"),
     ("/embed", {"inputs": "a", "normalize": "yes"}, "true or false"),
-    ("/predict", {"inputs": ["a", "b"]}, "takes one text"),
-    ("/predict", {"inputs": ["a", "b", "c"]}, "a list of 3 strings"),
-    ("/predict", {"inputs": [["a"], []]}, "holds 0 strings"),
+    ("/predict", {"inputs": ["a", "b"], "model": "sst2"}, "takes one text"),
+    ("/predict", {"inputs": ["a", "b", "c"], "model": "sst2"}, "a list of 3 strings"),
+    ("/predict", {"inputs": [["a"], []], "model": "sst2"}, "holds 0 strings"),
     ("/predict", {"inputs": "a", "model": "stsb"}, "is not a classifier"),
     ("/predict", {"text": "a"}, "Unrecognized request argument"),
+    ("/predict", {"inputs": "a"}, "this server has 2 that /predict can run (sst2, tickets)"),
 ])
 def test_bad_tei_requests_get_a_4xx_in_teis_shape(server, path, body, words):
     status, answer = _post(server, path, body)

@@ -1,11 +1,11 @@
 """Token classification batches: one label per word, at the word's first wordpiece.
 
-A sentence longer than a row (`max_seq_length - 2` pieces) is read as
-several rows of whole consecutive words (`fitting_windows`), so that no word
-loses its tag: training learns every word, and evaluation and prediction tag
-every word. (Served models read long texts in overlapping windows instead,
-`kbert.tasks.token_classification.serving`; a text of one row is tagged
-alike either way.)
+A training sentence longer than a row (`max_seq_length - 2` pieces) is read
+as several rows of whole consecutive words (`fitting_windows`), so that no
+word loses its tag. Evaluation and prediction read sentences in the windows
+the served model reads (`tagging_windows`: `word_windows`, each word tagged
+where it has the most context), so in-process and served tags are the same
+for texts of any length.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tensorflow as tf
 from kbert.data.bucketing import batch_by_length
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.data.words import word_pieces
+from kbert.tasks.token_classification.serving import word_windows
 
 
 def token_classification_dataset(
@@ -153,3 +154,85 @@ def word_piece_counts(preprocessor: TextPreprocessor,
         flat = count(ragged).numpy()
         counts.extend(np.split(flat, np.cumsum([len(words) for words in block])[:-1]))
     return counts
+
+
+_WINDOWERS = weakref.WeakKeyDictionary()
+
+
+def tagging_windows(preprocessor: TextPreprocessor, sentences: Sequence[Sequence[str]],
+                    window_stride: int) -> dict[str, list]:
+    """The windows the served model reads sentences in, as rows to batch.
+
+    Each sentence is split into `[CLS] pieces [SEP]` windows of at most
+    `preprocessor.max_seq_length` tokens, `window_stride` pieces apart
+    (`kbert.tasks.token_classification.serving.word_windows`); each word is
+    tagged in the one window where its first piece has the most context.
+
+    Args:
+        preprocessor: `TextPreprocessor` at the window length.
+        sentences: list of word lists.
+        window_stride: int. Pieces between window starts.
+
+    Returns:
+        dict of lists, one entry per window: `token_ids` (list of int),
+        `word_position` (per token: the index + 1 of the word it tags in its
+        sentence, 0 elsewhere) and `sentence` (the sentence's index).
+
+    Example:
+
+    >>> tagging_windows(preprocessor, [["EU", "rejects"]], 64)["word_position"]
+    [[0, 1, 2, 0]]
+    """
+    key = (preprocessor.max_seq_length, int(window_stride))
+    functions = _WINDOWERS.setdefault(preprocessor, {})
+    if key not in functions:
+        @tf.function(input_signature=[tf.RaggedTensorSpec([None, None], tf.string, 1, tf.int64)])
+        def windows_of(words):
+            found = word_windows(preprocessor, words, window_stride)
+            tagged_word = tf.where(found["tagged"].flat_values,
+                                   tf.gather(found["word"], found["piece_index"].flat_values), -1)
+            return (found["token_ids"], found["example"],
+                    found["tagged"].with_flat_values(tagged_word))
+
+        functions[key] = windows_of
+    rows = {"token_ids": [], "word_position": [], "sentence": []}
+    for begin in range(0, len(sentences), 1024):
+        block = [list(words) for words in sentences[begin:begin + 1024]]
+        lengths = [len(words) for words in block]
+        ragged = tf.RaggedTensor.from_row_lengths(
+            tf.constant([w for words in block for w in words], tf.string),
+            tf.constant(lengths, tf.int64))
+        token_ids, example, tagged_word = functions[key](ragged)
+        # Flat word indices of the block, made positions within each sentence (+ 1).
+        starts = np.cumsum([0] + lengths)
+        for ids, sentence, words in zip(token_ids.to_list(), example.numpy().tolist(),
+                                        tagged_word.to_list()):
+            rows["token_ids"].append(ids)
+            rows["word_position"].append(
+                [0] + [w - starts[sentence] + 1 if w >= 0 else 0 for w in words] + [0])
+            rows["sentence"].append(begin + sentence)
+    return rows
+
+
+def windows_dataset(windows: dict[str, list], batch_size: int,
+                    max_seq_length: int) -> tf.data.Dataset:
+    """Length-bucketed batches of `tagging_windows`' rows, each with its `example_index`.
+
+    Args:
+        windows: `tagging_windows`' dict.
+        batch_size: int.
+        max_seq_length: int. The window length.
+
+    Returns:
+        Dataset of dicts `token_ids`, `segment_ids`, `padding_mask`,
+        `word_position` and `example_index` (the window's index).
+    """
+    token_ids = tf.ragged.constant(windows["token_ids"], dtype=tf.int32, ragged_rank=1)
+    positions = tf.ragged.constant(windows["word_position"], dtype=tf.int32, ragged_rank=1)
+    dataset = tf.data.Dataset.from_tensor_slices({
+        "token_ids": token_ids, "word_position": positions,
+        "example_index": tf.range(len(windows["token_ids"]), dtype=tf.int32)})
+    dataset = dataset.map(lambda element: {
+        **element, "segment_ids": tf.zeros_like(element["token_ids"]),
+        "padding_mask": tf.ones_like(element["token_ids"])})
+    return batch_by_length(dataset, batch_size, max_seq_length).prefetch(tf.data.AUTOTUNE)

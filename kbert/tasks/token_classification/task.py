@@ -25,17 +25,20 @@ from kbert.layers.crf import first_forbidden
 from kbert.layers.crf import tag_scheme
 from kbert.layers.crf import tag_transitions
 from kbert.models.bert_token_classifier import BertTokenClassifier
-from kbert.tasks.base import INPUT_NAMES
 from kbert.tasks.base import Evaluation
 from kbert.tasks.base import Task
 from kbert.tasks.base import TaskData
 from kbert.tasks.base import encoder_inputs
+from kbert.tasks.base import inference_function
 from kbert.tasks.base import traced_once_per_model
+from kbert.tasks.serving import window_preprocessor
 from kbert.tasks.token_classification.conll import CONLL2003_LABELS
 from kbert.tasks.token_classification.conll import conll_split_file
 from kbert.tasks.token_classification.conll import read_conll
 from kbert.tasks.token_classification.dataset import fitting_windows
+from kbert.tasks.token_classification.dataset import tagging_windows
 from kbert.tasks.token_classification.dataset import token_classification_dataset
+from kbert.tasks.token_classification.dataset import windows_dataset
 from kbert.tasks.token_classification.dataset import word_piece_counts
 from kbert.tasks.token_classification.metrics import MajorityTagger
 from kbert.tasks.token_classification.metrics import entity_f1
@@ -62,10 +65,11 @@ class NerConfig:
     `TokenClassificationConfig` has these fields and its own.
 
     Args:
-        window_stride: int or None. Served models only: a text longer than
-            `max_seq_length - 2` pieces is read in windows this many pieces
-            apart, and each word is tagged in the window where it has the most
-            context. Defaults to half a window, `(max_seq_length - 2) // 2`.
+        window_stride: int or None. Evaluation, prediction and served models:
+            a text longer than `max_seq_length - 2` pieces is read in windows
+            this many pieces apart, and each word is tagged in the window where
+            it has the most context (training reads rows of whole words).
+            Defaults to half a window, `(max_seq_length - 2) // 2`.
         use_crf: bool. A linear-chain CRF over the words' tag scores
             (`BertTokenClassifier(crf=True)`): trained with the sentence's
             negative log-likelihood, decoded with Viterbi (also in the served
@@ -121,21 +125,30 @@ class TokenClassificationConfig(NerConfig):
 
 
 @traced_once_per_model
-def _tagging_function(model):
-    """One traced function: inputs and word positions -> each position's tag and its probability."""
-    signature = {name: tf.TensorSpec([None, None], tf.int32) for name in INPUT_NAMES}
+def _viterbi_function(model):
+    """One traced function: padded word scores and lengths -> the CRF's best tag sequences."""
 
-    @tf.function(input_signature=[signature, tf.TensorSpec([None, None], tf.int32)])
-    def tag(inputs, word_position):
-        logits = tf.cast(model(inputs, training=False), tf.float32)
-        if getattr(model, "crf_layer", None) is None:
-            tags = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        else:
-            tags = model.decode(logits, word_position > 0)
-        # With a CRF, the probability of the decoded tag among the word's own scores.
-        return tags, tf.gather(tf.nn.softmax(logits, axis=-1), tags, batch_dims=2)
+    @tf.function(input_signature=[tf.TensorSpec([None, None, None], tf.float32),
+                                  tf.TensorSpec([None], tf.int32)])
+    def decode(emissions, lengths):
+        return model.crf_layer.decode(emissions, lengths)
 
-    return tag
+    return decode
+
+
+def _viterbi_paths(model, emissions: Sequence[np.ndarray]):
+    """`(index, path)` of each sentence's Viterbi path over its words' scores, 256 at a time."""
+    decode = _viterbi_function(model)
+    for begin in range(0, len(emissions), 256):
+        block = emissions[begin:begin + 256]
+        lengths = [len(e) for e in block]
+        width = max(lengths + [1])
+        padded = np.zeros((len(block), width, block[0].shape[-1]), np.float32)
+        for row, e in enumerate(block):
+            padded[row, :len(e)] = e
+        paths = decode(padded, np.array(lengths, np.int32)).numpy()
+        for row, count in enumerate(lengths):
+            yield begin + row, paths[row, :count]
 
 
 class TokenClassificationTask(Task):
@@ -172,6 +185,9 @@ class TokenClassificationTask(Task):
     # Split file flags (`TaskData` fields).
     split_files: ClassVar[dict[str, str]] = {"train": "train_file", "dev": "validation_file",
                                              "test": "test_file"}
+    # What happens to a sentence longer than a row (the fine-tuning summary prints it).
+    long_inputs: ClassVar[str] = ("were read in parts, no word cut (training: rows of whole "
+                                  "words; evaluation and prediction: the served model's windows)")
 
     def __init__(self, config=None, task_name: str | None = None, label_names=None,
                  text_column: str | None = None):
@@ -354,8 +370,7 @@ class TokenClassificationTask(Task):
 
     def training_rows(self, examples: list[Sentence], preprocessor: TextPreprocessor) -> list:
         """The sentences, a long one as several rows of whole words (`fitting_windows`)."""
-        rows, _ = self._windows(examples, preprocessor, "training")
-        return rows
+        return self._windows(examples, preprocessor)
 
     def dataset(self, examples, preprocessor, batch_size, is_training, seed=None):
         label_ids = {name: i for i, name in enumerate(self._label_names or ())}
@@ -391,27 +406,30 @@ class TokenClassificationTask(Task):
 
     # -- Evaluation and prediction ------------------------------------------------------
 
-    def _windows(self, sentences: Sequence[Sentence], preprocessor: TextPreprocessor,
-                 what: str) -> tuple[list[Sentence], list[tuple[int, int]]]:
-        """Rows of whole words that fit `max_seq_length`, and each row's (sentence, first word)."""
+    def count_truncated(self, examples: list[Sentence], preprocessor: TextPreprocessor) -> int:
+        """How many sentences are longer than `max_seq_length - 2` pieces (none is cut:
+        `long_inputs` says how they are read)."""
+        budget = preprocessor.max_seq_length - 2
+        counts = word_piece_counts(preprocessor, [s.words for s in examples])
+        return sum(int(pieces.sum() > budget) for pieces in counts)
+
+    def _windows(self, sentences: Sequence[Sentence], preprocessor: TextPreprocessor
+                 ) -> list[Sentence]:
+        """Training rows: a sentence longer than `max_seq_length` as rows of whole words."""
         budget = preprocessor.max_seq_length - 2
         counts = word_piece_counts(preprocessor, [s.words for s in sentences])
-        rows, owners, long = [], [], 0
-        for index, (sentence, pieces) in enumerate(zip(sentences, counts)):
+        rows = []
+        for sentence, pieces in zip(sentences, counts):
             if pieces.sum() <= budget:
                 rows.append(sentence)
-                owners.append((index, 0))
-                continue
-            long += 1
-            for start, end in fitting_windows(pieces, budget):
-                rows.append(sentence.window(start, end))
-                owners.append((index, start))
-        if long:
-            log = logger.warning if what == "training" else logger.info
-            log("%d of %d %s sentences are longer than max_seq_length=%d pieces: "
-                           "read as %d rows of whole words.", long, len(sentences), what,
-                           preprocessor.max_seq_length, long + len(rows) - len(sentences))
-        return rows, owners
+            else:
+                rows.extend(sentence.window(start, end)
+                            for start, end in fitting_windows(pieces, budget))
+        if len(rows) > len(sentences):
+            # The summary counts the long sentences (`count_truncated`); this, the rows.
+            logger.info("Long training sentences are read as %d more rows of whole words.",
+                        len(rows) - len(sentences))
+        return rows
 
     def _tag(self, model, sentences, preprocessor, batch_size) -> list[list[str]]:
         """Each sentence's tags (`tag_words` without the probabilities)."""
@@ -420,10 +438,15 @@ class TokenClassificationTask(Task):
     def tag_words(self, model: keras.Model, sentences: Sequence[Sentence],
                   preprocessor: TextPreprocessor, batch_size: int
                   ) -> tuple[list[list[str]], list[list[float]]]:
-        """Each sentence's tags and each tag's probability, a long sentence read in rows.
+        """Each sentence's tags and each tag's probability, read as the served model reads it.
 
-        With a CRF, each sentence's (or row's) tags are its Viterbi path, and a
-        tag's probability is the softmax of the word's own scores.
+        Sentences are read in the served model's windows (`tagging_windows`:
+        the window length of `kbert.tasks.serving.window_preprocessor`,
+        `window_stride` apart), each word scored in the window where it has the
+        most context, so a text of any length gets the served model's tags.
+        With a CRF, Viterbi runs over each sentence's words; a tag's
+        probability is the softmax of its word's own scores. A word without
+        pieces gets the first tag, with probability 0.
 
         Args:
             model: the task model.
@@ -439,22 +462,60 @@ class TokenClassificationTask(Task):
         >>> tags, probabilities = task.tag_words(model, task.examples_from_values(["Ada wrote"]),
         ...                                      preprocessor, 32)
         """
-        rows, owners = self._windows(sentences, preprocessor, "evaluated")
-        forward = _tagging_function(model)
-        default = self.label_names[0]
-        tags = [[default] * len(s.words) for s in sentences]
-        scores = [[0.0] * len(s.words) for s in sentences]
-        for batch in self.evaluation_dataset(rows, preprocessor, batch_size):
-            best, probability = (t.numpy() for t in forward(encoder_inputs(batch),
-                                                             batch["word_position"]))
+        scores, scored = self._word_scores(model, sentences, preprocessor, batch_size)
+        crf = getattr(model, "crf_layer", None)
+        tags, probabilities = [], []
+        for emissions, has_pieces in zip(scores, scored):
+            ids = np.zeros(len(emissions), np.int64)
+            if crf is None:
+                ids[has_pieces] = emissions[has_pieces].argmax(axis=-1)
+            tags.append(ids)
+        if crf is not None:
+            for index, path in _viterbi_paths(model, [e[h] for e, h in zip(scores, scored)]):
+                tags[index][scored[index]] = path
+        for ids, emissions, has_pieces in zip(tags, scores, scored):
+            exp = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+            chosen = (exp / exp.sum(axis=-1, keepdims=True))[np.arange(len(ids)), ids]
+            probabilities.append(np.where(has_pieces, chosen, 0.0).tolist())
+        return [[self._label_names[i] for i in ids] for ids in tags], probabilities
+
+    def _word_scores(self, model, sentences, preprocessor, batch_size
+                     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Each word's logits from its max-context window, and whether it has pieces at all."""
+        windows, dataset = self._tagging_windows(model, sentences, preprocessor, batch_size)
+        num_tags = len(self._label_names)
+        scores = [np.zeros((len(s.words), num_tags), np.float32) for s in sentences]
+        scored = [np.zeros(len(s.words), bool) for s in sentences]
+        forward = inference_function(model)
+        for batch in dataset:
+            logits = forward(encoder_inputs(batch)).numpy().astype(np.float32)
             positions = batch["word_position"].numpy()
-            for row, index in enumerate(batch["example_index"].numpy()):
-                sentence, first = owners[index]
+            for row, window in enumerate(batch["example_index"].numpy()):
+                sentence = windows["sentence"][window]
                 for position in np.nonzero(positions[row])[0]:
-                    word = first + positions[row, position] - 1
-                    tags[sentence][word] = self._label_names[best[row, position]]
-                    scores[sentence][word] = float(probability[row, position])
-        return tags, scores
+                    word = positions[row, position] - 1
+                    scores[sentence][word] = logits[row, position]
+                    scored[sentence][word] = True
+        return scores, scored
+
+    def _tagging_windows(self, model, sentences, preprocessor, batch_size
+                         ) -> tuple[dict[str, list], tf.data.Dataset]:
+        """`tagging_windows` of the sentences and their batches, reused while the same
+        arguments come back (as `Task.evaluation_dataset`, for the same reason: fine-tuning
+        evaluates the same dev sentences at every interval)."""
+        windows_preprocessor = window_preprocessor(model, preprocessor)
+        length = windows_preprocessor.max_seq_length
+        stride = self.config.window_stride or max(1, (length - 2) // 2)
+        words = [list(s.words) for s in sentences]
+        cached = getattr(self, "_windows_cache", None)
+        # The preprocessor by identity (a ModernBERT's window preprocessor is made anew).
+        if (cached is None or cached[0] is not preprocessor
+                or cached[1] != (length, stride, batch_size) or cached[2] != words):
+            windows = tagging_windows(windows_preprocessor, words, stride)
+            cached = (preprocessor, (length, stride, batch_size), words, windows,
+                      windows_dataset(windows, batch_size, length))
+            self._windows_cache = cached
+        return cached[3], cached[4]
 
     def evaluate(self, model, examples, preprocessor, batch_size) -> Evaluation:
         predicted = self._tag(model, examples, preprocessor, batch_size)

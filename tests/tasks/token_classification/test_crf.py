@@ -87,7 +87,7 @@ def test_decode_scatters_viterbi_tags_back_to_word_positions():
         assert _invalid_bio([LABELS[t] for t in best]) == 0
 
 
-def test_served_crf_tags_windows_like_the_python_reference():
+def test_served_and_in_process_crf_tags_window_like_the_python_reference():
     model = _crf_tagger(vocabulary_size=lib.vocab_size())
     preprocessor = TextPreprocessor.from_vocab_file(lib.VOCAB, True, 12)
     module = TokenClassifierServingModule(model, preprocessor, LABELS)
@@ -98,6 +98,10 @@ def test_served_crf_tags_windows_like_the_python_reference():
     expected = lib.reference_ner(model, texts, 12, LABELS)
     assert got == [tags for _, tags in expected]
     assert sum(_invalid_bio(tags) for tags in got) == 0
+    # In process (evaluation, predictions, kbert-predict) too: the same windows, then Viterbi.
+    task = NerTask(label_names=LABELS)
+    in_process, _ = task.tag_words(model, task.examples_from_values(texts), preprocessor, 4)
+    assert in_process == got
     # The CRF changes some tags: the test compares more than the argmax.
     model.crf_layer = None
     assert [tags for _, tags in lib.reference_ner(model, texts, 12, LABELS)] != got

@@ -106,3 +106,19 @@ def test_serve_ids_is_unchanged_per_position_tagging(module):
     outputs = module.signatures()["serve_ids"](**{k: tf.constant(v) for k, v in inputs.items()})
     np.testing.assert_allclose(outputs["logits"].numpy(),
                                np.asarray(module.model(inputs, training=False)), atol=1e-5)
+
+
+def test_a_long_text_gets_the_served_tags_in_process(module):
+    # Evaluation, predictions and kbert-predict read a text longer than one window as the
+    # served model does: windows 5 pieces apart, each word from its max-context window.
+    task = NerTask(label_names=[t.decode() for t in module.label_names.numpy()])
+    texts = [LONG_TEXT, "", "John lives in Zürich"]
+    served = _decoded(module.signatures()["serving_default"](tf.constant(texts)))
+    examples = task.examples_from_values(texts)
+    in_process, _ = task.tag_words(module.model, examples, module.preprocessor, batch_size=4)
+    assert in_process == [tags for _, tags in served]
+    # Read as training reads it, rows of whole words each alone, the text is tagged otherwise:
+    # the comparison above is about the windows.
+    rows = task.training_rows(examples[:1], module.preprocessor)
+    row_tags, _ = task.tag_words(module.model, rows, module.preprocessor, batch_size=4)
+    assert len(rows) >= 3 and sum(row_tags, []) != in_process[0]

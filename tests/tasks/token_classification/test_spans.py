@@ -103,8 +103,11 @@ def test_predicted_entities_point_into_the_text_and_long_texts_are_read_whole():
             assert text[entity["start"]:entity["end"]] == entity["text"]
             assert entity["label"] == "LOC"
             assert entity["score"] == pytest.approx(probability, rel=1e-5)
-    # 41 words of two pieces or more do not fit 14 pieces: read as rows of whole words.
+    # 41 words of two pieces or more do not fit 14 pieces: read in windows, every word tagged.
     assert len(records[2]["entities"]) == 41
+    # TEXT (30 words) and the long text are counted for the summary; none is cut.
+    assert task.count_truncated(examples, preprocessor) == 2
+    assert task.long_inputs.startswith("were read in parts, no word cut")
 
 
 def test_ner_predicts_on_whitespace_words():
