@@ -7,6 +7,7 @@ import urllib.request
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import kbert
 from kbert.export.saved_model import export_saved_model
@@ -17,6 +18,8 @@ from tests.serving_testlib import start_server
 
 TEXTS = ["a gorgeous , witty film from Paris", "a dull , lifeless film", "Peter flew to Paris.",
          "Naïve café crème in Zürich"]
+# Served with them: a text of several of the tagger's 32-piece windows (the classifier cuts it).
+SERVED = TEXTS + [" ".join(["Peter flew to Paris from Zürich, then to Berlin."] * 6)]
 
 
 def _post(url: str, body: dict, timeout: float = 60) -> dict:
@@ -34,8 +37,6 @@ def served(pretrained_dirs, tmp_path_factory):
     classifier = kbert.TextClassifier.from_preset(directory, max_seq_length=16)
     classifier.fit(TEXTS, ["positive", "negative", "positive", "negative"], batch_size=2,
                    verbose=0)
-    # (32 pieces: every text is one window. A longer one is tagged in rows of whole words in
-    # process but in strided windows by the export; own-data-tok is told.)
     tagger = kbert.TokenClassifier.from_preset(directory, max_seq_length=32)
     tagger.fit(TEXTS[2:3], [["B-PER", "O", "O", "B-LOC", "O"]], batch_size=2, verbose=0)
     models = {"classifier": classifier, "tagger": tagger}
@@ -48,7 +49,7 @@ def served(pretrained_dirs, tmp_path_factory):
     (root / "models.config").write_text(config + "}\n")
     with start_server([f"--model_config_file={root / 'models.config'}"]) as server:
         answers = {name: _post(f"{server.rest_url}/v1/models/{name}:predict",
-                               {"instances": TEXTS})["predictions"] for name in models}
+                               {"instances": SERVED})["predictions"] for name in models}
     return models, answers, root
 
 
@@ -56,8 +57,8 @@ def test_the_exported_classifier_answers_as_predict_does(served):
     models, answers, _ = served
     classifier = models["classifier"]
     np.testing.assert_allclose([a["logits"] for a in answers["classifier"]],
-                               classifier.predict(TEXTS), atol=1e-5)
-    records = classifier.predict_records(TEXTS)
+                               classifier.predict(SERVED), atol=1e-5)
+    records = classifier.predict_records(SERVED)
     assert [a["label"] for a in answers["classifier"]] == [r["label"] for r in records]
     for answer, record in zip(answers["classifier"], records):
         served_probabilities = dict(zip(classifier.task.label_names, answer["probabilities"]))
@@ -66,9 +67,16 @@ def test_the_exported_classifier_answers_as_predict_does(served):
 
 def test_the_exported_tagger_answers_as_predict_does(served):
     models, answers, _ = served
-    for answer, words_and_tags in zip(answers["tagger"], models["tagger"].predict(TEXTS)):
+    tagger = models["tagger"]
+    predicted = tagger.predict(SERVED)
+    assert len(answers["tagger"]) == len(predicted) == len(SERVED)
+    for answer, words_and_tags in zip(answers["tagger"], predicted):
         count = answer["num_words"]
         assert list(zip(answer["words"][:count], answer["tags"][:count])) == words_and_tags
+    # The long text is read in the served windows in process too: every word tagged once.
+    long_words = predicted[-1]
+    pieces = tagger.preprocessor.tokenize(tf.constant(SERVED[-1:])).flat_values.shape[0]
+    assert len(long_words) == 6 * 11 and pieces > 2 * 32
 
 
 def test_kbert_predict_writes_what_predict_records_gives(served, tmp_path):
