@@ -25,17 +25,31 @@ Parts (one function each; `PARTS` lists them):
   kbert reads only for token tagging): train from `train.txt`, validation from
   `valid.txt`, predicted rows from `test.txt`. A JSON lines file (`text`,
   `entity_types`).
+- `token_classification`: each word's chunk tag (CoNLL-2003's third column,
+  layout `word POS chunk NER` per ner/README.md: NP, VP, PP, ADVP,
+  ... in IOB2; kbert reads only the fourth, the entity tags), from the same
+  files: training sentences as `tokens`/`ner_tags` JSON lines (Hugging Face's
+  run_ner.py form), validation sentences as CoNLL columns (`word chunk`; less
+  those holding a tag the training sample lacks, which kbert-finetune
+  refuses), rows to predict as JSON lines of `id` and `tokens` (the column the
+  model was trained on). Entity-level (chunk) F1, as conlleval scores
+  CoNLL-2000 chunking, beside each word's most frequent training tag. Run as
+  measured: `--parts=token_classification --train_rows=400 --validation_rows=200
+  --predict_rows=200` (about 10 minutes on a busy 2-core CPU).
 
 The rows are a seeded sample of each pool (`--train_rows`, `--validation_rows`,
 `--predict_rows`) so that a run fits a small CPU; the result file says how many.
 
-    PYTHONPATH=. python benchmarks/own_data.py                    # both parts
+    PYTHONPATH=. python benchmarks/own_data.py                    # every part
     PYTHONPATH=. python benchmarks/own_data.py --parts=multilabel --train_rows=3000
 
 Writes `benchmarks/results/own_data.json` (`--output`): per part the data, the
 reported figures and baselines, how they were selected, the run's settings
 and minutes, and the prediction speeds; the machine, CPU, date, commit and
-the exact command.
+the exact command. A run of some `--parts` merges into an existing file: the
+parts it ran are replaced, each with a `run` (its date, commit, command, load
+averages, minutes); the others, and the top-level fields that describe the run
+which measured them, are kept as they were.
 """
 
 from __future__ import annotations
@@ -155,6 +169,48 @@ def conll_files(data_dir: str, scratch: str, args) -> dict:
                       "(PER, ORG, LOC, MISC; a list, empty for none)"}
 
 
+def conll_chunk_files(data_dir: str, scratch: str, args) -> dict:
+    """Chunk tags per word: tokens/ner_tags JSON lines to train, CoNLL columns to validate, word
+    lists to predict."""
+    rng = random.Random(args.seed)
+    folder = os.path.join(data_dir, "ner", "conll2003")
+    pools = {}
+    for split, name in (("train", "train.txt"), ("validation", "valid.txt"),
+                        ("predict", "test.txt")):
+        pools[split], words, tags = [], [], []
+        for line in open(os.path.join(folder, name), encoding="utf-8").read().split("\n") + [""]:
+            fields = line.split()
+            if fields and fields[0] != "-DOCSTART-":
+                words.append(fields[0])
+                tags.append(fields[2])  # the chunk tag (IOB2), not the entity tag
+            elif not fields and words:
+                pools[split].append((words, tags))
+                words, tags = [], []
+    train = _sample(pools["train"], args.train_rows, rng)
+    # kbert-finetune refuses a validation tag the training file lacks (no model can predict it).
+    known = {tag for _, tags in train for tag in tags}
+    validation = _sample([s for s in pools["validation"] if set(s[1]) <= known],
+                         args.validation_rows, rng)
+    predict = _sample(pools["predict"], args.predict_rows, rng)
+    files = {"train": _write_jsonl(os.path.join(scratch, "chunks_train.jsonl"),
+                                   [{"tokens": w, "ner_tags": t} for w, t in train]),
+             "validation": os.path.join(scratch, "chunks_validation.conll"),
+             # The column the model is trained on (`tokens`), which kbert-predict reads.
+             "predict": _write_jsonl(os.path.join(scratch, "chunks_predict.jsonl"),
+                                     [{"id": f"predict-{i}", "tokens": w}
+                                      for i, (w, _) in enumerate(predict)])}
+    with open(files["validation"], "w", encoding="utf-8") as f:
+        f.write("\n\n".join("\n".join(f"{w} {t}" for w, t in zip(*s)) for s in validation) + "\n")
+    counts = {split: {"rows": len(rows), "of": len(pools[split])}
+              for split, rows in (("train", train), ("validation", validation),
+                                  ("predict", predict))}
+    return {"task": "token_classification", "files": files, "label_column": None,
+            "counts": counts,
+            "source": "ner/conll2003/{train,valid,test}.txt: each word's chunk tag (the third "
+                      "column: NP, VP, PP, ADVP, ... in IOB2), a tag set kbert has no reader for; "
+                      "validation sentences holding a tag the training sample lacks are left out"}
+
+
 # ---- one part: fine-tune, report, time predictions ------------------------------------------
 
 def _minilm(scratch: str) -> str:
@@ -169,12 +225,14 @@ def _minilm(scratch: str) -> str:
 def _finetune(name: str, data: dict, init: str, scratch: str, args) -> tuple[dict, str, list]:
     model_dir = os.path.join(scratch, f"run_{name}")
     shutil.rmtree(model_dir, ignore_errors=True)
-    command = [sys.executable, "-m", "kbert.bin.finetune", "--task=classification",
+    command = [sys.executable, "-m", "kbert.bin.finetune",
+               f"--task={data.get('task', 'classification')}",
                f"--train_file={data['files']['train']}",
-               f"--validation_file={data['files']['validation']}",
-               f"--label_column_name={data['label_column']}", f"--init_checkpoint={init}",
+               f"--validation_file={data['files']['validation']}", f"--init_checkpoint={init}",
                f"--model_dir={model_dir}", "--do_train", "--do_eval",
                f"--gin_params=run_finetuning.selection_fraction = {args.selection_fraction}"]
+    if data["label_column"]:
+        command.append(f"--label_column_name={data['label_column']}")
     if args.num_train_epochs != "auto":
         command.append(f"--gin_params=run_finetuning.num_train_epochs = {args.num_train_epochs}")
     print(f"\n=== {name}: {' '.join(command[1:])}", flush=True)
@@ -217,8 +275,10 @@ def _model_predict_speed(model_dir: str, predict_file: str, batch_size: int) -> 
     directory = open_model_dir(model_dir)
     record = directory.task_config
     task = get_task(record.task).from_description(record.to_dict())
-    texts = [row.values["text"] for row in read_table(predict_file).rows]
-    examples = task.examples_from_values(texts)
+    column = task.input_columns()  # the trained text column(s), as kbert-predict reads them
+    rows = read_table(predict_file).rows
+    values = [[row.values[name] for row in rows] for name in column]
+    examples = task.examples_from_values(values[0] if len(values) == 1 else tuple(values))
     preprocessor = directory.preprocessor(record.max_seq_length)
     model = directory.model()
     dataset = task.dataset(examples, preprocessor, batch_size, is_training=False).map(
@@ -226,7 +286,7 @@ def _model_predict_speed(model_dir: str, predict_file: str, batch_size: int) -> 
     start = time.perf_counter()
     model.predict(dataset, verbose=0)
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "rows_per_second": round(len(texts) / seconds, 1),
+    return {"seconds": round(seconds, 2), "rows_per_second": round(len(rows) / seconds, 1),
             "what": "keras Model.predict on the same rows, tokenized in the same tf.data "
                     "pipeline (outputs not decoded, nothing read or written)"}
 
@@ -240,14 +300,14 @@ def _part(name: str, build, figures: tuple[str, ...], args, init: str, scratch: 
     recorded = json.load(open(os.path.join(model_dir, "task_config.json"), encoding="utf-8"))
     part = {
         "data": {key: data[key] for key in ("source", "counts", "label_column")},
-        "problem_type": recorded["problem_type"], "label_names": recorded["label_names"],
+        "problem_type": recorded.get("problem_type"), "label_names": recorded["label_names"],
         "reported_on": f"--validation_file ({data['counts']['validation']['rows']} rows): scored "
                        "once, on the kept model; nothing was chosen on it",
         "selected_on": results["selection"],
         "figures": {key: round(results[key], 4) for key in figures if key in results},
         "baseline": {key: (round(value, 4) if isinstance(value, float) else value)
                      for key, value in baseline.items()},
-        "per_class": results.get("per_class"),
+        "per_class": results.get("per_class", results.get("per_type")),
         "settings": {key: results.get(key) for key in ("learning_rate", "train_batch_size",
                                                        "num_train_epochs", "train_steps",
                                                        "warmup_steps", "best_step")},
@@ -274,8 +334,15 @@ def multilabel(args, init: str, scratch: str) -> dict:
                  init, scratch)
 
 
+def token_classification(args, init: str, scratch: str) -> dict:
+    """(c) CoNLL-2003's chunk tags per word: a tag set of its own, from JSON lines and CoNLL."""
+    return _part("token_classification", conll_chunk_files,
+                 ("f1", "precision", "recall", "accuracy"), args, init, scratch)
+
+
 # Part name -> function(args, init_checkpoint, scratch_dir) -> its result dict.
-PARTS = {"multiclass": multiclass, "multilabel": multilabel}
+PARTS = {"multiclass": multiclass, "multilabel": multilabel,
+         "token_classification": token_classification}
 
 
 def _machine() -> dict:
@@ -297,6 +364,26 @@ def _commit() -> str:
                               capture_output=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
+
+
+def _merged(result: dict, output: str) -> dict:
+    """`result` merged into the file at `output` when that holds parts this run did not run.
+
+    The kept parts and the top-level fields describing the run that measured them stay as
+    they were; each part of this run replaces its namesake and carries its own `run`.
+    """
+    if not os.path.exists(output):
+        return result
+    with open(output, encoding="utf-8") as f:
+        earlier = json.load(f)
+    if not set(earlier.get("parts", {})) - set(result["parts"]):
+        return result
+    run = {key: result[key] for key in ("date", "commit", "command", "minutes")}
+    run["load_average_at_start"] = result["machine"]["load_average_at_start"]
+    run["load_average_at_end"] = result["machine"]["load_average_at_end"]
+    for name, part in result["parts"].items():
+        earlier["parts"][name] = {**part, "run": run}
+    return earlier
 
 
 def main() -> None:
@@ -345,6 +432,7 @@ def main() -> None:
             shutil.rmtree(scratch, ignore_errors=True)
     result["minutes"] = round((time.time() - started) / 60, 1)
     result["machine"]["load_average_at_end"] = os.getloadavg()
+    result = _merged(result, args.output)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     with open(args.output + ".tmp", "w", encoding="utf-8") as f:
         json.dump(result, f, indent=1)
