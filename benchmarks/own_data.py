@@ -430,7 +430,7 @@ def main() -> None:
     finally:
         if args.scratch_dir is None:
             shutil.rmtree(scratch, ignore_errors=True)
-    result["minutes"] = round((time.time() - started) / 60, 1)
+    minutes = result["minutes"] = round((time.time() - started) / 60, 1)
     result["machine"]["load_average_at_end"] = os.getloadavg()
     result = _merged(result, args.output)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
@@ -438,7 +438,7 @@ def main() -> None:
         json.dump(result, f, indent=1)
         f.write("\n")
     os.replace(args.output + ".tmp", args.output)
-    print(f"written to {args.output} ({result['minutes']} minutes)")
+    print(f"written to {args.output} ({minutes} minutes)")
 
 
 if __name__ == "__main__":
