@@ -1,7 +1,7 @@
 """Keeps the dependency direction (docs/architecture.md):
 
     files -> layers -> models -> data -> retrieval -> tasks, checkpoints
-          -> training, export, index -> configurables -> bin
+          -> training, export, index, presets -> configurables -> bin
 
 `files` (atomic output) is the floor everything may use; `data` never imports
 `models`; `retrieval` (BEIR files, ranking metrics, top-k, BM25, fusion,
@@ -33,6 +33,9 @@ ALLOWED = {
     "training": _BELOW_TASKS | {"tasks", "checkpoints", "training"},
     "export": _BELOW_TASKS | {"tasks", "checkpoints", "export"},
     "index": _BELOW_TASKS | {"tasks", "checkpoints", "export", "index"},
+    # The Keras task models: directories, tasks and fine-tuning's defaults (not kbert.models:
+    # that floor is Keras only, without file I/O).
+    "presets": _BELOW_TASKS | {"tasks", "checkpoints", "training", "presets"},
     # The server loads SavedModels and index directories through TensorFlow alone.
     "serving": {"serving"},
     "configurables": _BELOW_TASKS | {"tasks", "checkpoints", "training", "export"},

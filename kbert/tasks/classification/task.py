@@ -167,6 +167,12 @@ class ClassificationTask(Task):
         return self._space.problem_type if self._space else self.config.problem_type
 
     @property
+    def distillation_target(self) -> str | None:
+        # kbert-distill: class logits by temperature-scaled KL, a score by MSE (as GLUE's); it
+        # has no soft target for independent sigmoids, so a multi-label model is not distilled.
+        return None if self.problem_type == MULTI_LABEL else "logits"
+
+    @property
     def model_type(self) -> str:
         return "regressor" if self.problem_type == REGRESSION else "classifier"
 

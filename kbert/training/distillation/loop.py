@@ -28,7 +28,6 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.model_dir import FinetunedDir
 from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
@@ -44,6 +43,7 @@ from kbert.training.distillation import distiller as distillers
 from kbert.training.finetuning import auto_settings
 from kbert.training.finetuning.dev_evaluation import DevEvaluation
 from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.finetuned_dir import save_task_model
 from kbert.training.finetuning.outcome_checks import outcome_warnings
 from kbert.training.finetuning.selection_split import carve_selection_split
 from kbert.training.finetuning.selection_split import check_selection_fraction
@@ -55,7 +55,8 @@ EVAL_RESULTS = "eval_results.json"
 # Arguments that are runtime data (flags of kbert-distill), never gin bindings.
 RUNTIME_ARGUMENTS = ("teacher_dir", "model_dir", "student_layers", "build_student_encoder",
                      "student_init_checkpoint", "transfer_file", "task", "task_name",
-                     "data_dir", "do_train", "do_eval", "verbose")
+                     "data_dir", "train_file", "validation_file", "do_train", "do_eval",
+                     "verbose")
 # Timed batches of the speed-up measurement, after as many warm-up calls.
 SPEED_BATCH_SIZES = (1, 32)
 SPEED_REPEATS = 5
@@ -73,6 +74,8 @@ def run_distillation(
     task: str | None = None,
     task_name: str | None = None,
     data_dir: str | None = None,
+    train_file: str | None = None,
+    validation_file: str | None = None,
     do_train: bool = True,
     do_eval: bool = True,
     train_batch_size: int = 32,
@@ -121,6 +124,10 @@ def run_distillation(
             off. Defaults to the task's training split.
         task, task_name: str or None. When given, must be the teacher's.
         data_dir: str. The task's data folder (train and dev splits).
+        train_file, validation_file: str or None. The train and dev files of a
+            teacher fine-tuned on users' files (`--task=classification` or
+            `token_classification`, kbert-finetune's flags of the same names),
+            read with the columns it recorded.
         do_train, do_eval: bool. Train the student; evaluate both on dev.
         train_batch_size, eval_batch_size, num_train_epochs, warmup_proportion,
             weight_decay, seed: as `run_finetuning`.
@@ -160,7 +167,8 @@ def run_distillation(
         teacher_dir=teacher_dir, model_dir=model_dir, student_layers=student_layers,
         build_student_encoder=build_student_encoder,
         student_init_checkpoint=student_init_checkpoint, transfer_file=transfer_file, task=task,
-        task_name=task_name, data_dir=data_dir, do_train=do_train, do_eval=do_eval,
+        task_name=task_name, data_dir=data_dir, train_file=train_file,
+        validation_file=validation_file, do_train=do_train, do_eval=do_eval,
         train_batch_size=train_batch_size, eval_batch_size=eval_batch_size,
         learning_rate=learning_rate, num_train_epochs=num_train_epochs,
         warmup_proportion=warmup_proportion, weight_decay=weight_decay, temperature=temperature,
@@ -175,6 +183,11 @@ def run_distillation(
     teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
                                    teacher_files.vocab_file)
     task_object = _student_task(record)
+    if task_object.distillation_target is None:  # a task may say so per model (multi-label)
+        raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} of "
+                         f"--task={record.task} that names no distillation target "
+                         "(Task.distillation_target: a multi-label classifier has none); "
+                         "kbert-distill cannot distill it.")
     if (hidden_state_weight or attention_weight) and task_object.distillation_target == "embeddings":
         raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
                          f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
@@ -185,8 +198,13 @@ def run_distillation(
     if student_init_checkpoint:
         student_files = open_model_dir(student_init_checkpoint, flag="--student_init_checkpoint")
         _check_same_vocabulary(student_files, teacher_files)
-    data = TaskData(record.task_name, data_dir)
-    task_object.check_data(data, ["train", "dev"])
+    data = TaskData(record.task_name, data_dir, train_file=train_file,
+                    validation_file=validation_file)
+    task_object.check_data(data, [split for split, on in (("train", do_train), ("dev", do_eval))
+                                  if on])
+    if do_eval and not task_object.has_split(data, "dev"):
+        raise ValueError(f"--do_eval scores student and teacher on the dev split: pass "
+                         f"--validation_file (the --task={record.task} teacher's dev file).")
     examples = {"dev": task_object.read(data, "dev")} if do_eval else {}
     selection = {"split": "dev"}
     if do_train:
@@ -227,9 +245,7 @@ def run_distillation(
         # A task naming no main metric (similarity): its first one (Spearman for scored pairs).
         results["main_metric"] = task_object.main_metric or next(iter(evaluation.metrics))
     if do_train:
-        save_finetuned(model_dir, student, TaskConfig.from_dict(
-            {**task_object.describe(), "max_seq_length": record.max_seq_length,
-             "do_lower_case": record.do_lower_case}), vocab_file)
+        save_task_model(model_dir, student, task_object, preprocessor, vocab_file)
     warnings = outcome_warnings(results)
     if warnings:
         results["warnings"] = warnings
@@ -252,6 +268,8 @@ class _Settings:
     task: str | None
     task_name: str | None
     data_dir: str | None
+    train_file: str | None
+    validation_file: str | None
     do_train: bool
     do_eval: bool
     train_batch_size: int

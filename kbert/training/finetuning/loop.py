@@ -29,7 +29,6 @@ import keras
 import tensorflow as tf
 
 from kbert.checkpoints.finetuned import TaskConfig
-from kbert.checkpoints.finetuned import save_finetuned
 from kbert.checkpoints.model_dir import ModelDir
 from kbert.checkpoints.model_dir import open_model_dir
 from kbert.data.packing import PackingConfig
@@ -44,6 +43,7 @@ from kbert.training.finetuning import hparam_search
 from kbert.training.finetuning.dev_evaluation import CurvePoint
 from kbert.training.finetuning.dev_evaluation import DevEvaluation
 from kbert.training.finetuning.dev_evaluation import best_checkpoint_callbacks
+from kbert.training.finetuning.finetuned_dir import save_task_model
 from kbert.training.finetuning.outcome_checks import outcome_warnings
 from kbert.training.finetuning.selection_split import DEFAULT_SELECTION_FRACTION
 from kbert.training.finetuning.selection_split import carve_selection_split
@@ -691,11 +691,8 @@ def _write_outputs(model_dir: str, trained: keras.Model | None, task: Task,
     """Writes the fine-tuned directory (when trained), prediction files and eval results."""
     tf.io.gfile.makedirs(model_dir)
     if trained is not None:
-        record = TaskConfig.from_dict({**task.describe(),
-                                       "max_seq_length": preprocessor.max_seq_length,
-                                       "do_lower_case": preprocessor.do_lower_case,
-                                       "dev_data": _dev_data_record(data)})
-        save_finetuned(model_dir, _uncompiled(trained), record, vocab_file)
+        save_task_model(model_dir, trained, task, preprocessor, vocab_file,
+                        _dev_data_record(data))
     for name, text in files.items():
         write_text(os.path.join(model_dir, name), text)
     if results is not None:
@@ -716,11 +713,3 @@ def _dev_data_record(data: TaskData | None) -> dict[str, Any]:
     if data.validation_file:
         record["validation_file"] = absolute(data.validation_file)
     return record
-
-
-def _uncompiled(model: keras.Model) -> keras.Model:
-    # `task_model.keras` should hold the model, not AdamW's two extra copies
-    # of every weight.
-    copy = model.__class__.from_config(model.get_config())
-    copy.set_weights(model.get_weights())
-    return copy
