@@ -25,14 +25,17 @@ Parts (one function each; `PARTS` lists them):
   kbert reads only for token tagging): train from `train.txt`, validation from
   `valid.txt`, predicted rows from `test.txt`. A JSON lines file (`text`,
   `entity_types`).
-- `token_classification`: each word's chunk tag (CoNLL-2003's third column:
-  NP, VP, PP, ADVP, ... in IOB2; kbert reads only its entity tags), from the
-  same files: training sentences as `tokens`/`ner_tags` JSON lines (Hugging
-  Face's run_ner.py form), validation sentences as CoNLL columns (less those
-  holding a tag the training sample lacks, which kbert-finetune refuses),
-  texts to predict as JSON lines (`text`). Entity-level (chunk) F1, as
-  conlleval scores CoNLL-2000 chunking, beside each word's most frequent
-  training tag.
+- `token_classification`: each word's chunk tag (CoNLL-2003's third column,
+  layout `word POS chunk NER` per ner/README.md: NP, VP, PP, ADVP,
+  ... in IOB2; kbert reads only the fourth, the entity tags), from the same
+  files: training sentences as `tokens`/`ner_tags` JSON lines (Hugging Face's
+  run_ner.py form), validation sentences as CoNLL columns (`word chunk`; less
+  those holding a tag the training sample lacks, which kbert-finetune
+  refuses), rows to predict as JSON lines of `id` and `tokens` (the column the
+  model was trained on). Entity-level (chunk) F1, as conlleval scores
+  CoNLL-2000 chunking, beside each word's most frequent training tag. Run as
+  measured: `--parts=token_classification --train_rows=400 --validation_rows=200
+  --predict_rows=200` (7.5 minutes on a 2-core CPU at load 4).
 
 The rows are a seeded sample of each pool (`--train_rows`, `--validation_rows`,
 `--predict_rows`) so that a run fits a small CPU; the result file says how many.
@@ -43,7 +46,10 @@ The rows are a seeded sample of each pool (`--train_rows`, `--validation_rows`,
 Writes `benchmarks/results/own_data.json` (`--result_file`, through
 benchmarks/result_file.py): per part the data, the reported figures and
 baselines, how they were selected, the run's settings and minutes, and the
-prediction speeds; the machine, CPU, date, commit and the exact command.
+prediction speeds; the machine, CPU, date, commit and the exact command. A run
+of some `--parts` merges into an existing file: the parts it ran are replaced,
+each with a `run` (its date, commit, command, load average, minutes); the
+others are kept as they were, with their own `run`.
 """
 
 from __future__ import annotations
@@ -163,8 +169,8 @@ def conll_files(data_dir: str, scratch: str, args) -> dict:
 
 
 def conll_chunk_files(data_dir: str, scratch: str, args) -> dict:
-    """Chunk tags per word: tokens/ner_tags JSON lines to train, CoNLL columns to validate, texts
-    to predict."""
+    """Chunk tags per word: tokens/ner_tags JSON lines to train, CoNLL columns to validate, word
+    lists to predict."""
     rng = random.Random(args.seed)
     folder = os.path.join(data_dir, "ner", "conll2003")
     pools = {}
@@ -188,8 +194,9 @@ def conll_chunk_files(data_dir: str, scratch: str, args) -> dict:
     files = {"train": _write_jsonl(os.path.join(scratch, "chunks_train.jsonl"),
                                    [{"tokens": w, "ner_tags": t} for w, t in train]),
              "validation": os.path.join(scratch, "chunks_validation.conll"),
+             # The column the model is trained on (`tokens`), which kbert-predict reads.
              "predict": _write_jsonl(os.path.join(scratch, "chunks_predict.jsonl"),
-                                     [{"id": f"predict-{i}", "text": " ".join(w)}
+                                     [{"id": f"predict-{i}", "tokens": w}
                                       for i, (w, _) in enumerate(predict)])}
     with open(files["validation"], "w", encoding="utf-8") as f:
         f.write("\n\n".join("\n".join(f"{w} {t}" for w, t in zip(*s)) for s in validation) + "\n")
@@ -267,8 +274,10 @@ def _model_predict_speed(model_dir: str, predict_file: str, batch_size: int) -> 
     directory = open_model_dir(model_dir)
     record = directory.task_config
     task = get_task(record.task).from_description(record.to_dict())
-    texts = [row.values["text"] for row in read_table(predict_file).rows]
-    examples = task.examples_from_values(texts)
+    column = task.input_columns()  # the trained text column(s), as kbert-predict reads them
+    rows = read_table(predict_file).rows
+    values = [[row.values[name] for row in rows] for name in column]
+    examples = task.examples_from_values(values[0] if len(values) == 1 else tuple(values))
     preprocessor = directory.preprocessor(record.max_seq_length)
     model = directory.model()
     dataset = task.dataset(examples, preprocessor, batch_size, is_training=False).map(
@@ -276,7 +285,7 @@ def _model_predict_speed(model_dir: str, predict_file: str, batch_size: int) -> 
     start = time.perf_counter()
     model.predict(dataset, verbose=0)
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "rows_per_second": round(len(texts) / seconds, 1),
+    return {"seconds": round(seconds, 2), "rows_per_second": round(len(rows) / seconds, 1),
             "what": "keras Model.predict on the same rows, tokenized in the same tf.data "
                     "pipeline (outputs not decoded, nothing read or written)"}
 
@@ -345,6 +354,17 @@ def headline(parts: dict, encoder: str) -> str:
     return f"Your own files, {encoder} at kbert-finetune's defaults: " + ", ".join(words) + "."
 
 
+def _merged(parts: dict, run: dict, path: str | None) -> dict:
+    """This run's parts, each with its `run`, over the parts of the result file at `path` that
+    this run did not run (kept as they were)."""
+    parts = {name: {**part, "run": run} for name, part in parts.items()}
+    if not path or not os.path.exists(path):
+        return parts
+    with open(path, encoding="utf-8") as f:
+        earlier = json.load(f).get("parts", {})
+    return {**earlier, **parts}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--init_checkpoint", default=None,
@@ -379,16 +399,20 @@ def main() -> None:
     finally:
         if not args.work_dir:
             shutil.rmtree(scratch, ignore_errors=True)
+    run = {"date": result_file.now(), "commit": result_file.commit(),
+           "command": result_file.command(), "minutes": round((time.time() - started) / 60, 1),
+           "load_average_at_start": round(load, 2)}
+    parts = _merged(parts, run, args.result_file)
     result_file.write_result(
         args, name="own_data", title="Fine-tuning on your own files", area="fine-tuning",
         load_average_at_start=load,
         headline=headline(parts, "your encoder" if args.init_checkpoint else "all-MiniLM-L6-v2"),
         reference="the constant baseline of each part (the majority class; the most frequent "
-                  "label set), same run",
+                  "label set; each word's most frequent tag), same run",
         aim="", met=None, selection=selection,
         figures={name: {"figures": part["figures"], "baseline": part["baseline"]}
                  for name, part in parts.items()},
-        parts=parts, issue=48, minutes=round((time.time() - started) / 60, 1),
+        parts=parts, issue=48, minutes=run["minutes"],
         encoder=args.init_checkpoint or "all-MiniLM-L6-v2 (kbert-convert --source=minilm)",
         method=__doc__.split("\n\n    PYTHONPATH")[0])
 

@@ -107,6 +107,11 @@ def machine() -> dict:
             "load_average_at_end": [round(x, 2) for x in os.getloadavg()]}
 
 
+def now() -> str:
+    """The current UTC time, to the minute, as result files record it."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes")
+
+
 def commit() -> str:
     """Returns the repository's short commit hash (with `+dirty` for uncommitted changes)."""
     try:
@@ -183,7 +188,7 @@ def write_result(args: argparse.Namespace, *, name: str, title: str, area: str, 
               "headline": headline, "reference": reference, "aim": aim, "met": met,
               "selection": selection, "machine": facts,
               "load": load(load_average_at_start, facts["cores"]),
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="minutes"),
+              "date": now(),
               "commit": commit(), "command": command(), "provenance": "rerun",
               "figures": figures, **extra}
     problems = validate(result)
