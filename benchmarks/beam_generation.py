@@ -19,6 +19,8 @@ files (sha256), and with `--vocab` also runs tools/build_vocab.py both ways on
 the 6 MB corpus (30522 tokens) and checks that the vocab.txt files are equal.
 
     python benchmarks/beam_generation.py [--repeat=8] [--dupe_factor=5] [--rounds=2] [--vocab]
+
+Writes benchmarks/results/beam_generation.json (benchmarks/result_file.py).
 """
 
 import argparse
@@ -27,15 +29,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 from data_generation import _tree_memory_mb
 from data_generation import prepare_corpus
 from data_generation import repeat_corpus
+import result_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "data")
 BEAM_ARGS = ["--runner=DirectRunner", "--direct_num_workers=2", "--direct_running_mode=multi_processing"]
 
 
@@ -98,21 +99,27 @@ def _digest(paths):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--corpus_dir", default=os.path.join(SHARED, "corpus", "gutenberg"))
-    parser.add_argument("--vocab_file", default=os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt"))
+    parser.add_argument("--corpus_dir", default=None, help="Default: corpus/gutenberg under --data_dir.")
+    parser.add_argument("--vocab_file", default=None,
+                        help="Default: vocab/bert-base-uncased-vocab.txt under --data_dir.")
     parser.add_argument("--repeat", type=int, default=8, help="Copies of the corpus (8: 48 MB).")
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=1, help="Alternating local/Beam pairs.")
     parser.add_argument("--vocab", action="store_true", help="Also compare build_vocab both ways.")
+    result_file.add_flags(parser, "beam_generation")
     args = parser.parse_args()
+    args.corpus_dir = args.corpus_dir or os.path.join(args.data_dir, "corpus", "gutenberg")
+    args.vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab",
+                                                      "bert-base-uncased-vocab.txt")
     if not os.path.isdir(args.corpus_dir) or not os.path.exists(args.vocab_file):
         sys.exit(f"corpus ({args.corpus_dir}) or vocab ({args.vocab_file}) missing")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    tmp = tempfile.mkdtemp()
+    tmp = result_file.work_dir(args, prefix="kbert-beam-generation-")
     try:
         _benchmark(args, env, tmp)
     finally:
-        shutil.rmtree(tmp)
+        if not args.work_dir:
+            shutil.rmtree(tmp)
 
 
 def _benchmark(args, env, tmp):
@@ -120,6 +127,7 @@ def _benchmark(args, env, tmp):
     big = repeat_corpus(files, tmp, args.repeat)
     size = sum(os.path.getsize(f) for f in big)
     load = os.getloadavg()
+    load_start = load[0]
     print(f"cores {os.cpu_count()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"corpus {len(big)} files, {size / 1e6:.2f} MB, dupe_factor {args.dupe_factor}", flush=True)
     tool = [sys.executable, os.path.join(ROOT, "tools", "create_pretraining_data.py")]
@@ -166,10 +174,25 @@ def _benchmark(args, env, tmp):
           f"CPU {beam[1] / local[1]:.2f}x, throughput {beam[2] / local[2]:.2f}x, after start-up "
           f"{beam[3] / local[3]:.2f}x (wall) {beam[4] / local[4]:.2f}x (per CPU s), "
           f"peak PSS {beam[6] / local[6]:.2f}x")
+    same_vocab = _vocab(files, env, tmp) if args.vocab else None
+    ratio = {"wall": beam[0] / local[0], "cpu": beam[1] / local[1],
+             "mb_per_cpu_s_once_started": beam[4] / local[4], "peak_pss": beam[6] / local[6]}
+    result_file.write_result(
+        args, name="beam_generation", title="Pre-training data on Apache Beam vs the local pool",
+        area="pre-training data", load_average_at_start=load_start,
+        headline=(f"Beam's DirectRunner writes {'the same' if same else 'DIFFERENT'} files as the "
+                  f"local pool, at {ratio['wall']:.2f}x its wall time, {ratio['cpu']:.2f}x CPU, "
+                  f"{ratio['peak_pss']:.2f}x peak memory."),
+        reference="the local tool's worker pool, same input and workers, alternating in the same run",
+        aim="the same output files as the local pool", met=same and same_vocab is not False,
+        figures={"beam_over_local": {k: round(v, 2) for k, v in ratio.items()},
+                 "same_files_sha256": same, "build_vocab_same_vocab_txt": same_vocab,
+                 "runs": [dict(zip(("runner", "wall_s", "cpu_s", "mb_per_s", "mb_per_s_after_start_up",
+                                    "mb_per_cpu_s_after_start_up", "peak_rss_mib", "peak_pss_mib"),
+                                   [r[0], *(round(v, 2) for v in r[1:])])) for r in rows]},
+        method=__doc__.split("\n\n    python")[0].split("\n\n", 1)[1])
     if not same:
         sys.exit("the Beam run's files differ from the local tool's")
-    if args.vocab:
-        _vocab(files, env, tmp)
 
 
 def _vocab(files, env, tmp):
@@ -183,6 +206,7 @@ def _vocab(files, env, tmp):
         print(f"build_vocab {name:18s} {size / 1e6:.2f} MB: {wall:6.1f} s wall, {cpu:6.1f} s CPU, "
               f"peak PSS {pss:5.0f} MiB", flush=True)
     print(f"vocab.txt identical: {results['local'] == results['Beam DirectRunner']}")
+    return results["local"] == results["Beam DirectRunner"]
 
 
 if __name__ == "__main__":

@@ -22,14 +22,15 @@ same run.
 The original is not part of kbert: pass --original_script=PATH to its
 create_pretraining_data.py (tokenization.py next to it), made to run under
 TF 2 (`tensorflow.compat.v1`, absl flags, `tf.io.gfile`,
-`tf.io.TFRecordWriter`); see BENCHMARKS.md.
+`tf.io.TFRecordWriter`); see docs/benchmarks/data_generation.md.
 
-    python benchmarks/data_generation.py --original_script=/tmp/original_bert/create_pretraining_data.py \
+    python benchmarks/data_generation.py --original_script=original_bert/create_pretraining_data.py \
         --original_dupe_factors=1,5 --original_big_dupe_factors=1,5
 
 (`--original_big_dupe_factors=1,5` runs the original on the repeated corpus at
 dupe_factor 5 too, about 4 minutes and a few GB: the same-input comparison
-for the dupe_factor 5 row.)
+for the dupe_factor 5 row.) Writes benchmarks/results/data_generation.json
+(benchmarks/result_file.py).
 """
 
 import argparse
@@ -38,11 +39,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(ROOT, "..", "shared", "data")
+sys.path.insert(0, ROOT)
+
+from benchmarks import result_file  # noqa: E402
 
 
 def _tree_memory_mb(pid):
@@ -155,19 +157,24 @@ def _cell(value: float, unit: str = "", digits: int = 2) -> str:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--corpus_dir", default=os.path.join(SHARED, "corpus", "gutenberg"))
-    parser.add_argument("--vocab_file", default=os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt"))
+    parser.add_argument("--corpus_dir", default=None, help="Default: corpus/gutenberg under --data_dir.")
+    parser.add_argument("--vocab_file", default=None,
+                        help="Default: vocab/bert-base-uncased-vocab.txt under --data_dir.")
     parser.add_argument("--original_script", default=None)
     parser.add_argument("--original_dupe_factors", default="1", help="Comma list, e.g. 1,5.")
     parser.add_argument("--original_big_dupe_factors", default="1",
                         help="Comma list: the original's runs on the repeated corpus (5 takes minutes).")
     parser.add_argument("--kbert_only", action="store_true")
     parser.add_argument("--repeat", type=int, default=8, help="Copies of the corpus for the steady-state runs.")
+    result_file.add_flags(parser, "data_generation")
     args = parser.parse_args()
+    args.corpus_dir = args.corpus_dir or os.path.join(args.data_dir, "corpus", "gutenberg")
+    args.vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab",
+                                                      "bert-base-uncased-vocab.txt")
     if not os.path.isdir(args.corpus_dir) or not os.path.exists(args.vocab_file):
         sys.exit(f"corpus ({args.corpus_dir}) or vocab ({args.vocab_file}) missing")
     env = {**os.environ, "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    tmp = tempfile.mkdtemp()
+    tmp = result_file.work_dir(args, prefix="kbert-data-generation-")
     files, tiny = prepare_corpus(args.corpus_dir, tmp)
     size = sum(os.path.getsize(f) for f in files)
     half, half_size = [], 0
@@ -254,7 +261,41 @@ def main():
                       f"CPU {o[5] / r[5]:.1f}x, peak PSS {r[10] / o[10]:.2f}x")
     else:
         print("\noriginal: skipped (--original_script not given or missing)")
-    shutil.rmtree(tmp)
+    write(args, rows, marginal, big_size, load_before[0])
+    if not args.work_dir:
+        shutil.rmtree(tmp)
+
+
+def write(args, rows: list, marginal: dict, big_size: int, load: float) -> None:
+    """The result file: the once-started and end-to-end ratios at dupe_factor 5, 2 workers."""
+    def row(tool, dupe, workers=None):
+        return next((r for r in rows if r[0] == tool and r[1] == big_size and r[2] == dupe
+                     and (workers is None or r[3] == workers)), None)
+    ours, original = row("kbert", 5, 2), row("original", 5)
+    started = {tool: marginal.get((tool, 5, 2 if tool == "kbert" else 1)) for tool in ("kbert", "original")}
+    if original and started["original"]:
+        ratio = started["kbert"] / started["original"]
+        headline = (f"Once started, {ratio:.1f}x google-research/bert's throughput at dupe_factor 5 "
+                    f"({started['kbert']:.2f} vs {started['original']:.2f} MB/s); "
+                    f"{original[4] / ours[4]:.1f}x end to end on {big_size / 1e6:.0f} MB.")
+        met = ratio >= 20
+    else:
+        headline = (f"kbert alone (no --original_script): {ours[6]:.2f} MB/s end to end on "
+                    f"{big_size / 1e6:.0f} MB at dupe_factor 5, 2 workers.")
+        met = None
+    columns = ("tool", "input_bytes", "dupe_factor", "workers", "wall_s", "cpu_s", "mb_per_s",
+               "steady_mb_per_s", "mb_per_cpu_s", "peak_rss_mib", "peak_pss_mib")
+    result_file.write_result(
+        args, name="data_generation", title="create_pretraining_data vs google-research/bert",
+        area="pre-training data", load_average_at_start=load, headline=headline,
+        reference="google-research/bert's create_pretraining_data.py (TF2 import shim), same input "
+                  "and vocabulary, same run",
+        aim=">= 20x the original's throughput", met=met,
+        figures={"once_started_mb_per_s": {f"{t}_dupe{d}_workers{w}": round(v, 3)
+                                           for (t, d, w), v in marginal.items()},
+                 "runs": [{c: (None if v != v else round(v, 2) if isinstance(v, float) else v)
+                           for c, v in zip(columns, r)} for r in rows]},
+        method=__doc__.split("\n\n    python")[0])
 
 
 if __name__ == "__main__":

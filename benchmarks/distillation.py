@@ -26,7 +26,8 @@ trains on them and dev (the figure reported) chooses nothing: it is clean.
 against the teacher's (measured in the same run) and the inference speed-up at batch 1 and 32, measured by
 `run_distillation` in the same process on the same batches (best of 5 timed
 calls after 2 warm-up calls). Each run appends a JSON line to
-`<work_dir>/results.jsonl`.
+`<work_dir>/results.jsonl` and writes its students' lines to
+benchmarks/results/distillation.json (benchmarks/result_file.py).
 
     PYTHONPATH=. python benchmarks/distillation.py --students=l3,narrow
     PYTHONPATH=. python benchmarks/distillation.py --task=conll --students=l3 --epochs=2
@@ -46,6 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.finetuning_quality import _conll_subset  # noqa: E402
 from benchmarks.finetuning_quality import _glue_subset  # noqa: E402
 from benchmarks.finetuning_quality import _minilm  # noqa: E402
@@ -133,11 +135,8 @@ def _distill(name: str, teacher_dir: str, data_dir: str, args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--init_checkpoint", default=None,
                         help="Converted MiniLM directory; default: convert it into --work_dir.")
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
-                                                           "kbert_distillation"))
     parser.add_argument("--task", choices=("sst2", "conll"), default="sst2")
     parser.add_argument("--teacher_dir", default=None,
                         help="A fine-tuned teacher to reuse (else made in --work_dir).")
@@ -147,7 +146,12 @@ def main() -> None:
                         "and the student's kept step (0: choose on dev, not clean).")
     parser.add_argument("--epochs", type=float, default=None,
                         help="Override run_distillation.num_train_epochs (default 3).")
+    result_file.add_flags(parser, "distillation")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    # Kept between invocations (default kbert_distillation in the temporary directory): the
+    # teacher made by one run is reused by the next.
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert_distillation")
     if args.task == "conll":
         data_dir = os.path.join(args.work_dir, "data", "conll_3000")
         _conll_subset(os.path.join(args.data_dir, "ner", "conll2003"), data_dir, CONLL_SENTENCES)
@@ -164,6 +168,19 @@ def main() -> None:
               f"{r['retention']:.3f} | "
               f"{r['speedup']['batch_1']['speedup']:.2f}x | "
               f"{r['speedup']['batch_32']['speedup']:.2f}x | {r['minutes']} |")
+    result_file.write_result(
+        args, name="distillation", title="Distillation", area="fine-tuning",
+        load_average_at_start=load,
+        headline=f"{args.task} students keep " + ", ".join(
+            f"{r['retention']:.3f} ({r['student']})" for r in lines)
+            + " of the teacher's dev metric.",
+        reference="the all-MiniLM-L6-v2 teacher fine-tuned on the same data, same run; its "
+                  "inference speed",
+        aim=">= 0.97 of the teacher's metric", met=all(r["retention"] >= 0.97 for r in lines),
+        selection=("selected on dev: kept steps chosen on dev" if args.selection_fraction == 0 else
+                   f"clean: teacher's and student's kept steps chosen on "
+                   f"{args.selection_fraction:.0%} of the training sentences held out"),
+        figures=lines, method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 
 if __name__ == "__main__":

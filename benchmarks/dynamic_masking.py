@@ -10,6 +10,7 @@ measured twice alternately, the faster run counting (the machine is shared).
 Step: the loop `kbert-pretrain` runs, fed by each pipeline (BERT-`--size`),
 examples/s over `--steps` steps after the first: if dynamic masking starved
 the step, its examples/s would fall below the static run's.
+Writes benchmarks/results/dynamic_masking.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,9 +25,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.packing import CORPORA  # noqa: E402
 from benchmarks.packing import SIZES  # noqa: E402
-from benchmarks.packing import VOCAB  # noqa: E402
+from benchmarks.packing import corpus_files  # noqa: E402
+from benchmarks.packing import vocab_file  # noqa: E402
 from kbert.data import MaskingConfig  # noqa: E402
 from kbert.data import create_pretraining_data  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
@@ -47,7 +49,7 @@ VARIANTS = {
 def dataset(files: dict, variant: str, length: int, batch: int) -> tf.data.Dataset:
     masking, config = VARIANTS[variant]
     return pretraining_dataset(files[masking], batch, length, round(length * 0.15), seed=1,
-                               masking=masking, masking_config=config, vocab_file=VOCAB)
+                               masking=masking, masking_config=config, vocab_file=files["vocab"])
 
 
 def pipeline_rate(files, variant, length, batch, batches) -> float:
@@ -84,12 +86,15 @@ def main() -> None:
     parser.add_argument("--pipeline_batches", type=int, default=100)
     parser.add_argument("--size", default="tiny", choices=sorted(SIZES))
     parser.add_argument("--steps", type=int, default=30)
+    result_file.add_flags(parser, "dynamic_masking")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as directory:
-        files = {}
+    load = os.getloadavg()[0]
+    with result_file.scratch_dir(args) as directory:
+        files = {"vocab": vocab_file(args.data_dir)}
         for masking in ("static", "dynamic"):
             files[masking] = os.path.join(directory, f"{masking}.tfrecord")
-            create_pretraining_data(CORPORA[args.corpus], files[masking], VOCAB,
+            create_pretraining_data(corpus_files(args.corpus, args.data_dir), files[masking],
+                                    files["vocab"],
                                     max_seq_length=args.length,
                                     max_predictions_per_seq=round(args.length * 0.15),
                                     dupe_factor=1, masking=masking)
@@ -107,6 +112,20 @@ def main() -> None:
                                        args.steps)
             print(f"{variant:<20}{rates[variant]:>14.0f}{rates[variant] / rates['static']:>9.2f}x"
                   f"{steps[variant]:>11.0f}{steps[variant] / steps['static']:>9.2f}x", flush=True)
+    slowest = min(rates, key=rates.get)
+    result_file.write_result(
+        args, name="dynamic_masking", title="Dynamic masking: input pipeline and step",
+        area="pre-training data", load_average_at_start=load,
+        headline=f"Dynamic token masking: {rates['dynamic'] / rates['static']:.2f}x static masks' "
+                 f"pipeline rate; the slowest ({slowest}) still {rates[slowest]:.0f} examples/s "
+                 f"against the step's {steps['static']:.0f}.",
+        reference="static masks read from the TFRecords, same run", aim="", met=None,
+        figures={variant: {"pipeline_examples_per_s": round(rates[variant]),
+                           "pipeline_vs_static": round(rates[variant] / rates["static"], 2),
+                           "step_examples_per_s": round(steps[variant], 1),
+                           "step_vs_static": round(steps[variant] / steps["static"], 2)}
+                 for variant in VARIANTS},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """ELECTRA vs BERT at the same training FLOPs, same corpus, same encoder: losses and SST-2.
 
-    PYTHONPATH=. python benchmarks/electra_vs_bert.py --work_dir=/tmp/electra_bench
+    PYTHONPATH=. python benchmarks/electra_vs_bert.py [--work_dir=electra_bench] [--data_dir=../shared/data]
 
 Both pre-train the same encoder (by default L=4, H=256, A=4, I=1024 with 128-wide embeddings
 projected to 256: ELECTRA-Small's shape at a third of its depth) on WikiText-2 (valid + test,
-from /work/shared/data/corpus, cut into sentences) with a vocabulary learned on it, static
+from corpus/ under --data_dir, cut into sentences) with a vocabulary learned on it, static
 no NSP, the same batch, learning rate schedule and precision, masked anew in every batch
 (dynamic masking: BERT 80/10/10, ELECTRA google-research/electra's 85% [MASK] / 15% kept).
 BERT trains with masked-LM; ELECTRA trains the encoder as the discriminator of a generator
@@ -14,7 +14,8 @@ weights x tokens + attention + heads, counted for both networks; `--electra_step
 ELECTRA's). Each encoder is then fine-tuned on SST-2 (a seeded subset of train, the full dev
 set) with the same settings, and so is a randomly initialised encoder: the reference measured
 in the same run. Prints the loss curves against FLOPs and the dev accuracies; writes
-`results.json` under `--work_dir`.
+`results.json` under `--work_dir` and benchmarks/results/electra_vs_bert.json
+(benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ sys.path.insert(0, REPO)
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from kbert.checkpoints import save_pretrained  # noqa: E402
 from kbert.data import build_vocab  # noqa: E402
 from kbert.data import MaskingConfig  # noqa: E402
@@ -44,15 +46,15 @@ from kbert.models import ElectraPretrainer  # noqa: E402
 from kbert.training import run_pretraining  # noqa: E402
 from kbert.training.finetuning import run_finetuning  # noqa: E402
 
-DATA = "/work/shared/data"
 SEQ, PREDICTIONS = 128, 20
 
 
-def wikitext_sentences(output: str) -> str:
+def wikitext_sentences(data_dir: str, output: str) -> str:
     """WikiText-2 valid + test as the data tool's input: a sentence per line, articles apart."""
     lines = []
     for split in ("valid", "test"):
-        with open(os.path.join(DATA, "corpus", "wikitext-2", f"{split}.txt"), encoding="utf-8") as f:
+        with open(os.path.join(data_dir, "corpus", "wikitext-2", f"{split}.txt"),
+                  encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
                 if re.fullmatch(r"= [^=].* =", line):  # an article title starts a document
@@ -64,9 +66,9 @@ def wikitext_sentences(output: str) -> str:
     return output
 
 
-def sst2_subset(target: str, train_size: int, seed: int) -> str:
+def sst2_subset(data_dir: str, target: str, train_size: int, seed: int) -> str:
     """A seeded sample of SST-2 train and the whole dev set, in GLUE's layout."""
-    source = os.path.join(DATA, "glue", "SST-2")
+    source = os.path.join(data_dir, "glue", "SST-2")
     os.makedirs(target, exist_ok=True)
     with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
         header, *rows = f.read().rstrip("\n").split("\n")
@@ -159,7 +161,6 @@ def finetune(name, pretrained_dir, args, sst2_dir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work_dir", required=True)
     parser.add_argument("--electra_steps", type=int, default=300)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--layers", type=int, default=4)
@@ -177,11 +178,13 @@ def main():
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--reuse_pretrained", action="store_true",
                         help="keep the pre-trained runs already in --work_dir; fine-tune only")
+    result_file.add_flags(parser, "electra_vs_bert")
     args = parser.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
+    load = os.getloadavg()[0]
+    args.work_dir = result_file.work_dir(args, prefix="kbert-electra-vs-bert-")
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}", flush=True)
 
-    corpus = wikitext_sentences(os.path.join(args.work_dir, "wikitext2.txt"))
+    corpus = wikitext_sentences(args.data_dir, os.path.join(args.work_dir, "wikitext2.txt"))
     vocab_file = os.path.join(args.work_dir, "vocab.txt")
     vocabulary_size = build_vocab(corpus, vocab_file, vocab_size=args.vocab_size)["vocab_size"]
     files = [os.path.join(args.work_dir, f"train-{i}.tfrecord") for i in range(2)]
@@ -223,7 +226,8 @@ def main():
     random_dir = os.path.join(args.work_dir, "random")
     save_pretrained(random_dir, encoder(args, vocabulary_size), vocab_file=vocab_file,
                     do_lower_case=True)
-    sst2_dir = sst2_subset(os.path.join(args.work_dir, "sst2_data"), args.sst2_train, args.seed)
+    sst2_dir = sst2_subset(args.data_dir, os.path.join(args.work_dir, "sst2_data"),
+                           args.sst2_train, args.seed)
     accuracy = {}
     for name, directory in (("random", random_dir), ("bert", runs["bert"]["model_dir"]),
                             ("electra", runs["electra"]["model_dir"])):
@@ -256,6 +260,19 @@ def main():
                    "accuracy": accuracy,
                    "runs": {k: {n: v for n, v in r.items() if n != "model_dir"}
                             for k, r in runs.items()}}, f, indent=2)
+    petaflops = steps["electra"] * flops["electra"] / 1e15
+    result_file.write_result(
+        args, name="electra_vs_bert", title="ELECTRA vs BERT at equal training FLOPs",
+        area="pre-training", load_average_at_start=load,
+        headline=f"At {petaflops:.2f} PFLOPs each, SST-2 dev: ELECTRA {accuracy['electra']:.1%}, "
+                 f"BERT {accuracy['bert']:.1%}, never pre-trained {accuracy['random']:.1%}.",
+        reference="BERT and a never-pre-trained encoder of the same shape, same run",
+        aim="", met=None, selection="clean: fixed fine-tuning settings, last weights scored",
+        figures={"sst2_dev_accuracy": accuracy, "steps": steps, "petaflops": round(petaflops, 3),
+                 "final_mlm_loss": {"bert": runs["bert"]["masked_lm_loss"][-1][1],
+                                    "electra_generator": runs["electra"]["masked_lm_loss"][-1][1]},
+                 "pretraining_seconds": {k: round(r["seconds"]) for k, r in runs.items()}},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ trains with `train_on_batch` on `--batches` bucketed batches and as many packed
 ones, alternating, fastest step of each batch kept (the machine is shared);
 examples per second = examples in the batches / summed step times, and the
 ratio packed / bucketed is the speed-up of an epoch.
+Writes benchmarks/results/finetuning_packing.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.packing import SIZES  # noqa: E402
-from benchmarks.packing import VOCAB  # noqa: E402
+from benchmarks.packing import vocab_file  # noqa: E402
 from kbert.data import PackingConfig  # noqa: E402
 from kbert.data import TextPreprocessor  # noqa: E402
 from kbert.data import classification_dataset  # noqa: E402
@@ -51,11 +53,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--length", type=int, default=128)
+    result_file.add_flags(parser, "finetuning_packing")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     with open(args.data, encoding="utf-8") as f:
         rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
     texts, labels = [r[0] for r in rows], [int(r[1]) for r in rows]
-    preprocessor = TextPreprocessor.from_vocab_file(VOCAB, True, args.length)
+    preprocessor = TextPreprocessor.from_vocab_file(vocab_file(args.data_dir), True, args.length)
     bucketed = batches(preprocessor, texts, labels, args.batch, None)
     packed = batches(preprocessor, texts, labels, args.batch, PACKING)
     tokens = sum(int(tf.reduce_sum(b["padding_mask"])) for b in bucketed)
@@ -98,6 +102,18 @@ def main() -> None:
           f"{rate['packed']:.0f} examples/s: {rate['packed'] / rate['bucketed']:.2f}x")
     epoch = {name: len(data) for name, data in (("bucketed", bucketed), ("packed", packed))}
     print(f"an epoch: {epoch['bucketed']} bucketed steps vs {epoch['packed']} packed steps")
+    ratio = rate["packed"] / rate["bucketed"]
+    result_file.write_result(
+        args, name="finetuning_packing", title="Fine-tuning: packing vs length bucketing",
+        area="fine-tuning", load_average_at_start=load,
+        headline=f"Packed fine-tuning: {ratio:.2f}x length bucketing's examples/s; an epoch in "
+                 f"{epoch['packed']} steps instead of {epoch['bucketed']}.",
+        reference="length bucketing (kbert's default), same run", aim="", met=None,
+        figures={"examples_per_s": {k: round(v, 1) for k, v in rate.items()},
+                 "ratio": round(ratio, 2), "steps_per_epoch": epoch,
+                 "padding": {"padded_to_length": round(1 - tokens / (len(texts) * args.length), 4),
+                             **{k: round(1 - tokens / v, 4) for k, v in cells.items()}}},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

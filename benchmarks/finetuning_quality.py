@@ -11,7 +11,9 @@ paper did; the tables then mark the figure "dev (selected)"). With
 `--learning_rates=auto,3e-4,1e-4,5e-5,3e-5` each task also runs at each rate
 of google-research/bert's small-BERT grid, to check the `auto` table against
 the grid's best. Each run appends one JSON line to `--results_file`, so a long
-campaign can run task by task; `--report` prints the tables from that file.
+campaign can run task by task; `--report` prints the tables from that file, and
+every run writes the latest line of each task at the default rate to
+benchmarks/results/finetuning_quality.json (benchmarks/result_file.py).
 
     PYTHONPATH=. python benchmarks/finetuning_quality.py --encoder=minilm   # every task
     PYTHONPATH=. python benchmarks/finetuning_quality.py --encoder=tiny \\
@@ -41,6 +43,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 
 # name -> (task, data, training subset size, run settings other than rates and epochs)
 TASKS = {
@@ -190,8 +194,8 @@ def run_one(name: str, encoder: str, init: str, rate: str, args) -> dict:
     return line
 
 
-def report(results_file: str) -> None:
-    """Prints the defaults table and the auto-vs-grid table from the results file."""
+def report(results_file: str) -> dict:
+    """Prints the defaults table and the auto-vs-grid table; returns the latest line of each run."""
     lines = [json.loads(line) for line in open(results_file, encoding="utf-8") if line.strip()]
     latest = {}
     for line in lines:  # a later run of the same (encoder, task, rate) replaces an earlier one
@@ -229,17 +233,38 @@ def report(results_file: str) -> None:
                            (f"**{done[g]:.1f}**" if g == best else f"{done[g]:.1f}") for g in grid)
         print(f"| {encoder} | {name} | {auto['learning_rate']:g} | {auto['value']:.1f} | {cells} | "
               f"{best} | {auto['value'] / done[best]:.3f} |")
+    return latest
+
+
+def write(args, latest: dict, load: float) -> None:
+    """The result file: `--encoder`'s latest run of each task at the default (auto) rate."""
+    runs = {name: r for (encoder, name, rate), r in latest.items()
+            if encoder == args.encoder and rate == "auto"}
+    if not runs:
+        return
+    aimed = {name: r["value"] >= AIMS[name] for name, r in runs.items() if name in AIMS}
+    selected = [name for name, r in runs.items() if r.get("selection", {"split": "dev"})["split"] == "dev"]
+    result_file.write_result(
+        args, name="finetuning_quality", title="Fine-tuning quality at the defaults",
+        area="fine-tuning", load_average_at_start=load,
+        headline=f"{args.encoder} at kbert's defaults: "
+                 + ", ".join(f"{name} {r['value']:.2f} {r['metric']}" for name, r in runs.items())
+                 + ".",
+        reference="majority class (GLUE classification), 0 (NER, QA)",
+        aim=", ".join(f"{name} >= {aim:g}" for name, aim in AIMS.items() if name in runs),
+        met=all(aimed.values()) if aimed else None,
+        selection=(f"selected on dev: {', '.join(selected)}" if selected else
+                   f"clean: kept epoch chosen on {args.selection_fraction:.0%} of the training "
+                   "subset held out, dev scored once"),
+        figures=list(runs.values()), method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--encoder", default="minilm",
                         help="Name in the tables; 'minilm' converts all-MiniLM-L6-v2 with "
                         "kbert-convert --source=minilm unless --init_checkpoint is given.")
     parser.add_argument("--init_checkpoint", default=None, help="kbert pre-trained directory.")
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
-                                                           "kbert_finetuning_quality"))
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--learning_rates", default="auto",
                         help="Comma-separated: auto (the default) and/or explicit rates.")
@@ -249,11 +274,17 @@ def main() -> None:
                         "(0: choose on dev, whose score is then selected, not clean).")
     parser.add_argument("--results_file", default=None,
                         help="JSON lines, appended; default <work_dir>/results.jsonl.")
-    parser.add_argument("--report", action="store_true", help="Only print the tables.")
+    parser.add_argument("--report", action="store_true",
+                        help="Only print the tables (and write the result file).")
+    result_file.add_flags(parser, "finetuning_quality")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    # Kept between invocations (default kbert_finetuning_quality in the temporary directory):
+    # a campaign runs task by task into one results file.
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert_finetuning_quality")
     args.results_file = args.results_file or os.path.join(args.work_dir, "results.jsonl")
     if args.report:
-        report(args.results_file)
+        write(args, report(args.results_file), load)
         return
     logging.basicConfig(format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("kbert").setLevel(logging.INFO)
@@ -264,7 +295,7 @@ def main() -> None:
             raise SystemExit(f"--tasks: unknown task {name!r}; expected some of {list(TASKS)}.")
         for rate in args.learning_rates.split(","):
             run_one(name, args.encoder, init, rate, args)
-    report(args.results_file)
+    write(args, report(args.results_file), load)
 
 
 if __name__ == "__main__":

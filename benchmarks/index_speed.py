@@ -16,7 +16,9 @@ trade-off. The reference is brute-force numpy (one `queries @ docs.T` +
 is what the exact index's `search` signature runs (`tf.matmul` +
 `tf.math.top_k`); kbert --exact is `kbert-index search --exact`'s numpy search
 (blocks of documents, ties broken by document index, so its results do not
-depend on the block size).
+depend on the block size). Writes benchmarks/results/index_speed.json
+(benchmarks/result_file.py); the vectors are synthetic, so --data_dir and
+--work_dir go unused.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+
+from benchmarks import result_file  # noqa: E402
 
 
 def unit(x):
@@ -97,7 +101,9 @@ def main() -> None:
     parser.add_argument("--ef_search", default="64,128,256", help="Comma-separated values searched.")
     parser.add_argument("--nprobe", default="8,32,128", help="Comma-separated values searched.")
     parser.add_argument("--types", default="hnsw,ivf")
+    result_file.add_flags(parser, "index_speed")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     import tensorflow as tf
 
     from kbert.index import ann
@@ -139,6 +145,24 @@ def main() -> None:
             rows.append({"method": f"faiss {settings}", "build_s": build, "query_s": seconds,
                          "recall@10": recall(found, truth)})
     print(json.dumps(rows))
+    base = rows[0]["query_s"]
+    figures = [{**row, "vs_numpy": round(base / row["query_s"], 2)} for row in rows]
+    shown = {"--exact": figures[1], "TF exact": figures[2]}
+    for row in figures[3:]:  # one setting per faiss type: kbert's efSearch, a middle nprobe
+        if "'ef_search': 128" in row["method"]:
+            shown["faiss HNSW"] = row
+        elif "'nprobe': 32" in row["method"]:
+            shown["faiss IVF"] = row
+    result_file.write_result(
+        args, name="index_speed", title="Vector index speed", area="retrieval",
+        load_average_at_start=load,
+        headline=f"{args.count:,} x {args.dim} vectors: " + ", ".join(
+            f"{name} {row['vs_numpy']:.1f}x" for name, row in shown.items())
+            + f" numpy brute force; recall@10 >= {min(r['recall@10'] for r in shown.values()):.3f}.",
+        reference="numpy brute force (matmul + argpartition) in the same process",
+        aim="recall@10 >= 0.99 of exact search",
+        met=all(r["recall@10"] >= 0.99 for r in shown.values()),
+        figures=figures, method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

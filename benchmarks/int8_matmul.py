@@ -17,6 +17,8 @@ answers (both sum the same integers exactly: at most float32 rounding).
 `benchmarks/quantization.py` times whole exported models.
 
     PYTHONPATH=. nice -n 10 python benchmarks/int8_matmul.py [--rows=16,128,2048] [--threads=2]
+
+Writes benchmarks/results/int8_matmul.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from benchmarks.pretraining_quality import _cpu_name  # noqa: E402
+from benchmarks import result_file  # noqa: E402
 from kbert.layers import quantize_int8  # noqa: E402
 from kbert.layers.int8_dense import onednn_int8_problem  # noqa: E402
 
@@ -73,11 +75,14 @@ def main() -> None:
     parser.add_argument("--rows", default="16,128,2048")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: TF's choice)")
+    result_file.add_flags(parser, "int8_matmul")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    rows_out = []
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     problem = onednn_int8_problem()
-    print(f"CPU: {_cpu_name()}; oneDNN's fused int8 matmul: "
+    print(f"CPU: {result_file.machine()['cpu']}; oneDNN's fused int8 matmul: "
           + ("exact here" if problem is None else f"left out: {problem}"))
     rng = np.random.default_rng(0)
     for inputs, outputs in ((768, 3072), (3072, 768)):
@@ -94,6 +99,20 @@ def main() -> None:
                 difference = np.abs(arms["portable"](x).numpy() - arms["onednn"](x).numpy()).max()
                 line += f"; portable vs onednn max |difference| {difference:.2e}"
             print(line, flush=True)
+            rows_out.append({"projection": f"{inputs} -> {outputs}", "rows": rows, **{
+                f"{name}_ms": round(seconds * 1e3, 3) for name, seconds in best.items()}, **{
+                f"{name}_over_float32": round(best["float32"] / seconds, 2)
+                for name, seconds in best.items() if name != "float32"}})
+    ratios = [r["portable_over_float32"] for r in rows_out]
+    result_file.write_result(
+        args, name="int8_matmul", title="Portable int8 matmul vs float32", area="serving",
+        load_average_at_start=load,
+        headline=f"Portable int8 projection / float32: {min(ratios):.2f}-{max(ratios):.2f}x "
+                 f"(BERT-base feed-forward shapes); oneDNN's fused int8 "
+                 + ("exact here." if problem is None else "left out here."),
+        reference="the same projection in float32 (keras Dense), same run", aim="", met=None,
+        figures=rows_out, onednn_int8=problem or "exact here",
+        method=__doc__.split("\n\n")[1])
 
 
 if __name__ == "__main__":

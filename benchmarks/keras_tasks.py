@@ -25,26 +25,27 @@ examples/s = examples trained on / that time. The
 process's wall time (imports, conversion-free loading, fit, saving) is
 recorded beside it. The ratio user code / binary must stay above 0.9
 (issue #49: the preprocessing may not make user code slower than the binary
-by more than 10%). Writes `--output` (benchmarks/results/keras_tasks.json)
-with the figures, the machine, date, commit and command.
+by more than 10%). Writes benchmarks/results/keras_tasks.json (`--result_file`,
+through benchmarks/result_file.py) with the figures, the machine, date, commit and
+command.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import datetime
 import json
 import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 # The last update of Keras' progress bar in an epoch (`verbose="auto"`, what kbert-finetune
 # uses): "64/64 ━━━━━━━━━━━━━━━━━━━━ 71s 1s/step - accuracy: ..." (its elapsed seconds).
 EPOCH_LINE = re.compile(r"^\s*(\d+)/\1 \S+ (\d+)s \d+(?:s|ms|us)/step")
@@ -126,43 +127,19 @@ def run(name: str, command: list[str], examples: int, timeout: float) -> dict:
     return figures
 
 
-def machine() -> dict:
-    """The processor's model name and core count, and the load when the run started."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name"))
-    except (OSError, StopIteration):
-        import platform
-
-        model = platform.processor() or "unknown"
-    return {"cpu": model, "cores": os.cpu_count(), "load_average_1min": os.getloadavg()[0]}
-
-
-def commit() -> str:
-    result = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                            capture_output=True, text=True, timeout=30)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
-                           capture_output=True, text=True, timeout=30).stdout.strip()
-    return result.stdout.strip() + ("-dirty" if dirty else "")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"),
-                        help="The shared data folder (glue/SST-2/train.tsv).")
     parser.add_argument("--train_examples", type=int, default=1024,
                         help="SST-2 training sentences each contender trains on.")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--output", default=os.path.join(REPO, "benchmarks", "results",
-                                                         "keras_tasks.json"))
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="Seconds each contender may take.")
+    result_file.add_flags(parser, "keras_tasks")
     args = parser.parse_args()
-    started = datetime.datetime.now(datetime.timezone.utc)
-    with tempfile.TemporaryDirectory(prefix="kbert-keras-tasks-") as root:
+    load = os.getloadavg()[0]
+    with result_file.scratch_dir(args, prefix="kbert-keras-tasks-") as root:
         train_file = os.path.join(root, "train.tsv")
         examples = write_training_file(args.data_dir, args.train_examples, train_file)
         kbert_dir, keras_hub_dir = convert_minilm(root)
@@ -192,30 +169,21 @@ def main() -> None:
                  + results["kbert_finetune_after"]["examples_per_second"]) / 2
     ratios = {name: round(figures["examples_per_second"] / reference, 3)
               for name, figures in results.items()}
-    record = {
-        "benchmark": "keras_tasks",
-        "what": "examples/s of fit on SST-2 strings, all-MiniLM-L6-v2, one epoch; "
-                "reference: kbert-finetune in the same run",
-        "settings": {"train_examples": examples, "epochs": args.epochs,
-                     "batch_size": args.batch_size, "max_seq_length": args.max_seq_length,
-                     "model": "sentence-transformers/all-MiniLM-L6-v2"},
-        "results": results,
-        "kbert_finetune_examples_per_second": round(reference, 2),
-        "ratio_to_kbert_finetune": ratios,
-        "text_classifier_within_10_percent": ratios["text_classifier"] >= 0.9,
-        "machine": machine(),
-        "date": started.isoformat(timespec="seconds"),
-        "commit": commit(),
-        "command": " ".join(["python", "benchmarks/keras_tasks.py", *sys.argv[1:]]),
-    }
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    temporary = args.output + ".tmp"
-    with open(temporary, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
-        f.write("\n")
-    os.replace(temporary, args.output)
+    ratio = ratios["text_classifier"]
+    result_file.write_result(
+        args, name="keras_tasks", title="Keras task models vs kbert-finetune", area="fine-tuning",
+        load_average_at_start=load,
+        headline=f"kbert.TextClassifier.fit on strings: {ratio:.2f}x kbert-finetune's examples/s; "
+                 f"keras-hub's BertTextClassifier {ratios['keras_hub']:.2f}x (all-MiniLM-L6-v2, SST-2).",
+        reference="kbert-finetune on the same file, run before and after (their mean), same run",
+        aim=">= 0.9x kbert-finetune's examples/s", met=ratio >= 0.9,
+        figures={"ratio_to_kbert_finetune": ratios,
+                 "kbert_finetune_examples_per_second": round(reference, 2), "runs": results},
+        settings={"train_examples": examples, "epochs": args.epochs,
+                  "batch_size": args.batch_size, "max_seq_length": args.max_seq_length,
+                  "model": "sentence-transformers/all-MiniLM-L6-v2"},
+        method=__doc__.split("\n\n", 2)[2])
     print(json.dumps({"ratio_to_kbert_finetune": ratios}, indent=2))
-
 
 if __name__ == "__main__":
     main()

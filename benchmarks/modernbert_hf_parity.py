@@ -20,7 +20,8 @@ installed (neither is a kbert dependency; the three steps may run on different m
 3. kbert side:  PYTHONPATH=. python benchmarks/modernbert_hf_parity.py compare --work_dir=W --out_dir=O
    `kbert-convert --source=hf` reads O/hf_random (the test tokenizer added: the vocabulary
    size is the tokenizer's), and the largest differences at real tokens are printed for
-   both directions (sequence output and logits), with the parameter counts.
+   both directions (sequence output and logits), with the parameter counts, and written to
+   benchmarks/results/modernbert_hf_parity.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ import sys
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
+
 TOKENIZER = os.path.join(REPO, "tests", "testdata", "bpe_tokenizer.json")
 LENGTH = 11
 
@@ -139,14 +144,14 @@ def reference(work_dir: str, out_dir: str) -> None:
           f"{sorted(json.load(open(os.path.join(random_dir, 'config.json'))))}")
 
 
-def _report(name: str, ours: dict, reference_outputs: dict, mask: np.ndarray) -> float:
-    """Prints kbert's largest differences from transformers' outputs at real tokens."""
+def _report(name: str, ours: dict, reference_outputs: dict, mask: np.ndarray) -> dict:
+    """Prints and returns kbert's largest differences from transformers' outputs at real tokens."""
     real = mask == 1
-    worst = 0.0
+    worst = {}
     for key in ("sequence_output", "logits"):
         difference = float(np.max(np.abs(ours[key][real] - reference_outputs[key][real])))
         scale = float(np.max(np.abs(reference_outputs[key][real])))
-        worst = max(worst, difference)
+        worst[key] = difference
         print(f"  {name}: {key:15s} max |kbert - transformers| at real tokens {difference:.2e} "
               f"(largest value {scale:.2f})")
     print(f"  {name}: parameters kbert {int(ours['parameters']):,}, transformers "
@@ -154,11 +159,12 @@ def _report(name: str, ours: dict, reference_outputs: dict, mask: np.ndarray) ->
     return worst
 
 
-def compare(work_dir: str, out_dir: str) -> None:
+def compare(work_dir: str, out_dir: str) -> dict:
     ids = dict(np.load(os.path.join(work_dir, "ids.npz")))
     versions = json.load(open(os.path.join(out_dir, "versions.json")))
     print(f"reference: transformers {versions['transformers']}, torch {versions['torch']}")
-    worst = _report("kbert -> transformers", dict(np.load(os.path.join(work_dir, "kbert_outputs.npz"))),
+    figures = {"versions": versions}
+    figures["kbert_to_transformers"] = _report("kbert -> transformers", dict(np.load(os.path.join(work_dir, "kbert_outputs.npz"))),
                     dict(np.load(os.path.join(out_dir, "hf_of_kbert.npz"))), ids["padding_mask"])
     hf_dir = os.path.join(work_dir, "hf_random")
     shutil.rmtree(hf_dir, ignore_errors=True)
@@ -166,24 +172,41 @@ def compare(work_dir: str, out_dir: str) -> None:
     shutil.copy(TOKENIZER, os.path.join(hf_dir, "tokenizer.json"))
     converted = os.path.join(work_dir, "hf_random_kbert")
     _convert(["--source=hf", f"--hf_dir={hf_dir}", f"--output_dir={converted}"])
-    worst = max(worst, _report("transformers -> kbert", _kbert_outputs(converted, ids),
-                               dict(np.load(os.path.join(out_dir, "hf_random.npz"))),
-                               ids["padding_mask"]))
-    print(f"largest difference, both directions: {worst:.2e}")
+    figures["transformers_to_kbert"] = _report(
+        "transformers -> kbert", _kbert_outputs(converted, ids),
+        dict(np.load(os.path.join(out_dir, "hf_random.npz"))), ids["padding_mask"])
+    figures["largest_abs_difference"] = max(
+        value for key in ("kbert_to_transformers", "transformers_to_kbert")
+        for value in figures[key].values())
+    print(f"largest difference, both directions: {figures['largest_abs_difference']:.2e}")
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("step", choices=["prepare", "reference", "compare"])
-    parser.add_argument("--work_dir", required=True)
     parser.add_argument("--out_dir")
+    result_file.add_flags(parser, "modernbert_hf_parity")
     args = parser.parse_args()
+    if not args.work_dir:
+        parser.error("--work_dir is required: the three steps share it")
     if args.step == "prepare":
         prepare(args.work_dir)
     elif args.step == "reference":
         reference(args.work_dir, args.out_dir)
     else:
-        compare(args.work_dir, args.out_dir)
+        load = os.getloadavg()[0]
+        figures = compare(args.work_dir, args.out_dir)
+        worst = figures["largest_abs_difference"]
+        result_file.write_result(
+            args, name="modernbert_hf_parity", title="ModernBERT parity with transformers",
+            area="pre-training", load_average_at_start=load,
+            headline=f"kbert and transformers' ModernBERT agree within {worst:.2e} at every real "
+                     "token, both conversion directions, float32.",
+            reference=f"Hugging Face transformers {figures['versions']['transformers']} "
+                      "ModernBertForMaskedLM on the same random weights",
+            aim="agreement to float32 round-off in both directions (<= 1e-4)", met=worst <= 1e-4,
+            figures=figures, method=__doc__.split("\n\n", 1)[1])
 
 
 if __name__ == "__main__":

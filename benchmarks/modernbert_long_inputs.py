@@ -22,6 +22,7 @@ The growth exponent of each is the least-squares slope of log(value) on
 log(length) over the lengths run. It also times one local layer alone, whose
 cost should grow linearly with length (exponent ~1). Aim (issue #31): at 8,192
 tokens, linear attention's memory at most a quarter of full attention's.
+Writes benchmarks/results/modernbert_long_inputs.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
+
 SIZES = {  # num_layers, hidden_dim, num_heads, intermediate_dim
     "base": (22, 768, 12, 1152),
     "tiny": (3, 64, 2, 96),
@@ -114,7 +119,9 @@ def main() -> None:
     parser.add_argument("--modes", default="linear,full")
     parser.add_argument("--timeout_s", type=int, default=1800, help="Per process.")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    result_file.add_flags(parser, "modernbert_long_inputs")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     if args.worker:
         mode, length = args.worker.split(":")
         print(json.dumps(worker(mode, args.size, int(length))))
@@ -153,8 +160,24 @@ def main() -> None:
     longest = max(lengths)
     if ("linear", longest) in results and ("full", longest) in results:
         linear, full = results["linear", longest], results["full", longest]
-        print(f"\nat {longest:,} tokens: linear / full memory {linear['peak_mib'] / full['peak_mib']:.3f} "
-              f"(aim <= 0.25), time {linear['seconds'] / full['seconds']:.2f}")
+        memory, seconds = linear["peak_mib"] / full["peak_mib"], linear["seconds"] / full["seconds"]
+        print(f"\nat {longest:,} tokens: linear / full memory {memory:.3f} "
+              f"(aim <= 0.25), time {seconds:.2f}")
+        result_file.write_result(
+            args, name="modernbert_long_inputs", title="ModernBERT on long inputs",
+            area="pre-training", load_average_at_start=load,
+            headline=f"{args.size.capitalize()}-shaped ModernBERT, one forward pass at {longest:,} "
+                     f"tokens: {memory:.3f}x full attention's memory, {seconds:.2f}x its time.",
+            reference="the same layers with full attention everywhere, same weights and inputs, "
+                      "same run",
+            aim=f"<= 0.25x full attention's memory at {longest:,} tokens", met=memory <= 0.25,
+            figures={"memory_ratio": round(memory, 3), "time_ratio": round(seconds, 2),
+                     "exponents": {f"{mode} {key}": round(slope(
+                         [(n, results[mode, n][key]) for n in lengths if (mode, n) in results]), 2)
+                         for mode in modes for key in ("seconds", "peak_mib", "local_layer_seconds")},
+                     "runs": [{"mode": mode, "length": n, **values}
+                              for (mode, n), values in results.items()]},
+            method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ same parameters (3 x H x 2I/3 = 2 x H x I); the parameter counts are printed.
 ModernBERT's attention is local (window 128) in two layers of three, so at
 512 tokens it does less attention work than BERT. Steps alternate and each
 model's fastest counts, as the machine may be shared.
+Writes benchmarks/results/modernbert_throughput.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.pretraining_throughput import seconds_per_step  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
@@ -89,7 +91,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="mini,small")
     parser.add_argument("--lengths", default="128,512")
     parser.add_argument("--rounds", type=int, default=8)
+    result_file.add_flags(parser, "modernbert_throughput")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    rows = []
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}; batch {BATCH}, XLA off; "
           f"cores {os.cpu_count()}, load average {os.getloadavg()[0]:.2f}")
     print(f"{'size':<7}{'length':>7}{'BERT params':>13}{'ModernBERT params':>19}"
@@ -103,8 +108,20 @@ def main() -> None:
             bert, modern = BATCH / best["bert"], BATCH / best["modernbert"]
             print(f"{size:<7}{length:>7}{params['bert']:>13,}{params['modernbert']:>19,}"
                   f"{bert:>12.2f}{modern:>18.2f}{modern / bert:>19.2f}", flush=True)
+            rows.append({"size": size, "length": length, "bert_params": params["bert"],
+                         "modernbert_params": params["modernbert"], "bert_seq_per_s": round(bert, 2),
+                         "modernbert_seq_per_s": round(modern, 2),
+                         "modernbert_over_bert": round(modern / bert, 2)})
             keras.backend.clear_session()
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    ratios = [r["modernbert_over_bert"] for r in rows]
+    result_file.write_result(
+        args, name="modernbert_throughput", title="ModernBERT pre-training step vs BERT's",
+        area="pre-training", load_average_at_start=load,
+        headline=f"ModernBERT's masked-LM step runs at {min(ratios):.2f}-{max(ratios):.2f}x BERT's "
+                 f"speed at equal parameters ({args.sizes}; lengths {args.lengths}).",
+        reference="a BERT encoder of the same size and feed-forward parameters, same run",
+        aim="", met=None, figures=rows, method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ after anything but `B-X`/`I-X`). The softmax head, run in the same process, is
 the reference. The kept epoch of each is chosen on `--selection_fraction`
 (default 10%) of the training sentences, held out with the seed, so the dev
 F1 reported chose nothing (clean); `--selection_fraction=0` chooses on dev, as
-the runs before 2026-11-26 did.
+the runs before 2026-11-26 did. Writes benchmarks/results/ner_crf.json
+(benchmarks/result_file.py).
 
     PYTHONPATH=. python benchmarks/ner_crf.py                          # softmax, crf
     PYTHONPATH=. python benchmarks/ner_crf.py --variants=softmax,crf,frozen_last,frozen_concat_last_4
@@ -29,6 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.finetuning_quality import _conll_subset  # noqa: E402
 
 
@@ -47,8 +49,6 @@ def invalid_sequences(tag_lists) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "kbert_ner_crf"))
     parser.add_argument("--variants", default="softmax,crf")
     parser.add_argument("--train_sentences", type=int, default=3000)
     parser.add_argument("--epochs", type=float, default=2.0)
@@ -59,7 +59,12 @@ def main() -> None:
     parser.add_argument("--selection_fraction", type=float, default=0.1,
                         help="Share of the training sentences held out to choose the kept epoch "
                         "(0: choose on dev, whose F1 is then selected, not clean).")
+    result_file.add_flags(parser, "ner_crf")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    # Kept between invocations (default kbert_ner_crf in the temporary directory): the
+    # converted MiniLM and the runs are reused (benchmarks/distillation.py's --teacher_dir).
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert_ner_crf")
 
     from kbert.checkpoints import load_finetuned
     from kbert.data import TextPreprocessor
@@ -119,6 +124,19 @@ def main() -> None:
         print(f"| {r['variant']} | {r['f1']:.2f} | {r['precision']:.2f} | {r['recall']:.2f} | "
               f"{r['invalid']} of {r['sentences']} | {r['f1'] - reference['f1']:+.2f} | "
               f"{r['steps']} | {r['minutes']} |")
+    result_file.write_result(
+        args, name="ner_crf", title="NER: CRF head vs softmax head", area="fine-tuning",
+        load_average_at_start=load,
+        headline="CoNLL-2003 dev entity F1: " + ", ".join(
+            f"{r['variant']} {r['f1']:.2f} ({r['invalid']} invalid BIO)" for r in rows)
+            + f"; {args.train_sentences:,} training sentences.",
+        reference=f"the {reference['variant']} head on the same encoder, data, steps and seed, "
+                  "same run",
+        aim="", met=None,
+        selection=("selected on dev: kept epoch chosen on dev" if args.selection_fraction == 0 else
+                   f"clean: kept epoch chosen on {args.selection_fraction:.0%} of the training "
+                   "sentences held out"),
+        figures=rows, method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Issue 33 asks for >= 2x float32's throughput at batch 1 and 32 for <= 0.5
 points of quality. kbert's int8 SavedModel (oneDNN quantized matmuls inside
-TensorFlow) falls short (BENCHMARKS.md: 0.91x / 1.38x on all-MiniLM-L6-v2):
+TensorFlow) falls short (BENCHMARKS.md, quantization):
 TensorFlow's oneDNN 3 int8 matmul reorders its weights on every call. This
 benchmark measured what another runtime would give before kbert-serve grew
 one (`kbert.export.onnxruntime_int8`, which shares its `Erfc` handler and
@@ -34,6 +34,8 @@ tf2onnx), sympy for ONNX Runtime's `quant_pre_process`:
     pip install --no-deps sympy==1.14.0 mpmath==1.4.1
 
     PYTHONPATH=. python benchmarks/onnxruntime_int8.py --models=minilm,base,sst2
+
+Writes benchmarks/results/onnxruntime_int8.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.finetuning_quality import _minilm  # noqa: E402
-from benchmarks.quantization import SST2  # noqa: E402
 from benchmarks.quantization import _base_dir  # noqa: E402
 from benchmarks.quantization import _size_mb  # noqa: E402
 from benchmarks.quantization import _sst2_dir  # noqa: E402
@@ -213,9 +215,12 @@ def main() -> None:
     parser.add_argument("--batch1_texts", type=int, default=256,
                         help="SST-2 dev sentences timed one at a time (batch 32 times all 872).")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(),
-                                                           "kbert-onnxruntime-int8"))
+    result_file.add_flags(parser, "onnxruntime_int8")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    # Kept between invocations (default kbert-onnxruntime-int8 in the temporary directory).
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert-onnxruntime-int8")
+    lines = []
     import numpy as np
     import onnxruntime
     import tensorflow as tf
@@ -224,12 +229,13 @@ def main() -> None:
 
     results_dir = os.path.join(args.work_dir, "onnxruntime")
     os.makedirs(results_dir, exist_ok=True)
-    with open(os.path.join(SST2, "dev.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(args.data_dir, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
         rows = [line.split("\t") for line in f.read().splitlines()[1:]]
     texts, labels = [r[0] for r in rows], np.array([int(r[1]) for r in rows])
     minilm = _minilm(args.work_dir)
     sources = {"minilm": lambda: minilm, "base": lambda: _base_dir(args.work_dir, minilm),
-               "sst2": lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)}
+               "sst2": lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size,
+                                         args.data_dir)}
     print(f"TensorFlow {tf.__version__}, ONNX Runtime {onnxruntime.__version__}; "
           f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}", flush=True)
     for name in [m for m in args.models.split(",") if m]:
@@ -259,6 +265,17 @@ def main() -> None:
         print(json.dumps(line), flush=True)
         with open(os.path.join(results_dir, "results.jsonl"), "a") as f:
             f.write(json.dumps(line) + "\n")
+        lines.append(line)
+    ratios = {b: [line[f"batch{b}_vs_tf_float32"]["ort-int8"] for line in lines] for b in (1, 32)}
+    result_file.write_result(
+        args, name="onnxruntime_int8", title="ONNX Runtime int8, the model alone", area="serving",
+        load_average_at_start=load,
+        headline="ONNX Runtime int8 / TensorFlow float32, token ids in: " + ", ".join(
+            f"{min(r):.2f}-{max(r):.2f}x at batch {b}" for b, r in ratios.items() if r) + ".",
+        reference="the TensorFlow float32 SavedModel's serve_ids signature, same run",
+        aim=">= 2x float32 at batch 1 and 32",
+        met=all(min(r) >= 2 for r in ratios.values()) if lines else None,
+        figures=lines, method=__doc__.split("\n\nNeeds")[0].split("\n\n", 1)[1])
 
 
 if __name__ == "__main__":

@@ -43,35 +43,34 @@ The rows are a seeded sample of each pool (`--train_rows`, `--validation_rows`,
     PYTHONPATH=. python benchmarks/own_data.py                    # every part
     PYTHONPATH=. python benchmarks/own_data.py --parts=multilabel --train_rows=3000
 
-Writes `benchmarks/results/own_data.json` (`--output`): per part the data, the
-reported figures and baselines, how they were selected, the run's settings
-and minutes, and the prediction speeds; the machine, CPU, date, commit and
-the exact command. A run of some `--parts` merges into an existing file: the
-parts it ran are replaced, each with a `run` (its date, commit, command, load
-averages, minutes); the others, and the top-level fields that describe the run
-which measured them, are kept as they were.
+Writes `benchmarks/results/own_data.json` (`--result_file`, through
+benchmarks/result_file.py): per part the data, the reported figures and
+baselines, how they were selected, the run's settings and minutes, and the
+prediction speeds; the machine, CPU, date, commit and the exact command. A run
+of some `--parts` merges into an existing file: the parts it ran are replaced,
+each with a `run` (its date, commit, command, load average, minutes); the
+others are kept as they were, with their own `run`.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
 import json
 import os
-import platform
 import random
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 
 AUTHORS = ("austen", "blake", "chesterton", "melville", "milton", "shakespeare", "whitman")
 ENTITY_TYPES = ("LOC", "MISC", "ORG", "PER")
@@ -314,7 +313,8 @@ def _part(name: str, build, figures: tuple[str, ...], args, init: str, scratch: 
         "truncated": results.get("truncated"),
         "warnings": results.get("warnings", []),
         "finetune_minutes": minutes,
-        "finetune_command": " ".join(command[1:]),
+        # The scratch folder's path is one machine's: the command names it <work_dir>.
+        "finetune_command": " ".join(command[1:]).replace(scratch, "<work_dir>"),
     }
     if "threshold" in results:
         part["threshold"] = results["threshold"]
@@ -345,53 +345,28 @@ PARTS = {"multiclass": multiclass, "multilabel": multilabel,
          "token_classification": token_classification}
 
 
-def _machine() -> dict:
-    model = platform.processor()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cores": os.cpu_count(), "platform": platform.platform(),
-            "load_average_at_start": os.getloadavg()}
+def headline(parts: dict, encoder: str) -> str:
+    """Each part's first figure beside its constant baseline, in 25 words or fewer."""
+    words = []
+    for name, part in parts.items():
+        metric, value = next(iter(part["figures"].items()))
+        words.append(f"{name} {metric} {value:.2f} (baseline {part['baseline'].get(metric, 0):.2f})")
+    return f"Your own files, {encoder} at kbert-finetune's defaults: " + ", ".join(words) + "."
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, text=True,
-                              capture_output=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _merged(result: dict, output: str) -> dict:
-    """`result` merged into the file at `output` when that holds parts this run did not run.
-
-    The kept parts and the top-level fields describing the run that measured them stay as
-    they were; each part of this run replaces its namesake and carries its own `run`.
-    """
-    if not os.path.exists(output):
-        return result
-    with open(output, encoding="utf-8") as f:
-        earlier = json.load(f)
-    if not set(earlier.get("parts", {})) - set(result["parts"]):
-        return result
-    run = {key: result[key] for key in ("date", "commit", "command", "minutes")}
-    run["load_average_at_start"] = result["machine"]["load_average_at_start"]
-    run["load_average_at_end"] = result["machine"]["load_average_at_end"]
-    for name, part in result["parts"].items():
-        earlier["parts"][name] = {**part, "run": run}
-    return earlier
+def _merged(parts: dict, run: dict, path: str | None) -> dict:
+    """This run's parts, each with its `run`, over the parts of the result file at `path` that
+    this run did not run (kept as they were)."""
+    parts = {name: {**part, "run": run} for name, part in parts.items()}
+    if not path or not os.path.exists(path):
+        return parts
+    with open(path, encoding="utf-8") as f:
+        earlier = json.load(f).get("parts", {})
+    return {**earlier, **parts}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
-    parser.add_argument("--scratch_dir", default=None,
-                        help="Where the files, the converted MiniLM and the runs go; default a "
-                        "temporary directory, removed at the end.")
     parser.add_argument("--init_checkpoint", default=None,
                         help="A kbert pre-trained directory; default all-MiniLM-L6-v2 converted.")
     parser.add_argument("--parts", default=",".join(PARTS))
@@ -404,42 +379,42 @@ def main() -> None:
     parser.add_argument("--selection_fraction", type=float, default=0.1)
     parser.add_argument("--predict_batch_size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--output", default=os.path.join(REPO, "benchmarks", "results",
-                                                         "own_data.json"))
+    result_file.add_flags(parser, "own_data")
     args = parser.parse_args()
     unknown = set(args.parts.split(",")) - set(PARTS)
     if unknown:
         raise SystemExit(f"--parts: unknown {sorted(unknown)}; expected some of {list(PARTS)}.")
-    scratch = args.scratch_dir or tempfile.mkdtemp(prefix="kbert_own_data_")
-    os.makedirs(scratch, exist_ok=True)
+    load = os.getloadavg()[0]
+    scratch = result_file.work_dir(args, prefix="kbert_own_data_")
     started = time.time()
-    result = {"benchmark": "own_data", "issue": 48,
-              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "commit": _commit(), "machine": _machine(),
-              "command": " ".join(["python", "benchmarks/own_data.py", *sys.argv[1:]]),
-              "encoder": args.init_checkpoint or "all-MiniLM-L6-v2 (kbert-convert --source=minilm)",
-              "selection": f"the kept step (and a multi-label threshold) chosen on "
-                           f"{args.selection_fraction:.0%} of each training file held out "
-                           "(seeded); figures reported once on the validation file",
-              "parts": {}}
+    selection = (f"clean: the kept step (and a multi-label threshold) chosen on "
+                 f"{args.selection_fraction:.0%} of each training file held out (seeded); figures "
+                 "reported once on the validation file")
+    parts = {}
     try:
         init = args.init_checkpoint or _minilm(scratch)
         for name in args.parts.split(","):
-            result["parts"][name] = PARTS[name](args, init, scratch)
-            print(json.dumps({name: result["parts"][name]}, indent=1), flush=True)
+            parts[name] = PARTS[name](args, init, scratch)
+            print(json.dumps({name: parts[name]}, indent=1), flush=True)
     finally:
-        if args.scratch_dir is None:
+        if not args.work_dir:
             shutil.rmtree(scratch, ignore_errors=True)
-    minutes = result["minutes"] = round((time.time() - started) / 60, 1)
-    result["machine"]["load_average_at_end"] = os.getloadavg()
-    result = _merged(result, args.output)
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=1)
-        f.write("\n")
-    os.replace(args.output + ".tmp", args.output)
-    print(f"written to {args.output} ({minutes} minutes)")
-
+    run = {"date": result_file.now(), "commit": result_file.commit(),
+           "command": result_file.command(), "minutes": round((time.time() - started) / 60, 1),
+           "load_average_at_start": round(load, 2)}
+    parts = _merged(parts, run, args.result_file)
+    result_file.write_result(
+        args, name="own_data", title="Fine-tuning on your own files", area="fine-tuning",
+        load_average_at_start=load,
+        headline=headline(parts, "your encoder" if args.init_checkpoint else "all-MiniLM-L6-v2"),
+        reference="the constant baseline of each part (the majority class; the most frequent "
+                  "label set; each word's most frequent tag), same run",
+        aim="", met=None, selection=selection,
+        figures={name: {"figures": part["figures"], "baseline": part["baseline"]}
+                 for name, part in parts.items()},
+        parts=parts, issue=48, minutes=run["minutes"],
+        encoder=args.init_checkpoint or "all-MiniLM-L6-v2 (kbert-convert --source=minilm)",
+        method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 if __name__ == "__main__":
     main()

@@ -1,6 +1,6 @@
 """Quality per pre-training budget: keras-hub's guide recipe against kbert's recipes and encoders.
 
-    PYTHONPATH=. python benchmarks/pretraining_quality.py --work_dir=/tmp/pretraining_quality
+    PYTHONPATH=. python benchmarks/pretraining_quality.py [--work_dir=pq] [--data_dir=../shared/data]
 
 Three recipes pre-train the encoder size of keras-hub's guide "Pretraining a Transformer from
 scratch with KerasHub" (3 layers, H=256, 4 heads, I=512, sequence 128) for the same wall-clock
@@ -25,7 +25,7 @@ text with the same vocabulary, and are scored on the same held-out masked-LM set
       final norm against BERT's 1,581,312 (-0.5%; embeddings, pooler and heads apart); no
       dropout, as ModernBERT). Not in the default --recipes.
 
-Corpus: /work/shared/data/corpus (13 Gutenberg books cut into ~20 kB sections at paragraph
+Corpus: corpus/ under --data_dir (13 Gutenberg books cut into ~20 kB sections at paragraph
 ends, and the 122 WikiText-2 valid/test articles), split by document with a seeded shuffle:
 `--heldout_fraction` of the documents is held out. One WordPiece vocabulary
 (`--vocab_size`, default 8,192) is learned on the training part: a vocabulary of this text
@@ -82,6 +82,7 @@ import keras  # noqa: E402
 import keras_hub  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from kbert import configurables  # noqa: E402
 from kbert.checkpoints import from_keras_hub  # noqa: E402
 from kbert.checkpoints import save_pretrained  # noqa: E402
@@ -90,7 +91,6 @@ from kbert.data import create_pretraining_data  # noqa: E402
 from kbert.data import pretraining_dataset  # noqa: E402
 from kbert.training.finetuning import run_finetuning  # noqa: E402
 
-DATA = "/work/shared/data"
 SEQ = 128
 EVAL_PREDICTIONS = 20  # 15% of 128, as create_pretraining_data's default
 # keras-hub's guide (keras-io guides/keras_hub/transformer_pretraining.py).
@@ -128,10 +128,10 @@ def _sentences(paragraph: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?][\"'])\s+|(?<=[.!?])\s+(?=[\"'A-Z])", paragraph) if s]
 
 
-def corpus_documents(section_chars: int = 20000) -> list[list[str]]:
+def corpus_documents(data_dir: str, section_chars: int = 20000) -> list[list[str]]:
     """Documents as lists of sentences: Gutenberg sections and WikiText-2 articles."""
     documents = []
-    folder = os.path.join(DATA, "corpus", "gutenberg")
+    folder = os.path.join(data_dir, "corpus", "gutenberg")
     for name in sorted(os.listdir(folder)):
         if not name.endswith(".txt"):
             continue
@@ -152,7 +152,7 @@ def corpus_documents(section_chars: int = 20000) -> list[list[str]]:
             documents.append(section)
     for split in ("valid", "test"):
         article = None
-        path = os.path.join(DATA, "corpus", "wikitext-2", f"{split}.txt")
+        path = os.path.join(data_dir, "corpus", "wikitext-2", f"{split}.txt")
         with open(path, encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
@@ -196,7 +196,7 @@ def prepare(args):
     done = os.path.join(work, "data_sizes.json")
     if args.reuse_data and os.path.exists(done):
         return json.load(open(done)), os.path.join(work, "vocab.txt")
-    documents = corpus_documents()
+    documents = corpus_documents(args.data_dir)
     order = list(range(len(documents)))
     random.Random(args.seed).shuffle(order)
     held = set(order[:max(1, round(args.heldout_fraction * len(documents)))])
@@ -454,9 +454,9 @@ def classic_bindings(args):
 
 # ------------------------------------------------------------------------------ fine-tuning
 
-def glue_subset(folder, target, train_size, seed):
+def glue_subset(data_dir, folder, target, train_size, seed):
     """A seeded sample of a GLUE task's train rows and its whole dev set, in GLUE's layout."""
-    source = os.path.join(DATA, "glue", folder)
+    source = os.path.join(data_dir, "glue", folder)
     os.makedirs(target, exist_ok=True)
     with open(os.path.join(source, "train.tsv"), encoding="utf-8-sig") as f:
         header, *rows = f.read().rstrip("\n").split("\n")
@@ -496,7 +496,6 @@ def mean_std(values):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work_dir", required=True)
     parser.add_argument("--budget_minutes", type=float, default=10.0,
                         help="training wall-clock per recipe, evaluation excluded")
     parser.add_argument("--evaluations", type=int, default=8,
@@ -521,8 +520,10 @@ def main():
                         help="keep the finished pre-training runs of --work_dir; fine-tune only")
     parser.add_argument("--recipes", default="keras_hub,classic,budget",
                         help="pre-training runs to do (comma-separated)")
+    result_file.add_flags(parser, "pretraining_quality")
     args = parser.parse_args()
-    os.makedirs(args.work_dir, exist_ok=True)
+    load = os.getloadavg()[0]
+    args.work_dir = result_file.work_dir(args, prefix="kbert-pretraining-quality-")
     began = time.time()
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, keras-hub "
           f"{keras_hub.__version__}; CPU: {_cpu_name()}, {os.cpu_count()} cores", flush=True)
@@ -596,9 +597,9 @@ def main():
                        "runs": {k: {n: v for n, v in r.items() if n != "model_dir"}
                                 for k, r in runs.items()}}, f, indent=2)
         return
-    sst2_dir, sst2_rows = glue_subset("SST-2", os.path.join(args.work_dir, "data", "sst2"),
+    sst2_dir, sst2_rows = glue_subset(args.data_dir, "SST-2", os.path.join(args.work_dir, "data", "sst2"),
                                       args.sst2_train, args.seed)
-    stsb_dir, stsb_rows = glue_subset("STS-B", os.path.join(args.work_dir, "data", "stsb"),
+    stsb_dir, stsb_rows = glue_subset(args.data_dir, "STS-B", os.path.join(args.work_dir, "data", "stsb"),
                                       args.stsb_train, args.seed)
     seeds = [args.seed + i for i in range(args.finetune_seeds)]
     scores = {}
@@ -643,6 +644,34 @@ def main():
                    "scores": scores, "seeds": seeds, "wall_seconds": total,
                    "runs": {k: {n: v for n, v in r.items() if n != "model_dir"}
                             for k, r in runs.items()}}, f, indent=2)
+    write(args, runs, reach, table, load)
+
+
+def write(args, runs: dict, reach: dict | None, table: dict, load: float) -> None:
+    """The result file: time to the guide's accuracy, held-out accuracy and SST-2 per recipe."""
+    ratio = (reach["budget_seconds"] / reach["keras_hub_seconds"]
+             if reach and reach["budget_seconds"] else None)
+    final = {name: run["history"][-1]["masked_lm_accuracy"]
+             for name, run in runs.items() if run.get("history")}
+    if ratio is not None:
+        headline = (f"kbert's budget recipe reaches the keras-hub guide recipe's held-out MLM "
+                    f"accuracy in {ratio:.2f}x its time ({args.budget_minutes:g}-minute budgets).")
+    else:
+        headline = ("Held-out MLM accuracy after " f"{args.budget_minutes:g} minutes: "
+                    + ", ".join(f"{name} {value:.4f}" for name, value in final.items()) + ".")
+    beats = {name: row.get("beats_random") for name, row in table.items() if name != "random"}
+    result_file.write_result(
+        args, name="pretraining_quality", title="Pre-training quality per wall-clock budget",
+        area="pre-training", load_average_at_start=load, headline=headline,
+        reference="keras-hub pre-training guide's recipe, same model size, data and budget; a "
+                  "never-pre-trained encoder downstream",
+        aim="<= 0.5x the guide recipe's time to its final held-out accuracy; each encoder beats "
+            "random by 2 SE on SST-2",
+        met=(ratio is not None and ratio <= 0.5 and all(beats.values())) if reach else None,
+        selection="clean: recipes and fine-tuning fixed in advance, last weights scored",
+        figures={"time_to_guide_accuracy_ratio": ratio, "held_out_mlm_accuracy": final,
+                 "downstream": table, "beats_random": beats},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ not measured; their steps alternate and each one's fastest step counts, as
 the machine may be shared. Model FLOPs
 utilisation (MFU) divides 6 x matmul parameters x tokens + attention + MLM
 head FLOPs by a matmul peak measured in this run for the same dtype.
+Writes benchmarks/results/pretraining_throughput.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import keras_hub  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from benchmarks import result_file  # noqa: E402
 from kbert.models import BertEncoder  # noqa: E402
 from kbert.models import BertPretrainer  # noqa: E402
 from kbert.training import create_optimizer  # noqa: E402
@@ -151,7 +153,9 @@ def main():
                         help="XLA-compile both steps (the same setting for both).")
     parser.add_argument("--steps_scale", type=float, default=1.0,
                         help="Multiply the timed rounds per config (more = steadier).")
+    result_file.add_flags(parser, "pretraining_throughput")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     dtypes = args.dtypes.split(",")
     peaks = {d: matmul_peak("bfloat16" if "bfloat16" in d else "float32") for d in dtypes}
     print(f"tensorflow {tf.__version__}, keras {keras.__version__}, keras-hub "
@@ -189,6 +193,31 @@ def main():
             (hub32, kbert32), (_, kbert16) = throughput[config, "float32"], throughput[config, "mixed_bfloat16"]
             print(f"{config}: kbert mixed_bfloat16 / keras-hub float32 {kbert16 / hub32:.2f}, "
                   f"kbert mixed_bfloat16 / kbert float32 {kbert16 / kbert32:.2f}")
+    write(args, throughput, peaks, load)
+
+
+def write(args, throughput: dict, peaks: dict, load: float) -> None:
+    """The result file: kbert / keras-hub per size and dtype (aim: >= 1.05x in float32)."""
+    ratios = {f"{config} {dtype}": round(mine / hub, 2)
+              for (config, dtype), (hub, mine) in throughput.items()}
+    float32 = {config: ratio for key, ratio in ratios.items()
+               for config, dtype in [key.split(" ")] if dtype == "float32"}
+    shown = float32 or ratios
+    result_file.write_result(
+        args, name="pretraining_throughput", title="Pre-training step vs keras-hub",
+        area="pre-training", load_average_at_start=load,
+        headline=("float32 kbert / keras-hub pre-training steps: " if float32 else
+                  "kbert / keras-hub pre-training steps: ")
+                 + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in shown.items()) + ".",
+        reference="keras-hub BertBackbone + MaskedLMHead + NSP, AdamW, stepped as `fit` steps it, "
+                  "same run",
+        aim=">= 1.05x keras-hub in float32",
+        met=all(r >= 1.05 for r in float32.values()) if float32 else None,
+        figures={"kbert_over_keras_hub": ratios,
+                 "seq_per_s": {f"{c} {d}": {"keras_hub": round(h, 2), "kbert": round(k, 2)}
+                               for (c, d), (h, k) in throughput.items()},
+                 "matmul_peak_gflops": {d: round(p / 1e9, 1) for d, p in peaks.items()}},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -46,6 +46,9 @@ QPS, p50 and p99, and the int8/float32 QPS ratio of the same run.
     PYTHONPATH=. python benchmarks/quantization.py --models= --conll
     PYTHONPATH=. python benchmarks/quantization.py --models=minilm,base --serve_clients=1,8,32
     PYTHONPATH=. python benchmarks/quantization.py --models=minilm --sst2 --serve_only --serve_clients=1,8,32 --serve_intra_op_one
+
+Each model's line is appended to <work_dir>/results.jsonl; the run's lines go to
+benchmarks/results/quantization.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -62,12 +65,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.finetuning_quality import _conll_subset  # noqa: E402
 from benchmarks.finetuning_quality import _glue_subset  # noqa: E402
 from benchmarks.finetuning_quality import _minilm  # noqa: E402
 
-SST2 = "/work/shared/data/glue/SST-2"
-CONLL = "/work/shared/data/ner/conll2003"
 
 
 def _base_dir(work: str, minilm_dir: str) -> str:
@@ -107,18 +109,20 @@ def _finetuned_dir(work: str, minilm_dir: str, name: str, write_data, metric: st
     return path
 
 
-def _sst2_dir(work: str, minilm_dir: str, train_size: int) -> str:
+def _sst2_dir(work: str, minilm_dir: str, train_size: int, data_dir: str) -> str:
+    sst2 = os.path.join(data_dir, "glue", "SST-2")
     return _finetuned_dir(work, minilm_dir, f"sst2-{train_size}",
-                          lambda data: _glue_subset(SST2, data, train_size, seed=0), "accuracy",
+                          lambda data: _glue_subset(sst2, data, train_size, seed=0), "accuracy",
                           task="glue", task_name="sst-2", max_seq_length=64,
                           num_train_epochs=1.0)
 
 
-def _conll_dir(work: str, minilm_dir: str, train_size: int) -> str:
+def _conll_dir(work: str, minilm_dir: str, train_size: int, data_dir: str) -> str:
     # kbert's defaults (auto batch, rate and epochs), the kept epoch chosen on 10% of the
-    # training sentences (BENCHMARKS.md's clean CoNLL figures), dev never used to choose.
+    # training sentences (benchmark finetuning_quality's clean figures), dev never used to choose.
+    conll = os.path.join(data_dir, "ner", "conll2003")
     return _finetuned_dir(work, minilm_dir, f"conll-{train_size}",
-                          lambda data: _conll_subset(CONLL, data, train_size), "f1",
+                          lambda data: _conll_subset(conll, data, train_size), "f1",
                           task="ner", task_name="conll2003", max_seq_length=128,
                           selection_fraction=0.1)
 
@@ -249,8 +253,12 @@ def main() -> None:
                         "export with --onnxruntime_intra_op_parallelism=1 (arm int8-intra1).")
     parser.add_argument("--serve_only", action="store_true", help="Skip the model-alone timing "
                         "(serve the exports only).")
-    parser.add_argument("--work_dir", default=os.path.join(tempfile.gettempdir(), "kbert-quantization"))
+    result_file.add_flags(parser, "quantization")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    # Kept between invocations (default kbert-quantization in the temporary directory): the
+    # converted and fine-tuned models are reused.
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert-quantization")
     import tensorflow as tf
 
     if args.threads:
@@ -258,20 +266,23 @@ def main() -> None:
     from kbert.export.saved_model import export_saved_model
 
     os.makedirs(args.work_dir, exist_ok=True)
-    with open(os.path.join(SST2, "dev.tsv"), encoding="utf-8") as f:
+    with open(os.path.join(args.data_dir, "glue", "SST-2", "dev.tsv"), encoding="utf-8") as f:
         texts = [line.split("\t")[0] for line in f.read().splitlines()[1:]]
     minilm = _minilm(args.work_dir)
     sources = {"minilm": lambda: minilm, "base": lambda: _base_dir(args.work_dir, minilm)}
     wanted = [m for m in args.models.split(",") if m]
     if args.sst2:
-        sources["sst2"] = lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size)
+        sources["sst2"] = lambda: _sst2_dir(args.work_dir, minilm, args.sst2_train_size,
+                                            args.data_dir)
         wanted.append("sst2")
     if args.conll:
-        sources["conll"] = lambda: _conll_dir(args.work_dir, minilm, args.conll_train_size)
+        sources["conll"] = lambda: _conll_dir(args.work_dir, minilm, args.conll_train_size,
+                                              args.data_dir)
         wanted.append("conll")
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     print(f"TensorFlow {tf.__version__}; {os.cpu_count()} CPUs; load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
+    lines = []
     for name in wanted:
         model_dir = sources[name]()
         exports = os.path.join(args.work_dir, "exports", name)
@@ -329,6 +340,28 @@ def main() -> None:
         print(json.dumps(line), flush=True)
         with open(os.path.join(args.work_dir, "results.jsonl"), "a") as f:
             f.write(json.dumps(line) + "\n")
+        lines.append(line)
+    write(args, lines, batch_sizes, load)
+
+
+def write(args, lines: list[dict], batch_sizes: list[int], load: float) -> None:
+    """The result file: int8 / float32 as kbert-serve runs it, per batch size, and quality drops."""
+    ratios = {b: [line[f"batch{b}_examples_per_s"]["int8_ratio"] for line in lines
+                  if "int8_ratio" in line.get(f"batch{b}_examples_per_s", {})] for b in batch_sizes}
+    drops = {line["model"]: line.get("check_onnxruntime", line["check"])["drop_points"]
+             for line in lines if line["check"]["metric"] != "embedding_agreement"}
+    parts = [f"batch {b} {min(r):.2f}-{max(r):.2f}x" for b, r in ratios.items() if r]
+    parts += [f"{model} drop {drop:.2f} points" for model, drop in drops.items()]
+    result_file.write_result(
+        args, name="quantization", title="int8 export", area="serving",
+        load_average_at_start=load,
+        headline="int8 / float32 as kbert-serve runs it, tokenization included: "
+                 + "; ".join(parts) + ".",
+        reference="the float32 export of the same model, alternating in the same run",
+        aim=">= 2x float32 at batch 1 and 32 for <= 0.5 points",
+        met=(all(min(r) >= 2 for r in ratios.values() if r) and all(d <= 0.5 for d in drops.values()))
+        if any(ratios.values()) else None,
+        figures=lines, method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 
 if __name__ == "__main__":

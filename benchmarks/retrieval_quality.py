@@ -1,6 +1,6 @@
 """Similarity, retrieval and re-ranking quality with the real all-MiniLM-L6-v2, plus index speed.
 
-    PYTHONPATH=. python benchmarks/retrieval_quality.py --work_dir=/tmp/reqa-bench
+    PYTHONPATH=. python benchmarks/retrieval_quality.py [--work_dir=reqa-bench] [--data_dir=../shared/data]
 
 1. STS-B dev Spearman/Pearson: MiniLM zero-shot (kbert-finetune --task=similarity
    --do_eval without --do_train) and after one epoch of the cosine loss on STS-B train.
@@ -15,7 +15,9 @@
    queries/s of search alone and of search + re-rank, faiss recall@10 against --exact.
 
 Everything runs through the library entry points the binaries call; figures go to
-<work_dir>/results.json and stdout.
+<work_dir>/results.json (default work_dir: kbert-retrieval-bench in the temporary
+directory, kept so that stages can run as separate invocations), stdout and
+benchmarks/results/retrieval_quality.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data")
+
+from benchmarks import result_file  # noqa: E402
 
 
 def _log(results: dict, path: str, key: str, value) -> None:
@@ -58,7 +62,6 @@ def rrf(runs: list[dict], k: int = 60) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--work_dir", default="/tmp/kbert-retrieval-bench")
     parser.add_argument("--stages", default="sts,reqa,rerank,index")
     parser.add_argument("--retrieval_epochs", type=float, default=3.0)
     parser.add_argument("--rerank_epochs", default="auto", help="A number or auto.")
@@ -66,7 +69,10 @@ def main() -> None:
     parser.add_argument("--rerank_loss", default="listwise", help="listwise or bce.")
     parser.add_argument("--rerank_negatives", type=int, default=4)
     parser.add_argument("--rerank_batch_size", type=int, default=8)
+    result_file.add_flags(parser, "retrieval_quality")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    args.work_dir = args.work_dir or os.path.join(tempfile.gettempdir(), "kbert-retrieval-bench")
     stages = args.stages.split(",")
     from kbert import checkpoints
     from kbert.tasks import RerankConfig, RetrievalConfig
@@ -83,7 +89,7 @@ def main() -> None:
         checkpoints.load_huggingface(checkpoints.minilm_hf_dir()).save_pretrained(minilm)
 
     if "sts" in stages:
-        stsb = os.path.join(DATA, "glue", "STS-B")
+        stsb = os.path.join(args.data_dir, "glue", "STS-B")
         if "stsb_zero_shot" not in results:  # kept from an earlier run in the same work_dir
             began = time.time()
             zero = run_finetuning("similarity", minilm, f"{args.work_dir}/sts-zero", task_name="sts-b",
@@ -102,7 +108,7 @@ def main() -> None:
         from kbert.retrieval.beir import format_qrels, write_jsonl
 
         if not os.path.exists(reqa):
-            with open(os.path.join(DATA, "squad", "xquad.en.json")) as f:
+            with open(os.path.join(args.data_dir, "squad", "xquad.en.json")) as f:
                 corpus, queries, train, dev = make_reqa(json.load(f))
             with atomic_directory(reqa) as tmp:
                 os.makedirs(f"{tmp}/qrels")
@@ -133,6 +139,34 @@ def main() -> None:
 
     if "index" in stages:
         _index_stage(args.work_dir, reqa, results, out)
+    write(args, results, load)
+
+
+def write(args, results: dict, load: float) -> None:
+    """The result file from <work_dir>/results.json: the best pipeline against the fusion."""
+    reranked = results.get(f"reqa-rerank-{args.rerank_loss}", {})
+    fused = reranked.get("fused_interpolate")
+    reference = results.get("reqa_rrf_bm25_zero_shot")
+    best_name, best = (("bi-encoder + cross-encoder fused", fused) if fused else
+                       ("fine-tuned bi-encoder", results.get("reqa_minilm_finetuned")))
+    parts = []
+    if best and reference:
+        parts.append(f"XQuAD-ReQA dev R@1 / MRR@10: {best_name} {best['recall@1']} / "
+                     f"{best['mrr@10']} vs BM25 + zero-shot fusion {reference['recall@1']} / "
+                     f"{reference['mrr@10']}")
+    if "stsb_finetuned" in results:
+        parts.append(f"STS-B Spearman {results['stsb_finetuned']['spearman']}")
+    if not parts:
+        return
+    result_file.write_result(
+        args, name="retrieval_quality", title="Similarity, retrieval and re-ranking quality",
+        area="retrieval", load_average_at_start=load, headline="; ".join(parts) + ".",
+        reference="BM25 and zero-shot all-MiniLM-L6-v2 fused by reciprocal rank, same run",
+        aim="beat the BM25 + zero-shot fusion",
+        met=(best["mrr@10"] > reference["mrr@10"]) if best and reference else None,
+        selection="clean: last epoch kept (these tasks score nothing on dev while training), "
+                  "settings fixed in the script",
+        figures=results, method=__doc__.split("\n\n", 2)[2])
 
 
 def _number(value: str):

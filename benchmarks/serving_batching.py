@@ -15,8 +15,8 @@ Model: the BERT-tiny SST-2 classifier of `benchmarks/serving_latency.py`
 random weights: speed does not depend on them), or with `--encoder_dir` the
 same classifier on a pre-trained encoder, such as all-MiniLM-L6-v2:
 
-    python -m kbert.bin.convert --source=minilm --output_dir=/tmp/minilm
-    nice -n 10 python benchmarks/serving_batching.py --encoder_dir=/tmp/minilm
+    python -m kbert.bin.convert --source=minilm --output_dir=minilm
+    nice -n 10 python benchmarks/serving_batching.py --encoder_dir=minilm
 
 "Model alone" runs the SavedModel in this process over the same texts in
 batches of 32 and 64, in arrival order (for `--seconds / 4`) and sorted by
@@ -33,7 +33,8 @@ lot within minutes, and interleaving short slices spreads that over all
 settings alike. Each setting also reports the CPU its server and the client
 threads used while driven (cores busy: CPU seconds per second, from /proc and
 `time.process_time`): on a 2-core machine the clients run on the server's
-cores, so what they take is CPU the server did not have.
+cores, so what they take is CPU the server did not have. Writes
+benchmarks/results/serving_batching.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -43,13 +44,13 @@ import os
 import random
 import re
 import sys
-import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from benchmarks import result_file  # noqa: E402
 from benchmarks.serving_latency import build_export  # noqa: E402
 from benchmarks.serving_latency import drive  # noqa: E402
 from benchmarks.serving_latency import sentences  # noqa: E402
@@ -136,7 +137,6 @@ def start_server(export_dir: str, extra: list[str], log_path: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--vocab_file", default=None, help="Defaults to <data_dir>/vocab/bert-base-uncased-vocab.txt")
     parser.add_argument("--seconds", type=float, default=6.0, help="Measured time per setting.")
     parser.add_argument("--clients", type=int, default=32)
@@ -146,7 +146,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="Times each setting runs, in turn; medians reported.")
     parser.add_argument("--encoder_dir", default=None,
                         help="A pre-trained directory for the classifier's encoder (default: BERT-tiny, random).")
+    result_file.add_flags(parser, "serving_batching")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab", "bert-base-uncased-vocab.txt")
     texts = length_mix(args.data_dir, args.passage_share, args.texts, seed=0)
     batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
@@ -155,7 +157,7 @@ def main() -> None:
     settings += [(f"tokens {b}", ["--enable_batching", f"--batching_parameters_file={batching_file}",
                                   f"--max_batch_tokens={b}"]) for b in map(int, args.budgets.split(","))]
     runs, alone_runs = {name: [] for name, _ in settings}, []
-    with tempfile.TemporaryDirectory(prefix="kbert-bench-") as root:
+    with result_file.scratch_dir(args) as root:
         export_dir = build_export(vocab_file, root, args.encoder_dir)
         lengths = token_counts(export_dir, texts)
         servers = {}
@@ -188,6 +190,29 @@ def main() -> None:
                   "qps_range": (min(r["qps"] for r in rs), max(r["qps"] for r in rs))}
                for name, rs in runs.items()}
     report(args, texts, lengths, alone, alone_cpu, results)
+    write(args, alone, results, load)
+
+
+def write(args, alone: dict, results: dict, load: float) -> None:
+    """The result file: the best token budget against the model's own rate and request count."""
+    best = max(alone.values())
+    count = results.get("request count")
+    budgets = {name: r for name, r in results.items() if name.startswith("tokens")}
+    name, top = max(budgets.items(), key=lambda item: item[1]["qps"])
+    model = "BERT-tiny" if not args.encoder_dir else os.path.basename(os.path.normpath(args.encoder_dir))
+    result_file.write_result(
+        args, name="serving_batching", title="Token-budget batching", area="serving",
+        load_average_at_start=load,
+        headline=f"{model}, {args.clients} clients: a {name.split()[1]}-token batch budget serves "
+                 f"{top['qps'] / best:.2f} of the model's own rate, "
+                 f"{top['qps'] / count['qps']:.2f}x request-count batching's QPS.",
+        reference="request-count batching and the model alone (one length-sorted pass), same run",
+        aim=">= 0.8 of the model's own rate, p99 no worse than request-count batching",
+        met=top["qps"] / best >= 0.8 and top["p99"] <= count["p99"],
+        figures={"model_alone_examples_per_s": alone,
+                 "settings": {name: {k: (list(v) if isinstance(v, tuple) else round(v, 2))
+                                     for k, v in r.items()} for name, r in results.items()}},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 def _cpu_seconds(pid: int) -> float:

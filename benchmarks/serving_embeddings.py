@@ -19,7 +19,8 @@ Predict runs. Bounded: fixed phase lengths, 60 s timeouts, loopback only.
 `--in_process_rounds=N` also times the two APIs without a network or other
 clients: `RestApi.post` called in this process, alternating Predict and
 embeddings N times on the same texts (so a load drift hits both alike), and
-prints the median time of each (the cost the embeddings layer adds).
+prints the median time of each (the cost the embeddings layer adds). Writes
+benchmarks/results/serving_embeddings.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ import http.client
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 
 
 def sentences(data_dir: str) -> list[str]:
@@ -130,19 +132,20 @@ def in_process(export_dir: str, predict: list[bytes], embeddings: list[bytes], r
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["minilm", "tiny"], default="minilm")
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--seconds", type=float, default=6.0, help="Measured time per phase.")
     parser.add_argument("--clients", default="1,8")
     parser.add_argument("--in_process_rounds", type=int, default=0,
                         help="Also time RestApi.post in this process, Predict and embeddings alternated.")
+    result_file.add_flags(parser, "serving_embeddings")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     from kbert.serving import process
 
     texts = sentences(args.data_dir)
     predict = [json.dumps({"instances": [t]}).encode() for t in texts]
     embeddings = [json.dumps({"model": "embed", "input": t}).encode() for t in texts]
     rows = []
-    with tempfile.TemporaryDirectory(prefix="kbert-bench-embeddings-") as root:
+    with result_file.scratch_dir(args, prefix="kbert-bench-embeddings-") as root:
         export_dir = export_embedding(args.model, root)
         alone = in_process(export_dir, predict, embeddings, args.in_process_rounds) if args.in_process_rounds else None
         batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
@@ -177,6 +180,22 @@ def main() -> None:
         print(f"\nIn process, no network, {args.in_process_rounds} alternated rounds: median "
               f"{alone['predict']:.2f} ms per Predict, {alone['embeddings']:.2f} ms per /v1/embeddings "
               f"({alone['embeddings'] / alone['predict']:.2f}x).")
+    ratios = [runs["embeddings"]["qps"] / ((runs["predict"]["qps"] + runs["predict again"]["qps"]) / 2)
+              for _, runs in rows]
+    result_file.write_result(
+        args, name="serving_embeddings", title="/v1/embeddings vs Predict", area="serving",
+        load_average_at_start=load,
+        headline=f"{args.model}: /v1/embeddings answers at {min(ratios):.2f}-{max(ratios):.2f}x "
+                 "Predict's QPS over HTTP"
+                 + (f"; in process {alone['embeddings'] / alone['predict']:.2f}x its time." if alone
+                    else "."),
+        reference="REST Predict on the same model and server, runs before and after, same run",
+        aim="", met=None,
+        figures={"http": [{"clients": clients, **{name: {k: round(v, 2) for k, v in r.items()}
+                                                   for name, r in runs.items()}}
+                          for clients, runs in rows],
+                 "in_process_ms": alone},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ I=512, bert-base-uncased vocabulary, max_seq_length=128), exports it, starts
 on 127.0.0.1 with N client threads sending one SST-2 dev sentence per request
 for a fixed time. Prints p50/p99 latency and QPS, and the QPS ratio of batching
 on to off measured in the same run (the target is >= 4x at 32 clients).
-Weights are random: speed does not depend on them.
+Weights are random: speed does not depend on them. Writes
+benchmarks/results/serving_latency.json (benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 
 
 def sentences(data_dir: str) -> list[str]:
@@ -148,15 +150,16 @@ def model_alone(export_dir: str, texts: list[str], seconds: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared", "data"))
     parser.add_argument("--vocab_file", default=None, help="Defaults to <data_dir>/vocab/bert-base-uncased-vocab.txt")
     parser.add_argument("--seconds", type=float, default=8.0, help="Measured time per setting.")
     parser.add_argument("--clients", default="1,8,32")
+    result_file.add_flags(parser, "serving_latency")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     vocab_file = args.vocab_file or os.path.join(args.data_dir, "vocab", "bert-base-uncased-vocab.txt")
     texts = sentences(args.data_dir)
     concurrency = [int(c) for c in args.clients.split(",")]
-    with tempfile.TemporaryDirectory(prefix="kbert-bench-") as root:
+    with result_file.scratch_dir(args) as root:
         export_dir = build_export(vocab_file, root)
         alone = model_alone(export_dir, texts, args.seconds)
         batching_file = os.path.join(REPO, "serving", "batching_parameters.txt")
@@ -181,8 +184,23 @@ def main() -> None:
     print(f"\nModel alone (in-process, no server): {alone[1]:.0f} examples/s at batch 1, "
           f"{alone[32]:.0f} at batch 32 ({alone[32] / alone[1]:.2f}x: the most batching can give here).")
     base = results[("off", 1)]["qps"]
-    print(f"QPS at 32 clients with batching vs one-at-a-time (batching off, 1 client): "
-          f"{results[('on', max(concurrency))]['qps'] / base:.2f}x")
+    most = max(concurrency)
+    on, off = results[("on", most)], results[("off", most)]
+    print(f"QPS at {most} clients with batching vs one-at-a-time (batching off, 1 client): "
+          f"{on['qps'] / base:.2f}x")
+    result_file.write_result(
+        args, name="serving_latency", title="kbert-serve latency and throughput", area="serving",
+        load_average_at_start=load,
+        headline=f"BERT-tiny, {most} clients: batching serves {on['qps']:.0f} QPS = "
+                 f"{on['qps'] / base:.2f}x one-at-a-time, {on['qps'] / off['qps']:.2f}x batching "
+                 f"off; the model alone caps at {alone[32] / alone[1]:.2f}x.",
+        reference="kbert-serve without batching (1 client and the same clients) and the model "
+                  "alone, same run",
+        aim=f">= 4x one-at-a-time QPS at {most} clients with batching", met=on["qps"] / base >= 4,
+        figures={"runs": [{"batching": mode, "clients": clients, **{k: round(v, 2) for k, v in r.items()}}
+                          for (mode, clients), r in results.items()],
+                 "model_alone_examples_per_s": {f"batch_{b}": round(v, 1) for b, v in alone.items()}},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,9 @@ Reports the server's peak RSS, errors on the normal traffic (the goal is 0),
 p50/p99 latency of the normal traffic with and without the abuse (and their
 ratio, measured in this run), what each abusive request got, and whether the
 server was alive at the end. Everything is bounded: fixed phase lengths,
-30 s timeouts on every call, loopback only.
+30 s timeouts on every call, loopback only. Writes
+benchmarks/results/serving_load.json (benchmarks/result_file.py); the models use
+the tests' data, so --data_dir goes unused.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ import resource
 import shutil
 import socket
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -42,6 +43,8 @@ import urllib.request
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
 
 CLIENTS = 8
 TIMEOUT = 30.0
@@ -274,8 +277,10 @@ def main() -> None:
     parser.add_argument("--ner_text_bytes", type=int, default=1_000_000, help="Size of the one long NER text.")
     parser.add_argument("--server_memory_limit_gb", type=float, default=6.0,
                         help="Address-space cap of the server process (protects the machine).")
+    result_file.add_flags(parser, "serving_load")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="kbert-load-") as root:
+    load = os.getloadavg()[0]
+    with result_file.scratch_dir(args, prefix="kbert-load-") as root:
         models = export_models(root)
         half = os.path.join(root, "half")
         shutil.copytree(models["sst2"]["version_dir"], os.path.join(half, "1"))
@@ -309,6 +314,24 @@ def main() -> None:
             code = server.stop()
             log_tail = server.started.log_text()[-600:]
     report(args, quiet, loaded, outcomes, (started_rss, quiet_rss, peak), threads, alive, code, log_tail)
+    mb = 1 << 20
+    result_file.write_result(
+        args, name="serving_load", title="kbert-serve under abuse", area="serving",
+        load_average_at_start=load,
+        headline=f"Abuse mixed into {CLIENTS} clients' traffic ({args.ner_text_bytes:,}-byte NER text "
+                 f"included): {len(loaded['errors'])} errors, server peak {peak / mb:,.0f} MB, "
+                 f"{'alive' if alive else 'NOT alive'} at the end.",
+        reference=f"the same {CLIENTS} clients' traffic alone, same run",
+        aim="0 errors and the server alive under abuse", met=alive and not loaded["errors"],
+        figures={"errors": len(loaded["errors"]), "alive_at_end": alive,
+                 "p50_p99_vs_alone": [round(loaded["p50"] / quiet["p50"], 2),
+                                      round(loaded["p99"] / quiet["p99"], 2)],
+                 "server_rss_mb": {"ready": round(started_rss / mb), "normal_peak": round(quiet_rss / mb),
+                                   "peak": round(peak / mb)},
+                 "threads": {"ready": threads[0], "normal_peak": threads[1], "peak": threads[2]},
+                 "abusive_requests": [{"request": name, "answer": str(result)[:200],
+                                       "seconds": round(seconds, 2)} for name, result, seconds in outcomes]},
+        method=__doc__.split("\n\n", 2)[2])
 
 
 def report(args, quiet, loaded, outcomes, rss, threads, alive, code, log_tail) -> None:

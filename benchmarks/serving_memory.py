@@ -11,13 +11,17 @@ trained ones: NER at `max_seq_length=128`, SQuAD at `run_squad.py`'s 384 with
 `SquadConfig`'s defaults.
 
 `--baseline_src` names a source tree of an older kbert (e.g. `git archive <commit>
-kbert | tar -x -C /tmp/old`); its exports are measured in the same run and the
+kbert | tar -x -C old`); its exports are measured in the same run and the
 table gives new / old ratios. A process that passes `--cap_gib` of resident
 memory is killed and reported as such, so the quadratic old NER graph can be
 tried at 1 MB without taking the machine down.
 
-    PYTHONPATH=. python benchmarks/serving_memory.py --baseline_src=/tmp/old \\
+    PYTHONPATH=. python benchmarks/serving_memory.py --baseline_src=old \\
         --ner_sizes=10000,20000,40000,1000000 --squad_sizes=10000,20000,40000
+
+Text comes from `corpus/gutenberg/austen-emma.txt` under --data_dir, or from the
+tests' data when that is missing. Writes benchmarks/results/serving_memory.json
+(benchmarks/result_file.py).
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = "/work/shared/data"
-VOCAB = os.path.join(SHARED, "vocab", "bert-base-uncased-vocab.txt")
-BOOK = os.path.join(SHARED, "corpus", "gutenberg", "austen-emma.txt")
+sys.path.insert(0, REPO)
+
+from benchmarks import result_file  # noqa: E402
+
 TEST_VOCAB = os.path.join(REPO, "tests", "testdata", "serving_vocab.txt")
 TEST_BOOK = os.path.join(REPO, "tests", "testdata", "austen-persuasion-head.txt")
 
@@ -178,10 +182,14 @@ def main() -> None:
     parser.add_argument("--cap_gib", type=float, default=4.0,
                         help="Kill a measurement past this much resident memory.")
     parser.add_argument("--timeout", type=float, default=900.0, help="Seconds per measurement.")
-    parser.add_argument("--work_dir", default="", help="Where exports go (a temporary folder).")
+    result_file.add_flags(parser, "serving_memory")
     args = parser.parse_args()
-    vocab, book = (VOCAB, BOOK) if os.path.exists(VOCAB) else (TEST_VOCAB, TEST_BOOK)
-    work = os.path.abspath(args.work_dir or tempfile.mkdtemp(prefix="kbert-serving-memory-"))
+    load = os.getloadavg()[0]
+    vocab = os.path.join(args.data_dir, "vocab", "bert-base-uncased-vocab.txt")
+    book = os.path.join(args.data_dir, "corpus", "gutenberg", "austen-emma.txt")
+    if not os.path.exists(vocab):
+        vocab, book = TEST_VOCAB, TEST_BOOK
+    work = os.path.abspath(result_file.work_dir(args, prefix="kbert-serving-memory-"))
     variants = {"new": (REPO, "default")}
     variants.update({f"new@{n}": (REPO, n) for n in args.tokens_per_call.split(",") if n})
     if args.baseline_src:
@@ -193,6 +201,7 @@ def main() -> None:
     print("| model | bytes | export | words tagged / answer | added peak MiB | CPU s | wall s "
           "| peak / old | CPU / old |")
     print("|---|---:|---|---|---:|---:|---:|---:|---:|")
+    rows = []
     for kind, sizes in (("ner", args.ner_sizes), ("squad", args.squad_sizes)):
         for size in [int(s) for s in sizes.split(",") if s]:
             text_file = os.path.join(work, f"text-{size}.txt")
@@ -202,6 +211,30 @@ def main() -> None:
                                       args.cap_gib, args.timeout) for label in variants}
             for label, result in results.items():
                 print(_row(kind, size, label, result, results.get("old")), flush=True)
+                rows.append({"model": kind, "bytes": size, "export": label, **result})
+    write(args, rows, load)
+
+
+def write(args, rows: list[dict], load: float) -> None:
+    """The result file: what one request adds to peak memory, per model, with this code."""
+    new = [r for r in rows if r["export"] == "new"]
+    parts = []
+    for kind, name in (("ner", "NER texts"), ("squad", "QA contexts")):
+        done = [r for r in new if r["model"] == kind and "added_mib" in r]
+        if done:
+            parts.append(f"{name} of {min(r['bytes'] for r in done):,}-{max(r['bytes'] for r in done):,} "
+                         f"bytes add {min(r['added_mib'] for r in done):.0f}-"
+                         f"{max(r['added_mib'] for r in done):.0f} MiB")
+    killed = [r for r in new if "killed" in r]
+    result_file.write_result(
+        args, name="serving_memory", title="Serving memory of long NER and QA requests",
+        area="serving", load_average_at_start=load,
+        headline="One request in a fresh process: " + "; ".join(parts)
+                 + (f"; {len(killed)} killed." if killed else "."),
+        reference="the --baseline_src export, same inputs, alternating in the same run"
+                  if args.baseline_src else "none given (--baseline_src)",
+        aim="memory bounded whatever the request's length", met=not killed,
+        figures=rows, method=__doc__.split("\n\n    PYTHONPATH")[0])
 
 
 if __name__ == "__main__":

@@ -199,7 +199,7 @@ def stage_finetune() -> str:
         f"--init_checkpoint={minilm}", f"--model_dir={sst2}", "--do_train", "--do_eval",
         # One epoch to keep the demo short; on a run that short, google-research/bert's
         # 10% warm-up (18 steps) does as well as the "auto" rule's floor of 20
-        # (83.0% vs 82.8%; all defaults, 3 epochs: 84.9%, BENCHMARKS.md).
+        # (see BENCHMARKS.md, finetuning_quality).
         "--gin_params=run_finetuning.num_train_epochs = 1",
         "--gin_params=run_finetuning.warmup_proportion = 0.1",
         "--gin_params=run_finetuning.max_seq_length = 64",

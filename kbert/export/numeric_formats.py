@@ -45,11 +45,11 @@ def check_quantize(quantize: str | None, cpu_flags: set[str] | None = None) -> N
                              "avx512_bf16 nor amx_bf16 in /proc/cpuinfo), so bfloat16 would run "
                              "slower than float32 here. Use --quantize=int8 (its arithmetic runs on "
                              "any CPU).")
-        # Measured (BENCHMARKS.md, an AMD EPYC with avx512_bf16): TensorFlow's oneDNN
-        # bfloat16 rewrite, which stock TF Serving's --mixed_precision=bfloat16 turns
-        # on, ran all-MiniLM-L6-v2 at 1.02x / 0.94x float32's speed (batch 1 / 32): it
-        # also moves LayerNorm, GELU and the residual adds to bfloat16, whose CPU
-        # kernels are slow, and that eats the matmuls' gain. int8 ran 0.91x / 1.38x.
+        # Measured on a CPU with avx512_bf16 (see BENCHMARKS.md, quantization: its
+        # bfloat16 rows): TensorFlow's oneDNN bfloat16 rewrite, which stock TF
+        # Serving's --mixed_precision=bfloat16 turns on, was no faster than float32:
+        # it also moves LayerNorm, GELU and the residual adds to bfloat16, whose CPU
+        # kernels are slow, and that eats the matmuls' gain.
         raise ValueError(f"--quantize=bfloat16: this CPU has {', '.join(units)}, but kbert-export "
                          "writes no bfloat16 SavedModel: TensorFlow's bfloat16 rewrite (stock TF "
                          "Serving's --mixed_precision=bfloat16, which takes a float32 export) ran "

@@ -1,12 +1,11 @@
 """int8 for kbert-serve: the model as an ONNX Runtime int8 graph beside the SavedModel.
 
-Why ONNX Runtime: measured on the same models (BENCHMARKS.md, `benchmarks/
-onnxruntime_int8.py`), TensorFlow's oneDNN int8 (the SavedModel's own int8
-graph, `kbert.layers.quantize_int8`) ran 0.76-1.09x float32's speed at batch 1
-and 1.42-1.99x at batch 32, because TensorFlow's oneDNN int8 matmul reorders its
-weights on every call; ONNX Runtime's dynamic int8 (`MatMulInteger`: int8
-weights per output channel, uint8 activations quantized per call, VNNI kernels)
-ran 2.8-3.9x and 1.9-2.6x (the model alone). TFLite cannot hold the raw-text
+Why ONNX Runtime: measured on the same models (see BENCHMARKS.md, onnxruntime_int8),
+TensorFlow's oneDNN int8 (the SavedModel's own int8 graph,
+`kbert.layers.quantize_int8`) barely beat float32 at batch 1, because TensorFlow's
+oneDNN int8 matmul reorders its weights on every call; ONNX Runtime's int8
+(`MatMulInteger`: int8 weights per output channel, uint8 activations quantized
+per call) met the 2x aim (the model alone). TFLite cannot hold the raw-text
 tokenizer ops without Select TF ops; OpenVINO was not measured. ONNX Runtime
 runs only the model, between the SavedModel's own tokenization and
 answer-making halves (`ServingModule.split_signatures`), so raw text in,
@@ -102,7 +101,7 @@ def convert_int8(model, path: str, timeout_s: float = 3600) -> int:
 
     Example:
 
-    >>> convert_int8(module.model, "/tmp/model.int8.onnx")
+    >>> convert_int8(module.model, "model.int8.onnx")
     37
     """
     spec = [tf.TensorSpec([None, None], tf.int32, name=name) for name in INPUT_NAMES]
@@ -316,7 +315,7 @@ def gemm_to_matmul(model) -> int:
 # Weights are int8 in [-WEIGHT_LEVELS, WEIGHT_LEVELS], activations uint8 in [0, 255]: on a CPU
 # without VNNI, MatMulInteger multiplies with AVX2's vpmaddubsw, which adds two uint8 x int8
 # products into an int16 and saturates; 2 x 255 x 64 = 32,640 fits in it, 2 x 255 x 127 does not
-# (BENCHMARKS.md, "int8 on a CPU without VNNI").
+# (see BENCHMARKS.md, int8_matmul).
 WEIGHT_LEVELS = 64
 ACTIVATION_LEVELS = 255
 _MIN_WIDTH = 16  # a matmul narrower than this (a 2-class output layer) stays float32
@@ -331,8 +330,8 @@ def quantize_per_token(model) -> int:
     and the int32 sums of `MatMulInteger` are exact. ONNX Runtime's
     `quantize_dynamic` takes one range over the whole `[batch, length, hidden]`
     input (`DynamicQuantizeLinear`), padding included, which moved SST-2
-    probabilities by up to 0.35 between batch 1 and batch 32, and has no
-    per-row option: hence this rewrite (BENCHMARKS.md measures both).
+    probabilities between batch 1 and batch 32, and has no per-row option: hence
+    this rewrite (see BENCHMARKS.md, int8_batch_independence).
 
     For a row x with range [lo, lo + 255 step] and q = round((x - lo) / step):
     x @ W ~ (q @ Wq) * step * w_scale + lo * colsum(Wq) * w_scale.

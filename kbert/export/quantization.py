@@ -47,7 +47,7 @@ from kbert.tasks.sentence_embedding import SentenceEmbeddingServingModule
 DEFAULT_MAX_DROP = 1.0
 # Largest change of any model output (a logit, a token vector's entry) allowed between a text
 # run alone and inside a padded batch of 32, for a runtime that must answer both alike
-# (ONNX Runtime int8; measured at 0 on SST-2's dev set: BENCHMARKS.md).
+# (ONNX Runtime int8 meets it on SST-2's dev set: see BENCHMARKS.md, int8_batch_independence).
 MAX_BATCH_DIFFERENCE = 1e-4
 EMBEDDING_METRIC = "embedding_agreement"
 _BATCH_SIZE = 32

@@ -3,8 +3,8 @@
 `kbert-export --quantize=int8` writes, for models whose signatures run the model
 once per text (classification, regression, re-ranking, embeddings), the model
 as an ONNX Runtime int8 graph beside the SavedModel, because ONNX Runtime's int8
-kernels ran 2.8-3.9x float32's speed at batch 1 where TensorFlow's ran about
-1x (BENCHMARKS.md). A version that has one holds:
+kernels are several times float32's speed at batch 1 where TensorFlow's are not
+(see BENCHMARKS.md, onnxruntime_int8). A version that has one holds:
 
     assets.extra/onnxruntime/kbert_onnxruntime.json
         {"model": "model.int8.onnx", "inputs": [...], "output": "outputs",
@@ -117,7 +117,7 @@ def onnxruntime_signatures(path: str, loaded, signatures: list[str],
     options.inter_op_num_threads = 1  # the graph runs in order (ORT_SEQUENTIAL): no second pool
     # ONNX Runtime's idle pool threads spin, waiting for work, by default: on a CPU shared with
     # other processes (or with this server's other sessions and batch threads) they take the
-    # cores the work needs (BENCHMARKS.md, "int8 under contention"). Off, idle threads sleep.
+    # cores the work needs (see BENCHMARKS.md, int8_batch_independence). Off, idle threads sleep.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     with tf.io.gfile.GFile(model_file, "rb") as f:

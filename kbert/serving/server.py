@@ -156,7 +156,7 @@ class ModelServer:
         self.api_key = ApiKey(api_key) if api_key is not None else None
         if onnxruntime_threads == 0 and batching is not None:
             # num_batch_threads batches run at once: one call's threads share the cores with
-            # theirs instead of each taking them all (BENCHMARKS.md, "int8 under contention").
+            # theirs instead of each taking them all (see BENCHMARKS.md, int8_batch_independence).
             onnxruntime_threads = max(1, (os.cpu_count() or 1) // batching.num_batch_threads)
         self.manager = ModelManager(configs, poll_wait_seconds, max_num_load_retries,
                                     load_retry_interval_seconds, use_onnxruntime,

@@ -37,9 +37,8 @@ from kbert.data.text_preprocessor import TextPreprocessor
 # `run_windows`. It bounds the encoder's activations, whose attention scores
 # alone are windows x heads x length^2 floats (a 1 MB text cut into 128-piece
 # windows would need about 3 GB of them at once with 12 heads). CPU time is the
-# same at 2048, 4096 and 8192 (BENCHMARKS.md, serving memory); 4096 keeps a
-# 32-text batch of 128-piece texts in one call and adds about 140 MB (NER,
-# 128) or 240 MB (SQuAD, 384) to a MiniLM-sized server's peak.
+# same from 2048 to 8192 while memory grows with it (see BENCHMARKS.md,
+# serving_memory); 4096 keeps a 32-text batch of 128-piece texts in one call.
 TOKENS_PER_CALL = 4096
 
 IDS_SIGNATURE = [

@@ -126,10 +126,8 @@ def cpu_has_native_bfloat16(cpuinfo: str | None = None) -> bool | None:
     """Whether the CPU multiplies bfloat16 in hardware, from its feature flags.
 
     Without such instructions oneDNN converts bfloat16 to float32 for every
-    matmul, so `mixed_bfloat16` trains slower than float32 on the CPU (on an
-    AVX2-only 2-core VM kbert's step ran at 0.72x (tiny) to 0.99x (base) of
-    its float32 speed; see BENCHMARKS.md), while CPUs with AVX512-BF16 or AMX
-    gain 1.3-1.7x.
+    matmul, so `mixed_bfloat16` trains slower than float32 on the CPU, while
+    CPUs with AVX512-BF16 or AMX gain (see BENCHMARKS.md, pretraining_throughput).
 
     Args:
         cpuinfo: str or None. Text of `/proc/cpuinfo`; None reads it.

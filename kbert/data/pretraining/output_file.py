@@ -36,10 +36,10 @@ class OutputFile:
 
     Example:
 
-    >>> out = OutputFile("/tmp/all.tfrecord")
+    >>> out = OutputFile("all.tfrecord")
     >>> out.write(header)
-    >>> with open("/tmp/part.tfrecord", "rb") as part:
-    ...     out.copy_range(part.fileno(), 0, os.path.getsize("/tmp/part.tfrecord"))
+    >>> with open("part.tfrecord", "rb") as part:
+    ...     out.copy_range(part.fileno(), 0, os.path.getsize("part.tfrecord"))
     >>> out.close()
     """
 

@@ -6,13 +6,13 @@ for the 24 small BERTs (L2..L12 x H128..H768) picks each task's rate from
 3e-4, 1e-4, 5e-5 and 3e-5: small encoders want rates several times higher,
 and at BERT-base's rate a MiniLM-sized encoder barely moves in a few epochs.
 `AUTO_LEARNING_RATES` is kbert's table of those recommendations by hidden
-size, checked by `benchmarks/finetuning_quality.py` (see BENCHMARKS.md and
-docs/finetuning.md). Small training sets also need more passes than BERT's 3
+size, checked by `benchmarks/finetuning_quality.py` (see BENCHMARKS.md,
+finetuning_quality, and docs/finetuning.md). Small training sets also need more passes than BERT's 3
 epochs (Mosbach et al., 2021; Zhang et al., 2021): with the best dev
 checkpoint kept, extra epochs cost time, not quality. A tiny training set (a
 few hundred SQuAD questions, under 2,000 rows) also gets the smallest batch of
 the small-BERT grid, 8: the same passes then make four times the updates
-(XQuAD, CoNLL; BENCHMARKS.md). An explicit number always wins.
+(XQuAD, CoNLL; see BENCHMARKS.md, finetuning_quality). An explicit number always wins.
 
 Reference: Mosbach et al., 2021. "On the Stability of Fine-tuning BERT:
 Misconceptions, Explanations, and Strong Baselines"; Zhang et al., 2021.
@@ -47,15 +47,14 @@ AUTO_LEARNING_RATES = (
 )
 # Feature-based use (`--freeze_encoder`) trains only a head that starts from
 # scratch; the rates above are for nudging pre-trained weights and leave such a
-# head undertrained. Frozen MiniLM, CoNLL, concat_last_4, 188 steps: entity F1
-# 28.2 at 1e-4, 66.0 at 1e-3, 70.5 at 3e-3, 71.5 at 1e-2 (BENCHMARKS.md "NER: CRF
-# head vs softmax head"); 3e-3 is near the top without the largest step.
+# head undertrained. A sweep of a frozen MiniLM's head on CoNLL (1e-4 to 1e-2; see
+# BENCHMARKS.md, ner_crf) put 3e-3 near the top without the largest step.
 FROZEN_ENCODER_LEARNING_RATE = 3e-3
 # Batch of "auto": BERT's 32, or 8 (the smallest of google-research/bert's
 # small-BERT grid, 8..128) for training sets under SMALL_TRAINING_SET rows, which
 # at 32 make too few updates even over 10 epochs; rounded up to a multiple of the
-# replicas. MiniLM, XQuAD's 1,147 windows: F1 43.3 at 32, 49.4 at 16, 51.0 at 8;
-# CoNLL 1,500 sentences: entity F1 82.6 at 16, 83.1 at 8 (BENCHMARKS.md).
+# replicas. On MiniLM, XQuAD and CoNLL 1,500 scored higher at each smaller batch
+# (see BENCHMARKS.md, finetuning_quality).
 DEFAULT_BATCH_SIZE = 32
 SMALL_SET_BATCH_SIZE = 8
 SMALL_TRAINING_SET = 2000

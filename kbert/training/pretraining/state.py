@@ -215,7 +215,7 @@ def _build_in_scope(settings: PretrainingSettings
             and cpu_has_native_bfloat16() is False):
         settings.print_fn("note: this CPU has no bfloat16 matmul instructions (avx512_bf16, "
                           "amx_bf16); mixed_bfloat16 runs slower than float32 on it (see "
-                          "BENCHMARKS.md)")
+                          "BENCHMARKS.md, pretraining_throughput)")
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(dtype_policy)
     keras.utils.set_random_seed(settings.seed)

@@ -1,4 +1,4 @@
-"""The README's other training modes, run on the CPU: `one_device`, `jit_compile=True`, `mixed_float16`.
+"""docs/pretraining.md's other training modes, run on the CPU: `one_device`, `jit_compile=True`, `mixed_float16`.
 
 The tiny model trains 8 steps on one shared batch. The `one_device` run is
 stopped after its step-4 checkpoint (as a crash would stop it) and resumed; an
