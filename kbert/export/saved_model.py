@@ -139,8 +139,7 @@ def _write_version(module, directory: str, info: dict, vocab_file: str, check: b
     tf.saved_model.save(module, directory, signatures=signatures, options=options)
     extra = os.path.join(directory, "assets.extra")
     os.makedirs(extra, exist_ok=True)
-    write_warmup_requests(extra, signatures, preprocessor.max_seq_length if preprocessor is not None
-                          else DEFAULT_WARMUP_WORDS)
+    write_warmup_requests(extra, signatures, _warmup_words(info, preprocessor))
     tf.io.gfile.copy(vocab_file, os.path.join(extra, tokenizer_file_name(vocab_file)),
                      overwrite=True)
     info = dict(info, signatures=sorted(signatures))
@@ -161,6 +160,20 @@ def _copy_tree(source: str, destination: str) -> None:
         tf.io.gfile.makedirs(target)
         for name in files:
             tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target, name), overwrite=True)
+
+
+def _warmup_words(info: dict, preprocessor) -> int:
+    """Words of the long warm-up text: one row of the length the model was fine-tuned at.
+
+    Served NER and QA read long texts in windows of the encoder's whole
+    `max_sequence_length` (`kbert.tasks.serving.window_preprocessor`); a warm-up
+    text that long (8,192 words for ModernBERT) runs many such windows at every
+    load, minutes on a CPU, where one row of the trained length exercises the same graph.
+    """
+    trained = info.get("task_config", {}).get("max_seq_length")
+    if trained:
+        return trained
+    return preprocessor.max_seq_length if preprocessor is not None else DEFAULT_WARMUP_WORDS
 
 
 def export_task_model(model, task_config: TaskConfig, vocab_file: str, export_dir: str,

@@ -61,6 +61,7 @@ from kbert.training.pretraining.settings import PretrainingSettings
 from kbert.training.pretraining.state import TrainingState
 from kbert.training.pretraining.state import build_pretrainer_in_scope
 from kbert.training.pretraining.state import build_state
+from kbert.training.pretraining.state import carried_sentence_config
 from kbert.training.pretraining.state import continued_settings
 from kbert.training.pretraining.state import pretrainer_with_heads
 from kbert.training.pretraining.state import restore_checkpoint
@@ -293,7 +294,7 @@ def run_pretraining(
     if settings.chief:
         save_pretrained(model_dir, state.pretrainer.encoder, vocab_file=settings.vocab_file,
                         do_lower_case=settings.do_lower_case, pretrainer=state.pretrainer,
-                        sentence_config=settings.sentence_config)
+                        sentence_config=carried_sentence_config(settings))
         write_text(os.path.join(model_dir, SUMMARY_FILE),
                    json.dumps(summary, indent=2, sort_keys=True) + "\n")
         state.writer.flush()

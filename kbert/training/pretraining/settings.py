@@ -76,8 +76,6 @@ class PretrainingSettings:
     max_eval_steps: int | None
     eval_batch_size: int | None
     do_train: bool
-    # The pooling `init_checkpoint` records (`sentence_config.json`), carried to the output.
-    sentence_config: dict | None = None
 
     def validate(self) -> None:
         """Refuses settings that are wrong whatever the data: counts, dtype policy, batch split.

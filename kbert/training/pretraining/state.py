@@ -109,23 +109,21 @@ def build_state(settings: PretrainingSettings, files: list[str],
 
 
 def continued_settings(settings: PretrainingSettings) -> PretrainingSettings:
-    """A continued run's vocabulary, case and pooling: the `init_checkpoint` directory's.
+    """A continued run's vocabulary and case: the `init_checkpoint` directory's.
 
     The directory's tokenizer file and `do_lower_case` are what the run writes
     into `model_dir` unless `vocab_file` / `do_lower_case` were given. (That
     the data was made with it, after `kbert-vocab extend` the extended one,
-    `data_tokenizer.check_data_tokenizers` checked before.) Its
-    `sentence_config.json` (a converted sentence-transformers model's pooling)
-    is carried on too.
+    `data_tokenizer.check_data_tokenizers` checked before.) Its pooling is
+    carried on by `carried_sentence_config`.
 
     Args:
         settings: the run's `PretrainingSettings`, with `init_checkpoint`.
 
     Returns:
-        The settings with the directory's vocabulary, case and pooling filled in.
+        The settings with the directory's vocabulary and case filled in.
     """
     directory = open_init_checkpoint(settings.init_checkpoint)
-    settings = dataclasses.replace(settings, sentence_config=directory.sentence_config)
     vocab_file = directory.vocab_file
     if vocab_file is None:
         return settings
@@ -133,6 +131,21 @@ def continued_settings(settings: PretrainingSettings) -> PretrainingSettings:
         settings, vocab_file=settings.vocab_file or vocab_file,
         do_lower_case=(directory.do_lower_case if settings.do_lower_case is None
                        else settings.do_lower_case))
+
+
+def carried_sentence_config(settings: PretrainingSettings) -> dict | None:
+    """The pooling a continued run carries on: `init_checkpoint`'s `sentence_config.json`.
+
+    Args:
+        settings: the run's `PretrainingSettings`.
+
+    Returns:
+        The directory's sentence config (a converted sentence-transformers
+        model's pooling), or None without `init_checkpoint` or without one.
+    """
+    if not settings.init_checkpoint:
+        return None
+    return open_init_checkpoint(settings.init_checkpoint).sentence_config
 
 
 def open_init_checkpoint(directory: str) -> ModelDir:

@@ -25,6 +25,7 @@ from kbert.export import serving_module
 from kbert.export.saved_model import export_saved_model
 from kbert.index import build_index
 from kbert.models import ModernBertEncoder
+from kbert.serving.warmup import read_warmup_requests
 from kbert.tasks.token_classification.serving import word_windows
 from kbert import tasks
 from kbert.tasks import SquadConfig
@@ -134,6 +135,11 @@ def test_exports_pass_the_ops_check_and_serve_the_in_process_answers(finetuned, 
         exports[name] = str(tmp_path / name)
         # The ops check (a fresh process) runs once: the tokenizer is the same in both.
         export_saved_model(finetuned[name][0], exports[name], check=name == "ner")
+        # The warm-up text is one row of the fine-tuned length, not a window of the
+        # encoder's 8,192 (which made every load of this SQuAD export take minutes).
+        warmup = read_warmup_requests(os.path.join(exports[name], "1"))[0].predict_log.request
+        words = len(tf.make_ndarray(next(iter(warmup.inputs.values())))[1].split())
+        assert words == {"ner": 32, "squad": 64}[name]  # the fixture's max_seq_length
     config = "model_config_list {\n" + "".join(
         f'  config {{ name: "{name}" base_path: "{path}" model_platform: "tensorflow" }}\n'
         for name, path in exports.items()) + "}\n"
