@@ -57,12 +57,18 @@ def test_describe_round_trips_and_unknown_settings_are_named():
 
 def test_tasks_state_what_export_the_index_distillation_and_the_server_need():
     facts = {name: (task.metrics_in_percent, task.distillation_target, task.serving_apis)
-             for name, task in tasks.TASKS.items()}
-    assert facts == {"glue": (False, "logits", ()), "classification": (False, None, ()),
+             for name, task in tasks.TASKS.items() if name != "classification"}
+    assert facts == {"glue": (False, "logits", ()),
                      "ner": (False, "logits", ()), "token_classification": (False, "logits", ()),
                      "squad": (True, None, ()), "embedding": (False, None, ("embeddings",)),
                      "similarity": (False, "embeddings", ("embeddings",)),
                      "retrieval": (False, None, ("embeddings",)), "rerank": (False, None, ("rerank",))}
+    # Classification's target follows its problem type: no soft target for independent sigmoids.
+    classification = tasks.TASKS["classification"]
+    targets = {kind: classification(tasks.ClassificationConfig(problem_type=kind, label_names=(
+        ["a", "b"] if kind != "regression" else None))).distillation_target
+        for kind in ("single_label", "multi_label", "regression")}
+    assert targets == {"single_label": "logits", "multi_label": None, "regression": "logits"}
     # A task states nothing it does not need: the toy task takes the defaults.
     assert (ToyTask.metrics_in_percent, ToyTask.distillation_target, ToyTask.serving_apis) == (
         False, None, ())
