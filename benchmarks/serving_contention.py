@@ -13,7 +13,7 @@ smoke run). Starts two `kbert-serve` processes on 127.0.0.1 with their default
 flags (no `--enable_batching`; ONNX Runtime's idle threads sleep, they do not
 spin): one serving both exports (arms `float32` and `int8`), one serving the
 int8 export with `--onnxruntime_intra_op_parallelism=1` (arm `int8-intra1`;
-`--nointra_op_one` leaves it out). Each arm is driven over gRPC Predict by
+`--no-intra_op_one` leaves it out). Each arm is driven over gRPC Predict by
 serving/bench.py's `run_load` (the shipped load tool): N client threads, each
 with one request of B SST-2 dev sentences in flight, for `--seconds`, after one
 warm-up request per arm and batch size; QPS, p50/p90/p99 latency.
@@ -50,6 +50,7 @@ sys.path.insert(0, REPO)
 from benchmarks import result_file  # noqa: E402
 from benchmarks.serving_embeddings import pretrained_embedding  # noqa: E402
 from benchmarks.serving_embeddings import sentences  # noqa: E402
+from serving import bench  # noqa: E402  (serving/bench.py, the shipped load tool)
 
 PARTS = ("quiet", "competing load")
 SPIN = "while True: pass"
@@ -140,11 +141,15 @@ class CompetingLoad:
         self.processes = []
 
 
+def loops(count: int) -> str:
+    """`2 busy loops`, `1 busy loop`: part (b)'s competing processes, in words."""
+    return f"{count} busy loop{'s' if count != 1 else ''}"
+
+
 def measure(arms: dict, texts: list[str], args) -> list[dict]:
     """Every round, part, batch size, client count and arm: one `run_load` row each."""
     import grpc
 
-    from serving import bench  # serving/bench.py, the shipped load tool
     from tensorflow_serving.apis import prediction_service_pb2_grpc
 
     channels = {arm: grpc.insecure_channel(server.grpc_address) for arm, server in arms.items()}
@@ -207,8 +212,8 @@ def ratios(rows: list[dict], arms: list[str]) -> list[dict]:
 
 
 def print_table(table: list[dict], arms: list[str], args, runtime: str) -> None:
-    print(f"## int8 vs float32 through kbert-serve, quiet and with {args.competing_processes} competing "
-          f"busy loops ({args.model}; int8 runs on {runtime}; {args.seconds:g} s an arm, "
+    print(f"## int8 vs float32 through kbert-serve, quiet and with {loops(args.competing_processes)} competing "
+          f"({args.model}; int8 runs on {runtime}; {args.seconds:g} s an arm, "
           f"{args.rounds} round(s), {os.cpu_count()} CPUs)\n")
     int8_arms = [arm for arm in arms if arm != "float32"]
     print("| part | texts a request | clients | " + " | ".join(f"{arm} req/s (p50 / p90 / p99 ms)" for arm in arms)
@@ -221,19 +226,12 @@ def print_table(table: list[dict], arms: list[str], args, runtime: str) -> None:
         print(f"| {line['part']} | {line['batch_size']} | {line['clients']} | " + " | ".join(cells) + " |")
 
 
-def _positive_ints(text: str) -> list[int]:
-    values = [int(value) for value in text.split(",")]
-    if not values or any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError(f"{text!r}: comma-separated positive integers")
-    return values
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["minilm", "tiny"], default="minilm")
-    parser.add_argument("--batch_sizes", type=_positive_ints, default=[1, 32], help="Texts a request.")
-    parser.add_argument("--clients", type=_positive_ints, default=[1, 4], help="Client threads.")
-    parser.add_argument("--seconds", type=float, default=8.0, help="Measured time of each arm.")
+    parser.add_argument("--batch_sizes", type=bench.positive_ints, default=[1, 32], help="Texts a request.")
+    parser.add_argument("--clients", type=bench.positive_ints, default=[1, 4], help="Client threads.")
+    parser.add_argument("--seconds", type=float, default=6.0, help="Measured time of each arm.")
     parser.add_argument("--rounds", type=int, default=1, help="Repeats of both parts (ratios: median).")
     parser.add_argument("--competing_processes", type=int, default=2,
                         help="Busy-loop processes of part (b), one core each.")
@@ -270,7 +268,6 @@ def write(args, table: list[dict], rows: list[dict], arms: list[str], runtime: s
     parts = {part: " / ".join(span(part, b) for b in args.batch_sizes) for part in PARTS}
     errors = sum(row["errors"] for row in rows)
     all_ratios = [line["int8_qps_ratio"] for line in table]
-    loops = f"{args.competing_processes} busy loop{'s' if args.competing_processes != 1 else ''}"
     int8_arms = [arm for arm in arms if arm != "float32"]
     cells = {"columns": ["part", "texts a request", "clients"]
              + [f"{arm} req/s (p50 / p90 / p99 ms, requests)" for arm in arms]
@@ -286,7 +283,7 @@ def write(args, table: list[dict], rows: list[dict], arms: list[str], runtime: s
         args, name="serving_contention", title="int8 under a competing CPU load", area="serving",
         load_average_at_start=load,
         headline=f"int8/float32 QPS through kbert-serve, batch {' / '.join(map(str, args.batch_sizes))}: quiet "
-                 f"{parts['quiet']}; {loops} competing {parts['competing load']}.",
+                 f"{parts['quiet']}; {loops(args.competing_processes)} competing {parts['competing load']}.",
         reference="the float32 export on the same kbert-serve, arms alternating, same run",
         aim="int8 at least float32's QPS at every batch size and client count, quiet and loaded",
         met=bool(all_ratios) and min(all_ratios) >= 1.0 and errors == 0,

@@ -127,7 +127,8 @@ def _texts(path: str | None) -> list[str]:
     return texts
 
 
-def _positive_ints(text: str) -> list[int]:
+def positive_ints(text: str) -> list[int]:
+    """`"1,8,32"` -> `[1, 8, 32]`; argparse's error for a value below 1 (a flag's `type`)."""
     values = [int(value) for value in text.split(",")]
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"{text}: each must be a positive integer")
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
     parser.add_argument("--server", default="localhost:8500", help="host:port of the gRPC API")
     parser.add_argument("--models", type=_names, required=True,
                         help="comma-separated model names, run in turn")
-    parser.add_argument("--concurrency", type=_positive_ints, default=[1, 8, 32],
+    parser.add_argument("--concurrency", type=positive_ints, default=[1, 8, 32],
                         help="comma-separated client thread counts, run in turn")
     parser.add_argument("--batch_size", type=int, default=1, help="texts per request")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
