@@ -107,21 +107,26 @@ class BertWordpieceTokenizer(tf.Module):
         if "[UNK]" not in vocab:
             raise ValueError("The vocabulary lacks [UNK]; BERT's WordPiece needs it.")
         self.do_lower_case = bool(do_lower_case)
-        self.fast_bert_tokenizer = tf_text.FastBertTokenizer(
+        # tensorflow-text's FastBertTokenizer is exactly these two (its `tokenize` runs the
+        # normalizer, then the WordPiece tokenizer); kept apart so `tokenize_with_offsets`
+        # maps the offsets back with one flat gather: FastBertTokenizer's own ragged
+        # `gather(..., batch_dims=-1)` adds ~6 s to every trace of a function using it
+        # (each export, twice), for the same values.
+        self.normalizer = tf_text.FastBertNormalizer(lower_case_nfd_strip_accents=False)
+        self.wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=list(vocab),
             suffix_indicator="##",
             token_out_type=token_out_type,
             unknown_token="[UNK]",
-            lower_case_nfd_strip_accents=False,
         )
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Returns the WordPiece ids of each string, `[batch] -> [batch, (pieces)]`."""
-        return self.fast_bert_tokenizer.tokenize(normalize_text(texts, self.do_lower_case))
+        return self.tokenize_normalized(normalize_text(texts, self.do_lower_case))
 
     def tokenize_normalized(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """`tokenize` for text already normalized (`normalize_text` or `normalize_ascii`)."""
-        return self.fast_bert_tokenizer.tokenize(texts)
+        return self.wordpiece.tokenize(self.normalizer.normalize(texts))
 
     def tokenize_with_offsets(self, texts: tf.Tensor):
         """Tokenizes and returns where each piece is in the text as given.
@@ -136,9 +141,25 @@ class BertWordpieceTokenizer(tf.Module):
             one piece's two bytes although normalization leaves "e".
         """
         texts = tf.convert_to_tensor(texts, tf.string)
-        ids, starts, ends = self.fast_bert_tokenizer.tokenize_with_offsets(
+        ids, starts, ends = self.tokenize_normalized_with_offsets(
             normalize_text(texts, self.do_lower_case))
         return ids, *_source_offsets(texts, self.do_lower_case, starts, ends)
+
+    def tokenize_normalized_with_offsets(self, texts: tf.Tensor):
+        """`tokenize_normalized`, with int64 byte offsets `[start, end)` into `texts`.
+
+        What tensorflow-text's `FastBertTokenizer.tokenize_with_offsets` returns.
+        """
+        normalized, offsets = self.normalizer.normalize_with_offsets(texts)
+        ids, starts, ends = self.wordpiece.tokenize_with_offsets(normalized)
+        return ids, _gather_in_rows(offsets, starts), _gather_in_rows(offsets, ends)
+
+
+def _gather_in_rows(params: tf.RaggedTensor, indices: tf.RaggedTensor) -> tf.RaggedTensor:
+    """`tf.gather(params, indices, batch_dims=1)` for ragged rows, as one flat gather."""
+    rows = indices.value_rowids()
+    flat = indices.flat_values + tf.gather(params.row_starts(), rows)
+    return indices.with_flat_values(tf.gather(params.flat_values, flat))
 
 
 def _source_offsets(texts, do_lower_case, starts, ends):

@@ -210,8 +210,7 @@ class WordCounter:
         if not lines:
             return [], [], []
         normalized = normalize_text(tf.constant(list(lines)), self.tokenizer.do_lower_case)
-        ids, starts, ends = self.tokenizer.wordpiece.fast_bert_tokenizer.tokenize_with_offsets(
-            normalized)
+        ids, starts, ends = self.tokenizer.wordpiece.tokenize_normalized_with_offsets(normalized)
         flat_ids = ids.flat_values.numpy()
         if not flat_ids.size:
             return [], [], []
