@@ -56,15 +56,14 @@ def tokenizer_function(preprocessor) -> tf.function:
             tf.strings.substr(tf.gather(cleaned, starts.value_rowids()), starts.flat_values,
                               ends.flat_values - starts.flat_values),
             starts.row_splits, validate=False)
-        rows = pieces.nrows()
+        lengths = pieces.row_lengths()
 
         def around(middle, special_value):
-            columns = [tf.RaggedTensor.from_tensor(tf.fill([rows, 1], special_value(token)))
-                       for token in before]
-            columns.append(middle)
-            columns += [tf.RaggedTensor.from_tensor(tf.fill([rows, 1], special_value(token)))
-                        for token in after]
-            return tf.concat(columns, axis=1)
+            # Each row's pieces between the special tokens, placed by flat index
+            # arithmetic (TensorFlow's ragged concat of columns costs ~0.3 s of
+            # tracing a call, in every export).
+            values = [special_value(token) for token in before + after]
+            return _between(middle, values[:len(before)], values[len(before):], lengths)
 
         token_ids = around(tf.cast(pieces, tf.int32), lambda token: tf.constant(token, tf.int32))
         return {
@@ -79,3 +78,21 @@ def tokenizer_function(preprocessor) -> tf.function:
 
     return tf.function(tokenize, autograph=False,
                        input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+
+
+def _between(middle: tf.RaggedTensor, before: list, after: list, lengths: tf.Tensor) -> tf.RaggedTensor:
+    """Each row of `middle` (`lengths` long) with the scalars `before` ahead and `after` behind."""
+    count = len(before) + len(after)
+    splits = tf.concat([[0], tf.cumsum(lengths + count)], 0)
+    row_start = splits[:-1]
+    rows = tf.size(lengths, out_type=splits.dtype)
+    row = middle.value_rowids()
+    middle_at = (tf.range(tf.size(middle.flat_values, out_type=splits.dtype))
+                 - tf.gather(middle.row_splits, row) + tf.gather(row_start, row) + len(before))
+    indices, parts = [middle_at], [middle.flat_values]
+    for offsets, values in ((row_start, before), (row_start + len(before) + lengths, after)):
+        for k, value in enumerate(values):
+            indices.append(offsets + k)
+            parts.append(tf.fill([rows], tf.cast(value, middle.dtype)))
+    flat = tf.dynamic_stitch([tf.cast(i, tf.int32) for i in indices], parts)
+    return tf.RaggedTensor.from_row_splits(flat, splits, validate=False)
