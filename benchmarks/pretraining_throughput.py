@@ -127,15 +127,16 @@ def kbert_model(L, H, A, I, jit_compile):
     return lambda: train_loop(one)[0].numpy()
 
 
-def seconds_per_step(steps_by_name, rounds):
+def seconds_per_step(steps_by_name, rounds, warmup=2):
     """Alternates one step of each model per round; returns each one's fastest step.
 
     The machine is shared, so steps are interleaved (both models see the same
-    contention) and the best of `rounds` estimates the uncontended time.
+    contention) and the best of `rounds` estimates the uncontended time. Each
+    model first runs `warmup` untimed steps (the first one traces).
     """
     for step in steps_by_name.values():
-        step()  # trace
-        step()
+        for _ in range(warmup):
+            step()
     best = {name: float("inf") for name in steps_by_name}
     for _ in range(rounds):
         for name, step in steps_by_name.items():

