@@ -106,9 +106,10 @@ def run_distillation(
     word for NER), the binary cross-entropy to the teacher's temperature-scaled
     sigmoid probabilities times T^2 (multi-label classification; the student
     keeps the teacher's decision threshold), the MSE to the teacher's score
-    (regression) or to its sentence vectors (similarity); `hidden` the MSE of hidden states (through
-    a learned projection when the widths differ); `attention` the KL (or MSE)
-    of the attention probabilities of mapped blocks (same number of heads).
+    (regression) or to its sentence vectors (similarity); `hidden` the MSE of
+    hidden states (through a learned projection when the widths differ);
+    `attention` the KL (or MSE) of the attention probabilities of mapped
+    blocks (same number of heads).
 
     Args:
         teacher_dir: str. A fine-tuned directory (`kbert-finetune --model_dir`).
