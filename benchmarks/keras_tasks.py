@@ -46,8 +46,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks import result_file  # noqa: E402
-# The last update of Keras' progress bar in an epoch (`verbose="auto"`, what kbert-finetune
-# uses): "64/64 ━━━━━━━━━━━━━━━━━━━━ 71s 1s/step - accuracy: ..." (its elapsed seconds).
+# A full bar of Keras' progress bar (`verbose="auto"`, what kbert-finetune uses):
+# "64/64 ━━━━━━━━━━━━━━━━━━━━ 71s 1s/step - accuracy: ..." (see `epoch_figures`).
 EPOCH_LINE = re.compile(r"^\s*(\d+)/\1 \S+ (\d+)s \d+(?:s|ms|us)/step")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -103,21 +103,41 @@ def convert_minilm(root: str) -> tuple[str, str]:
     return kbert_dir, keras_hub_dir
 
 
+def epoch_figures(output: str) -> list[tuple[int, int]]:
+    """Each epoch's `(steps, elapsed seconds)` from the output of a `fit` with Keras' progress bar.
+
+    Off a terminal Keras prints every update on a line of its own, and an
+    epoch's full bar twice: after its last step (showing the ETA, "0s") and
+    when the epoch is finalized (showing the elapsed seconds). Of such a run
+    of full bars the last counts.
+    """
+    epochs, previous_full = [], False
+    for line in re.split(r"[\r\n]", ANSI.sub("", output)):
+        if not line.strip():
+            continue
+        match = EPOCH_LINE.match(line)
+        if match:
+            figures = (int(match.group(1)), int(match.group(2)))
+            if previous_full:
+                epochs[-1] = figures
+            else:
+                epochs.append(figures)
+        previous_full = bool(match)
+    return epochs
+
+
 def run(name: str, command: list[str], examples: int, timeout: float) -> dict:
     """Runs one contender; its fit's seconds from Keras' epoch lines, and its wall time."""
-    print(f"{name}: {' '.join(command[:3])} ...", flush=True)
+    shown = command[:2] + ["<script>"] if command[1] == "-c" else command[:3]
+    print(f"{name}: {' '.join(shown)} ...", flush=True)
     start = time.perf_counter()
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                             env={**os.environ, "PYTHONPATH": REPO, "TF_CPP_MIN_LOG_LEVEL": "3"})
     wall = time.perf_counter() - start
     if result.returncode:
         raise RuntimeError(f"{name} failed ({result.returncode}):\n{result.stderr[-3000:]}")
-    seconds, steps = 0.0, 0
-    for line in re.split(r"[\r\n]", ANSI.sub("", result.stdout + result.stderr)):
-        match = EPOCH_LINE.match(line)
-        if match:
-            steps += int(match.group(1))
-            seconds += int(match.group(2))
+    epochs = epoch_figures(result.stdout) or epoch_figures(result.stderr)
+    steps, seconds = sum(s for s, _ in epochs), float(sum(t for _, t in epochs))
     if not steps:
         raise RuntimeError(f"{name}: no Keras epoch line in its output:\n{result.stdout[-2000:]}")
     figures = {"fit_seconds": round(seconds, 1), "steps": steps,

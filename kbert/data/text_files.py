@@ -101,6 +101,43 @@ def iter_lines(
         yield line_number, text.strip(), truncated, len(raw)
 
 
+class NonBlankLines:
+    """The stripped, non-blank lines of text files, in order, counted as they are read.
+
+    An iterable for a consumer that wants only the texts (a tokenizer trainer's
+    `train_from_iterator`) while the caller still reports how many there were.
+    Each pass reads the files again (`iter_lines`: strict decoding, long lines
+    cut) and counts from zero.
+
+    Args:
+        files: sequence of str. The files, read one after the other.
+        encoding: str. Python codec name. Defaults to `"utf-8"`.
+
+    Attributes:
+        count: int. Non-blank lines yielded by the latest pass.
+
+    Example:
+
+    >>> lines = NonBlankLines(["corpus.txt"], "utf-8")
+    >>> tokenizer.train_from_iterator(lines, trainer=trainer)
+    >>> lines.count
+    12345
+    """
+
+    def __init__(self, files: Sequence[str], encoding: str = "utf-8"):
+        self.files = list(files)
+        self.encoding = encoding
+        self.count = 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.count = 0
+        for path in self.files:
+            for _, text, _, _ in iter_lines(path, self.encoding):
+                if text:
+                    self.count += 1
+                    yield text
+
+
 def _iter_raw_lines(path: str, block_bytes: int = READ_BLOCK_BYTES) -> Iterator[bytes]:
     """The lines of a file as bytes, each with its b"\\n" (the last may lack it).
 

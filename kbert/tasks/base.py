@@ -159,7 +159,9 @@ class Task(abc.ABC):
     metrics_in_percent: ClassVar[bool] = False
     # What a student learns from its teacher in `kbert-distill`: `logits` (the
     # model's output: class or tag logits by temperature-scaled KL, a one-output
-    # score by MSE) or `embeddings` (a bi-encoder's sentence vectors, by MSE);
+    # score by MSE), `sigmoid_logits` (independent per-label logits: the teacher's
+    # temperature-scaled sigmoid probabilities as soft targets by binary
+    # cross-entropy) or `embeddings` (a bi-encoder's sentence vectors, by MSE);
     # None: kbert-distill refuses the task's models.
     distillation_target: ClassVar[str | None] = None
     # The encoder APIs its export answers besides TF Serving's:

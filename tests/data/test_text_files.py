@@ -39,6 +39,18 @@ def test_chunks_group_whole_files():
     assert len(chunks) > 4 and all(sum(p.length for p in c) >= 5000 for c in chunks[:-1])
 
 
+def test_non_blank_lines_are_stripped_across_files_and_counted_per_pass(tmp_path):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_bytes(b"  one \r\n\n \t\ntwo\n")
+    second.write_bytes(b"caf\xe9\n\nthree")
+    lines = text_files.NonBlankLines([str(first), str(second)], "latin-1")
+    assert lines.count == 0
+    assert list(lines) == ["one", "two", "caf\u00e9", "three"] and lines.count == 4
+    assert list(lines) == ["one", "two", "caf\u00e9", "three"] and lines.count == 4
+    with pytest.raises(ValueError, match=r"b.txt:1: not valid utf-8"):
+        list(text_files.NonBlankLines([str(first), str(second)]))
+
+
 def test_decode_piece_names_file_and_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nalso fine\nbad \xff byte\n")

@@ -77,3 +77,26 @@ def test_a_fine_tuned_ner_directory_reloads_with_its_head(tmp_path):
     assert [word for word, _ in tagger.predict(["Paris, France."])[0]] == ["Paris,", "France."]
     with pytest.raises(TypeError, match=r"got \['use_crf'\] for .*ner, which is fine-tuned"):
         kbert.TokenClassifier.from_preset(directory, use_crf=True)
+
+
+def test_word_lists_on_an_electra_discriminator(pretrained_dirs):
+    """ELECTRA's discriminator through the encoder seam: named tags, word lists in and out."""
+    keras.utils.set_random_seed(2)
+    names = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-PER"]
+    tagger = kbert.TokenClassifier.from_preset(pretrained_dirs["electra"], max_seq_length=32,
+                                               label_names=names)
+    assert tagger.task.label_names == names and tagger.task_model is not None
+    # The discriminator itself (its factorized embeddings: 16 wide under 32 hidden units).
+    discriminator = open_model_dir(pretrained_dirs["electra"]).encoder()
+    assert tagger.task_model.encoder.get_config()["embedding_dim"] == 16
+    for a, b in zip(tagger.task_model.encoder.weights, discriminator.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    words = [["EU", "rejects", "German", "call", "."],
+             ["Peter", "Blackburn", "flew", "to", "Paris", "."], ["BRUSSELS", "1996"]]
+    tagger.compile(learning_rate=1e-2)
+    history = tagger.fit(words * 8, TAGS * 8, batch_size=4, epochs=3, verbose=0)
+    losses = history.history["loss"]
+    assert losses[-1] < losses[0] / 2, losses
+    predicted = tagger.predict(words)
+    assert [[word for word, _ in row] for row in predicted] == words
+    assert [[tag for _, tag in row] for row in predicted] == TAGS

@@ -63,12 +63,13 @@ def test_tasks_state_what_export_the_index_distillation_and_the_server_need():
                      "squad": (True, None, ()), "embedding": (False, None, ("embeddings",)),
                      "similarity": (False, "embeddings", ("embeddings",)),
                      "retrieval": (False, None, ("embeddings",)), "rerank": (False, None, ("rerank",))}
-    # Classification's target follows its problem type: no soft target for independent sigmoids.
+    # Classification's target follows its problem type: independent sigmoids for multi-label.
     classification = tasks.TASKS["classification"]
     targets = {kind: classification(tasks.ClassificationConfig(problem_type=kind, label_names=(
         ["a", "b"] if kind != "regression" else None))).distillation_target
         for kind in ("single_label", "multi_label", "regression")}
-    assert targets == {"single_label": "logits", "multi_label": None, "regression": "logits"}
+    assert targets == {"single_label": "logits", "multi_label": "sigmoid_logits",
+                       "regression": "logits"}
     # A task states nothing it does not need: the toy task takes the defaults.
     assert (ToyTask.metrics_in_percent, ToyTask.distillation_target, ToyTask.serving_apis) == (
         False, None, ())

@@ -45,7 +45,6 @@ import collections
 import json
 import math
 from collections.abc import Iterable
-from collections.abc import Iterator
 from typing import Any, Sequence
 
 import tensorflow as tf
@@ -122,20 +121,11 @@ def learn_bpe_from_files(files: Sequence[str], output_file: str, input_encoding:
 
     >>> learn_bpe_from_files(["corpus.txt"], "tokenizer.json", "utf-8", vocab_size=8192)
     """
-    num_lines = 0
-
-    def lines() -> Iterator[str]:
-        nonlocal num_lines
-        for path in files:
-            for _, text, _, _ in text_files.iter_lines(path, input_encoding):
-                if text:
-                    num_lines += 1
-                    yield text
-
+    lines = text_files.NonBlankLines(files, input_encoding)
     tokenizer = _new_tokenizer()
-    tokenizer.train_from_iterator(lines(), trainer=_trainer(vocab_size, min_frequency))
+    tokenizer.train_from_iterator(lines, trainer=_trainer(vocab_size, min_frequency))
     where = f"--input_file={','.join(files)!r}"
-    return {**_write(tokenizer, output_file, num_lines, where), "lines": num_lines}
+    return {**_write(tokenizer, output_file, lines.count, where), "lines": lines.count}
 
 
 def learn_bpe(word_counts: Iterable[tuple[str, int]], output_file: str, vocab_size: int,

@@ -94,25 +94,17 @@ def learn_vocab_from_files(
     for path in files:
         for piece in text_files.iter_text_pieces(path, text_files.READ_BLOCK_BYTES):
             raw.update(count_characters(text_files.decode_piece(piece, piece.data, input_encoding)))
-    num_lines = 0
-
-    def lines() -> Iterator[str]:
-        nonlocal num_lines
-        for path in files:
-            for _, text, _, _ in text_files.iter_lines(path, input_encoding):
-                if text:
-                    num_lines += 1
-                    yield text
+    lines = text_files.NonBlankLines(files, input_encoding)
 
     def train(trainer: trainers.Trainer) -> Tokenizer:
         tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
         tokenizer.normalizer = normalizer
         tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tokenizer.train_from_iterator(lines(), trainer=trainer)
+        tokenizer.train_from_iterator(lines, trainer=trainer)
         return tokenizer
 
     size = _learn(raw, output_file, train, files, **settings)
-    return {"vocab_size": size, "lines": num_lines}
+    return {"vocab_size": size, "lines": lines.count}
 
 
 def learn_vocab(

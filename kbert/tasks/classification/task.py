@@ -168,9 +168,9 @@ class ClassificationTask(Task):
 
     @property
     def distillation_target(self) -> str | None:
-        # kbert-distill: class logits by temperature-scaled KL, a score by MSE (as GLUE's); it
-        # has no soft target for independent sigmoids, so a multi-label model is not distilled.
-        return None if self.problem_type == MULTI_LABEL else "logits"
+        # kbert-distill: class logits by temperature-scaled KL, a score by MSE (as GLUE's);
+        # multi-label: each label's sigmoid probability by binary cross-entropy.
+        return "sigmoid_logits" if self.problem_type == MULTI_LABEL else "logits"
 
     @property
     def model_type(self) -> str:

@@ -5,7 +5,9 @@ Built on `keras.distillation` (Keras 3.15): `TaskDistiller` is a
 weighted against the distillation losses, the three loss trackers the
 progress bar shows) and the logits loss is a `LogitsDistillation`. What
 Keras lacks is written here: a KL that skips padding and non-first
-wordpieces (`TemperatureKL`), sample weights reaching the losses, and
+wordpieces (`TemperatureKL`), its per-label sigmoid counterpart for
+multi-label classifiers (`TemperatureBinaryCrossentropy`), sample weights
+reaching the losses, and
 hidden-state losses through a learned projection when widths differ
 (TinyBERT), and the embedding loss of bi-encoders (`EmbeddingMSE`, through a
 learned projection when widths differ). Regression scores use Keras's
@@ -30,7 +32,7 @@ from kbert.models.bert_dual_encoder import SIDES
 from kbert.models.bert_dual_encoder import side_inputs
 from kbert.models.encoder import Encoder
 
-TARGETS = ("logits", "embeddings")
+TARGETS = ("logits", "sigmoid_logits", "embeddings")
 ATTENTION_LOSSES = ("kl", "mse")
 # Floor of attention probabilities under the log of the KL: a softmax can underflow to 0.
 ATTENTION_EPSILON = 1e-12
@@ -66,6 +68,39 @@ class TemperatureKL(keras.distillation.LogitsDistillation):
         student = ops.log_softmax(ops.cast(student_outputs, "float32") / t, axis=-1)
         kl = ops.sum(ops.exp(teacher) * (teacher - student), axis=-1)
         return weighted_mean(kl, sample_weight) * (t * t)
+
+
+class TemperatureBinaryCrossentropy(keras.distillation.LogitsDistillation):
+    """Binary cross-entropy of the student's per-label sigmoids to the teacher's, at temperature T.
+
+    Multi-label logits are independent decisions, each a sigmoid: the soft
+    target of label `k` is the teacher's `p_k = sigmoid(t_k / T)` and the loss
+    `-(p_k log q_k + (1 - p_k) log(1 - q_k))` with `q_k = sigmoid(s_k / T)`,
+    averaged over the labels (as the task's own `MultiLabelCrossentropy`),
+    then over the examples with `sample_weight`, times T^2 (Hinton et al.:
+    the gradients keep their scale whatever T). It differs from the
+    per-label KL only by the teacher's entropy, a constant: the same
+    gradients, and a floor at that entropy rather than at 0.
+
+    Args:
+        temperature: float. Temperature T > 0 of both sigmoids. Defaults to 2.0.
+
+    Example:
+
+    >>> loss = TemperatureBinaryCrossentropy(temperature=2.0)
+    >>> loss.compute_loss(teacher_logits, student_logits)
+    """
+
+    def __init__(self, temperature: float = 2.0):
+        super().__init__(temperature=temperature,
+                         loss=keras.losses.BinaryCrossentropy(from_logits=True))
+
+    def compute_loss(self, teacher_outputs, student_outputs, sample_weight=None, **kwargs):
+        t = float(self.temperature)
+        targets = ops.sigmoid(ops.cast(teacher_outputs, "float32") / t)
+        per_label = ops.binary_crossentropy(targets, ops.cast(student_outputs, "float32") / t,
+                                            from_logits=True)
+        return weighted_mean(ops.mean(per_label, axis=-1), sample_weight) * (t * t)
 
 
 class EmbeddingMSE(keras.distillation.DistillationLoss):
@@ -164,8 +199,9 @@ class TaskDistiller(keras.distillation.Distiller):
             otherwise: `with_encoder_all_layers(model, attention_scores=True)`).
             Defaults to 0.
         attention_loss: str. `kl` or `mse` (`attention_loss`). Defaults to `kl`.
-        target: str. `logits` (the task models' outputs) or `embeddings`
-            (the sentence vectors of `BertDualEncoder`s). Defaults to `logits`.
+        target: str. `logits` or `sigmoid_logits` (the task models' outputs;
+            `logits_loss` says how they compare) or `embeddings` (the sentence
+            vectors of `BertDualEncoder`s). Defaults to `logits`.
         **kwargs: passed to `keras.distillation.Distiller`.
 
     Example:

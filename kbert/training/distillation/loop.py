@@ -103,10 +103,13 @@ def run_distillation(
     `h * label_loss + (1 - h) * (kl_weight * soft + hidden_state_weight * hidden
     + attention_weight * attention)` with `h = hard_label_weight`: `soft` is
     the temperature-scaled KL of the logits times T^2 (classification; per
-    word for NER), the MSE to the teacher's score (regression) or to its
-    sentence vectors (similarity); `hidden` the MSE of hidden states (through
-    a learned projection when the widths differ); `attention` the KL (or MSE)
-    of the attention probabilities of mapped blocks (same number of heads).
+    word for NER), the binary cross-entropy to the teacher's temperature-scaled
+    sigmoid probabilities times T^2 (multi-label classification; the student
+    keeps the teacher's decision threshold), the MSE to the teacher's score
+    (regression) or to its sentence vectors (similarity); `hidden` the MSE of
+    hidden states (through a learned projection when the widths differ);
+    `attention` the KL (or MSE) of the attention probabilities of mapped
+    blocks (same number of heads).
 
     Args:
         teacher_dir: str. A fine-tuned directory (`kbert-finetune --model_dir`).
@@ -132,7 +135,8 @@ def run_distillation(
         train_batch_size, eval_batch_size, num_train_epochs, warmup_proportion,
             weight_decay, seed: as `run_finetuning`.
         learning_rate: float or "auto" (by the student's width, as `run_finetuning`).
-        temperature: float. Softmax temperature T of the KL. Defaults to 2.
+        temperature: float. Temperature T of the softmax of the KL (or of the
+            sigmoids, multi-label). Defaults to 2.
         kl_weight: float. Weight of the output loss within the distillation term.
         hard_label_weight: float in [0, 1]. Weight of the label loss (h).
         hidden_state_weight: float. Weight of the hidden-state MSE; 0 is off.
@@ -183,11 +187,10 @@ def run_distillation(
     teacher, record, vocab_file = (teacher_files.model(), teacher_files.task_config,
                                    teacher_files.vocab_file)
     task_object = _student_task(record)
-    if task_object.distillation_target is None:  # a task may say so per model (multi-label)
+    if task_object.distillation_target is None:  # a task may say so per model
         raise ValueError(f"--teacher_dir={teacher_dir} is a {record.model_type} of "
                          f"--task={record.task} that names no distillation target "
-                         "(Task.distillation_target: a multi-label classifier has none); "
-                         "kbert-distill cannot distill it.")
+                         "(Task.distillation_target); kbert-distill cannot distill it.")
     if (hidden_state_weight or attention_weight) and task_object.distillation_target == "embeddings":
         raise ValueError(f"run_distillation.hidden_state_weight={hidden_state_weight}, "
                          f"attention_weight={attention_weight}, but --teacher_dir={teacher_dir} "
@@ -389,14 +392,16 @@ def _build_student(task: Task, teacher: keras.Model, student_layers, build_stude
 def _logits_loss(teacher: keras.Model, temperature: float, target: str = "logits"):
     if target == "embeddings":  # the sentence vectors, not the scores
         return distillers.EmbeddingMSE()
+    if target == "sigmoid_logits":  # independent labels: each one's sigmoid probability
+        return distillers.TemperatureBinaryCrossentropy(temperature)
     if teacher.output.shape[-1] == 1:  # a regressor: the teacher's score is the target
         return keras.distillation.FeatureDistillation(loss="mse")
     return distillers.TemperatureKL(temperature)
 
 
 def _label_loss(task: Task, teacher: keras.Model) -> keras.losses.Loss:
-    if task.distillation_target == "embeddings":  # the task's own (cosine or ranking)
-        return task.compile_arguments()["loss"]
+    if task.distillation_target in ("embeddings", "sigmoid_logits"):
+        return task.compile_arguments()["loss"]  # the task's own (cosine, ranking, per-label)
     if teacher.output.shape[-1] == 1:
         return keras.losses.MeanSquaredError()
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True,

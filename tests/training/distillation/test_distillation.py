@@ -17,17 +17,22 @@ from tests.conftest import tiny_inputs
 from tests.finetune_testing import TESTDATA
 from tests.finetune_testing import count_train_step_traces
 from tests.finetune_testing import make_tiny_pretrained
+from tests.tasks.classification.files import ticket_rows
+from tests.tasks.classification.files import write_rows
 
 from kbert.checkpoints import TaskConfig
 from kbert.data.text_preprocessor import TextPreprocessor
 from kbert.checkpoints import load_encoder
 from kbert.checkpoints import load_finetuned
+from kbert.checkpoints import open_model_dir
 from kbert.checkpoints import save_finetuned
 from kbert.models import BertClassifier
 from kbert.models import BertDualEncoder
 from kbert.models import BertSentenceEncoder
 from kbert.models import BertEncoder
 from kbert.models import BertTokenClassifier
+from kbert.tasks import ClassificationConfig
+from kbert.tasks import ClassificationTask
 from kbert.tasks import TaskData
 from kbert.tasks import get_task
 from kbert.training.distillation import distiller as distillers
@@ -74,6 +79,23 @@ def test_temperature_kl_equals_hand_computation(temperature):
         _numpy_kl(teacher, student, temperature))
 
 
+@pytest.mark.parametrize("temperature", [1.0, 3.0])
+def test_multi_label_soft_targets_are_each_labels_sigmoid_by_binary_cross_entropy(temperature):
+    from kbert.training.distillation.loop import _logits_loss
+
+    rng = np.random.default_rng(1)
+    teacher, student = rng.normal(0, 3, (4, 5)), rng.normal(0, 3, (4, 5))
+    weights = np.array([1.0, 0.0, 1.0, 2.0], "float32")
+    p, q = (1 / (1 + np.exp(-x / temperature)) for x in (teacher, student))
+    by_hand = -(p * np.log(q) + (1 - p) * np.log(1 - q)).mean(-1)  # mean over the labels
+    loss = _logits_loss(None, temperature, "sigmoid_logits")
+    assert isinstance(loss, distillers.TemperatureBinaryCrossentropy)
+    np.testing.assert_allclose(
+        float(loss.compute_loss(tf.constant(teacher, tf.float32), tf.constant(student, tf.float32),
+                                sample_weight=tf.constant(weights))),
+        (by_hand * weights).sum() / weights.sum() * temperature ** 2, rtol=1e-5)
+
+
 def test_a_regressor_learns_the_teachers_score_by_mse():
     from kbert.training.distillation.loop import _logits_loss
 
@@ -85,19 +107,26 @@ def test_a_regressor_learns_the_teachers_score_by_mse():
                                np.mean((teacher - student) ** 2), rtol=1e-6)
 
 
-def _kl(teacher, student, inputs, weights=None):
-    return float(distillers.TemperatureKL(1.0).compute_loss(
-        teacher(inputs, training=False), student(inputs, training=False), sample_weight=weights))
+def _kl(teacher, student, inputs, weights=None, sigmoid=False):
+    """KL of the student's outputs from the teacher's at T = 1: of the softmax, or (`sigmoid`)
+    of each label's sigmoid, summed over the labels."""
+    t, s = (np.asarray(model(inputs, training=False), "float64") for model in (teacher, student))
+    if sigmoid:
+        p, q = 1 / (1 + np.exp(-t)), 1 / (1 + np.exp(-s))
+        return float((p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q))).sum(-1).mean())
+    return float(distillers.TemperatureKL(1.0).compute_loss(t, s, sample_weight=weights))
 
 
 NARROW = dict(num_layers=2, hidden_dim=16, num_heads=2, intermediate_dim=24)
 
 
-@pytest.mark.parametrize("model,narrow", [(BertClassifier, False), (BertTokenClassifier, False),
-                                          (BertClassifier, True)])
-def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow):
+@pytest.mark.parametrize("model,narrow,sigmoid", [
+    (BertClassifier, False, False), (BertTokenClassifier, False, False),
+    (BertClassifier, True, False), (BertClassifier, False, True)])
+def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow, sigmoid):
     """Soft targets only; the narrow student (H=16 vs 32) also learns the teacher's
-    hidden states through the learned projection."""
+    hidden states through the learned projection; a multi-label student (`sigmoid`) each
+    label's probability by binary cross-entropy."""
     keras.utils.set_random_seed(1)
     teacher = model(BertEncoder(**tiny_encoder_kwargs(num_layers=TEACHER_LAYERS)), num_classes=3)
     # Sharper targets than a fresh head gives, so there is something to learn.
@@ -107,20 +136,25 @@ def test_student_trained_on_a_fixed_batch_moves_toward_the_teacher(model, narrow
                     dropout=0.0)
     inputs = tiny_inputs()
     weights = tf.cast(inputs["padding_mask"], tf.float32) if model is BertTokenClassifier else None
-    before = _kl(teacher, student, inputs, weights)
+    before = _kl(teacher, student, inputs, weights, sigmoid)
     hidden = dict(hidden_state_weight=1.0, layer_map=distillers.uniform_layer_map(2, 4))
     distiller = distillers.TaskDistiller(
         distillers.with_encoder_all_layers(teacher) if narrow else teacher,
         distillers.with_encoder_all_layers(student) if narrow else student,
-        distillers.TemperatureKL(2.0), hard_label_weight=0.0, **(hidden if narrow else {}))
+        distillers.TemperatureBinaryCrossentropy(2.0) if sigmoid else distillers.TemperatureKL(2.0),
+        hard_label_weight=0.0, target="sigmoid_logits" if sigmoid else "logits",
+        **(hidden if narrow else {}))
     distiller.compile(optimizer=keras.optimizers.Adam(3e-3),
-                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+                      loss=keras.losses.BinaryCrossentropy(from_logits=True) if sigmoid
+                      else keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     build_optimizer_state(distiller)  # as kbert-distill does: fit traces its step once
     labels = np.zeros(inputs["token_ids"].shape if weights is not None else (3,), "int32")
+    if sigmoid:
+        labels = np.zeros((3, 3), "float32")  # a multi-hot row per input
     dataset = tf.data.Dataset.from_tensors((inputs, labels) if weights is None
                                            else (inputs, labels, weights)).repeat()
     history = distiller.fit(dataset, steps_per_epoch=20, epochs=2, verbose=0)
-    after = _kl(distiller.teacher, distiller.student, inputs, weights)
+    after = _kl(distiller.teacher, distiller.student, inputs, weights, sigmoid)
     assert after < 0.2 * before, (before, after)
     if narrow:
         assert hidden["layer_map"] == [1, 3]
@@ -443,6 +477,41 @@ def test_similarity_student_directory_exports_as_an_embedding_model(teachers, tm
                                     training=False)
     assert served.shape == (2, 16)
     np.testing.assert_allclose(served, np.asarray(reference), atol=1e-5)
+
+
+def test_a_multi_label_student_directory_is_a_multi_label_classifier(teachers, tmp_path,
+                                                                      untimed):
+    """A multi-label teacher (kbert-finetune's `--task=classification` on lists of labels):
+    the student learns by binary cross-entropy, and its directory is a multi-label
+    classifier with the teacher's labels and decision threshold, as kbert-predict,
+    kbert-export and `kbert.TextClassifier` read it."""
+    import kbert
+
+    train = write_rows(tmp_path / "train.jsonl", ticket_rows(16, seed=1))
+    task = ClassificationTask(ClassificationConfig(
+        problem_type="multi_label", label_names=["billing", "bug", "other"], threshold=0.4),
+        text_column_names=("text",), label_column_name="tags")
+    encoder = BertEncoder(**{**load_encoder(teachers["pretrained"]).get_config(),
+                             "num_layers": TEACHER_LAYERS})
+    teacher_dir = str(tmp_path / "teacher")
+    save_finetuned(teacher_dir, task.build_model(encoder), TaskConfig.from_dict(
+        {**task.describe(), "max_seq_length": 32, "do_lower_case": True}),
+        os.path.join(teachers["pretrained"], "vocab.txt"))
+    results = run_distillation(teacher_dir, str(tmp_path / "student"), train_file=train,
+                               student_layers=[1], do_eval=False,
+                               **{**FAST, "train_batch_size": 8, "num_train_epochs": 1.0})
+    assert results["train_steps"] == 2 and len(results["train_loss"]) == 1
+    record = open_model_dir(str(tmp_path / "student")).task_config
+    assert (record.options["problem_type"], record.options["threshold"], record.label_names) == (
+        "multi_label", 0.4, ["billing", "bug", "other"])
+    classifier = kbert.TextClassifier.from_preset(str(tmp_path / "student"))
+    assert classifier.task.problem_type == "multi_label"
+    assert classifier.task_model.encoder.num_layers == 1
+    [answer] = classifier.predict_records(["refund, please"])
+    assert set(answer) == {"labels", "probabilities"}
+    assert list(answer["probabilities"]) == ["billing", "bug", "other"]
+    chosen = {name for name, p in answer["probabilities"].items() if p >= 0.4}
+    assert set(answer["labels"]) == chosen  # by the teacher's threshold
 
 
 def _refused(teachers, tmp_path, match, **arguments):
