@@ -111,27 +111,31 @@ def pytest_configure(config):
     os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 
 
-# The longest test files, longest first (seconds on a quiet 2-core Intel VM, 2026-11-26,
-# two workers): `make test` hands whole files to its two pytest-xdist workers in
-# collection order (`--dist=loadfile --no-loadscope-reorder`), so these start first and
-# the short files fill in at the end, where a long file would leave one worker alone.
+# The longest test files, longest first (summed seconds of each file's tests, `make test`
+# with two workers on a 2-core AMD EPYC VM, 2026-11-29, lightly loaded): `make test` hands
+# whole files to its two pytest-xdist workers in collection order (`--dist=loadfile
+# --no-loadscope-reorder`), so these start first and the short files fill in at the end,
+# where a long file would leave one worker alone.
 # The order only: a stale list costs a minute of wall time, never a result.
-LONGEST_FILES = (  # summed seconds of each file's tests, suite run of 2026-11-26 at 7e1697d
-    "tests/training/distillation/test_distillation.py",  # 157 s
-    "tests/models/modernbert/test_modernbert_uses.py",  # 105
-    "tests/export/test_saved_model.py",  # 104
-    "tests/training/pretraining/test_loop.py",  # 95
-    "tests/bin/test_finetune.py",  # 86
-    "tests/training/finetuning/test_selection.py",  # 72
-    "tests/training/pretraining/test_step.py",  # 66
-    "tests/training/pretraining/test_evaluation.py",  # 57
-    "tests/training/pretraining/test_electra.py",  # 52
-    "tests/export/test_quantization.py",  # 51
-    "tests/training/pretraining/test_modes.py",  # 41
-    "tests/serving/test_server.py",  # 37
-    "tests/index/test_index.py",  # 36
-    "tests/tasks/token_classification/test_crf.py",  # 32
-    "tests/tasks/similarity/test_similarity_task.py",  # 30
+LONGEST_FILES = (
+    "tests/export/test_quantization.py",  # 439 s
+    "tests/models/modernbert/test_modernbert_uses.py",  # 237
+    "tests/training/distillation/test_distillation.py",  # 219
+    "tests/bin/test_finetune.py",  # 193
+    "tests/training/pretraining/test_loop.py",  # 143
+    "tests/export/test_saved_model.py",  # 129
+    "tests/presets/test_text_classifier.py",  # 120
+    "tests/index/test_index.py",  # 108
+    "tests/training/pretraining/test_evaluation.py",  # 101
+    "tests/training/finetuning/test_selection.py",  # 100
+    "tests/training/pretraining/test_step.py",  # 95
+    "tests/training/pretraining/test_electra.py",  # 95
+    "tests/models/modernbert/test_modernbert_pretraining.py",  # 81
+    "tests/tasks/token_classification/test_crf.py",  # 77
+    "tests/training/pretraining/test_modes.py",  # 63
+    "tests/presets/test_served_answers.py",  # 60
+    "tests/presets/test_mirrored.py",  # 60
+    "tests/serving/test_server.py",  # 59
 )
 
 
